@@ -1,0 +1,133 @@
+"""One model's build artifacts (torch module, ONNX per precision), each built once and cached.
+
+Why one object: ONNX Runtime and TensorRT consume the same exported, converted and quantized ONNX
+files, so the export/convert/quantize chain lives here once and every key chains from the model
+digest: change a weight and every downstream artifact gets a new address.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import logging
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+import torch
+
+from engines.base import InputSpec
+from engines.onnx.export import ONNX_FILE, export_onnx, export_options
+from engines.pytorch import model_digest
+from suite.cache import ArtifactCache
+
+log = logging.getLogger(__name__)
+
+
+class CalibrationData(Protocol):
+    """What quantization needs of a dataset (fixtures.data.Dataset fits)."""
+
+    feeds: dict[str, Any]
+
+    def digest(self) -> str: ...
+
+    def __len__(self) -> int: ...
+
+
+def version_of(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "absent"
+
+
+class ModelBuild:
+    """Implements engines.base.ModelArtifacts for one configured model."""
+
+    def __init__(
+        self,
+        name: str,
+        factory: Callable[[ArtifactCache], torch.nn.Module],
+        inputs: tuple[InputSpec, ...],
+        outputs: tuple[str, ...],
+        cache: ArtifactCache,
+        calibration: Callable[[], CalibrationData] | None = None,
+        int8_options: dict[str, Any] | None = None,
+        export_overrides: dict[str, Any] | None = None,
+    ) -> None:
+        self.name = name
+        self._factory = factory
+        self.inputs = inputs
+        self.outputs = outputs
+        self.cache = cache
+        self._calibration = calibration
+        self.int8_options = dict(int8_options or {})
+        self.export_options = export_options(export_overrides)
+        self._module: torch.nn.Module | None = None
+        self._digest: str | None = None
+        self._paths: dict[str, Path] = {}
+        self._keys: dict[str, str] = {}
+
+    def torch_module(self) -> torch.nn.Module:
+        if self._module is None:
+            module = self._factory(self.cache)
+            if not isinstance(module, torch.nn.Module):
+                raise TypeError(f"factory of model {self.name!r} returned {type(module).__name__}, "
+                                "expected a torch.nn.Module")
+            self._module = module.eval()
+        return self._module
+
+    def model_digest(self) -> str:
+        if self._digest is None:
+            self._digest = model_digest(self.torch_module())
+        return self._digest
+
+    def onnx_path(self, precision: str) -> Path:
+        stage = _onnx_stage(precision)
+        if stage not in self._paths:
+            parts, build, label = self._stage(stage)
+            entry = self.cache.get_or_build("onnx", parts, build, label=label)
+            self._paths[stage] = entry / ONNX_FILE
+            self._keys[stage] = entry.name
+        return self._paths[stage]
+
+    def onnx_key(self, precision: str) -> str:
+        self.onnx_path(precision)
+        return self._keys[_onnx_stage(precision)]
+
+    def _stage(self, stage: str) -> tuple[dict[str, Any], Callable[[Path], None], str]:
+        if stage == "fp32":
+            parts = {
+                "model": self.name, "model_digest": self.model_digest(), "export": self.export_options,
+                "inputs": [vars(i) for i in self.inputs], "outputs": list(self.outputs),
+                "torch": torch.__version__, "onnx": version_of("onnx"), "onnxscript": version_of("onnxscript"),
+            }
+
+            def build(d: Path) -> None:
+                export_onnx(self.torch_module(), self.name, self.inputs, self.outputs, d / ONNX_FILE,
+                            self.export_options)
+
+            return parts, build, f"export {self.name} to ONNX"
+        from engines.onnx.convert import convert_parts, convert_precision
+        from engines.onnx.quantize import quantize_parts, quantize_qdq
+
+        source = self.onnx_path("fp32")
+        if stage in ("fp16", "bf16"):
+            parts = convert_parts(self.onnx_key("fp32"), stage)
+
+            def build(d: Path) -> None:
+                convert_precision(source, d / ONNX_FILE, stage, self.name)
+
+            return parts, build, f"convert {self.name} ONNX to {stage}"
+        if self._calibration is None:
+            raise ValueError(f"model {self.name!r} has no calibration_dataset; int8 needs one")
+        data = self._calibration()
+        parts = quantize_parts(self.onnx_key("fp32"), data.digest(), len(data), self.int8_options)
+
+        def build(d: Path) -> None:
+            quantize_qdq(source, d / ONNX_FILE, data.feeds, self.int8_options, self.name)
+
+        return parts, build, f"calibrate {self.name} int8 ({self.int8_options.get('method')})"
+
+
+def _onnx_stage(precision: str) -> str:
+    """fp32 and tf32 share the fp32 file (TF32 is a math mode, not a storage type)."""
+    return {"fp32": "fp32", "tf32": "fp32", "fp16": "fp16", "bf16": "bf16", "int8": "int8"}[precision]

@@ -1,0 +1,100 @@
+"""fp32 ONNX -> fp16 / bf16 ONNX with fp32 inputs and outputs, so feeds stay the same for every cell.
+
+Why one converter for both: TensorRT >= 10.12 builds strongly-typed networks, where precision comes
+from the file's types, and ONNX Runtime runs the same file, so both judge identical graphs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import onnx.version_converter
+from onnx import TensorProto, numpy_helper
+
+from engines.base import EngineBuildError
+
+CONVERTER = "onnxruntime.transformers.float16"
+BF16_MIN_OPSET = 22
+
+
+def _opset(model: onnx.ModelProto) -> int:
+    return next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+
+
+def convert_parts(fp32_key: str, precision: str) -> dict[str, Any]:
+    from engines.artifacts import version_of
+
+    return {"source_onnx": fp32_key, "precision": precision, "converter": CONVERTER,
+            "onnxruntime": version_of("onnxruntime"), "onnx": version_of("onnx"), "keep_io_types": True,
+            "revision": 1}
+
+
+def convert_precision(src: Path, dst: Path, precision: str, model_name: str) -> None:
+    from onnxruntime.transformers.float16 import convert_float_to_float16
+
+    if precision not in ("fp16", "bf16"):
+        raise ValueError(f"convert_precision: {precision!r} is not fp16 or bf16")
+    original = onnx.load(str(src))
+    fp32_init = {init.name: numpy_helper.to_array(init) for init in original.graph.initializer}
+    try:
+        model = convert_float_to_float16(original, keep_io_types=True, disable_shape_infer=False)
+        if precision == "bf16":
+            # bfloat16 entered the type lists of Conv, Gemm and friends in opset 22.
+            model = onnx.version_converter.convert_version(model, max(BF16_MIN_OPSET, _opset(model)))
+            _fp16_to_bf16(model, fp32_init)
+        _topological_sort(model.graph)
+        onnx.checker.check_model(model, full_check=True)
+    except Exception as exc:
+        raise EngineBuildError(f"converting {model_name!r} ONNX to {precision} failed: "
+                               f"{type(exc).__name__}: {exc}") from exc
+    onnx.save(model, str(dst))
+
+
+def _topological_sort(graph: onnx.GraphProto) -> None:
+    """The converter appends its input casts after their consumers; the checker wants producers first."""
+    available = {i.name for i in graph.input} | {i.name for i in graph.initializer} | {""}
+    pending = list(graph.node)
+    ordered: list[onnx.NodeProto] = []
+    while pending:
+        ready = [n for n in pending if all(i in available for i in n.input)]
+        if not ready:
+            raise ValueError(f"graph has a cycle or dangling inputs at nodes {[n.name for n in pending[:5]]}")
+        for node in ready:
+            ordered.append(node)
+            available.update(node.output)
+        pending = [n for n in pending if all(n is not r for r in ready)]
+    del graph.node[:]
+    graph.node.extend(ordered)
+
+
+def _fp16_to_bf16(model: onnx.ModelProto, fp32_init: dict[str, np.ndarray]) -> None:
+    """Retype an fp16-converted graph as bf16: initializers re-rounded from their fp32 originals
+    (not from fp16, which would clamp range), casts and declared types switched to BFLOAT16."""
+    for i, init in enumerate(model.graph.initializer):
+        if init.data_type == TensorProto.FLOAT16:
+            source = fp32_init.get(init.name)
+            values = source if source is not None else numpy_helper.to_array(init).astype(np.float32)
+            model.graph.initializer[i].CopyFrom(_bf16_tensor(values, init.name))
+    for node in model.graph.node:
+        for attr in node.attribute:
+            if node.op_type == "Cast" and attr.name == "to" and attr.i == TensorProto.FLOAT16:
+                attr.i = TensorProto.BFLOAT16
+            if attr.type == onnx.AttributeProto.TENSOR and attr.t.data_type == TensorProto.FLOAT16:
+                attr.t.CopyFrom(_bf16_tensor(numpy_helper.to_array(attr.t).astype(np.float32), attr.t.name))
+    for value in [*model.graph.value_info, *model.graph.input, *model.graph.output]:
+        if value.type.tensor_type.elem_type == TensorProto.FLOAT16:
+            value.type.tensor_type.elem_type = TensorProto.BFLOAT16
+
+
+def _bf16_tensor(values: np.ndarray, name: str) -> onnx.TensorProto:
+    """Round-to-nearest-even fp32 -> bf16, stored as raw 16-bit words."""
+    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    nan = np.isnan(values)
+    rounded[nan] = 0x7FC0
+    tensor = onnx.TensorProto(name=name, data_type=TensorProto.BFLOAT16, dims=list(values.shape))
+    tensor.raw_data = rounded.tobytes()
+    return tensor

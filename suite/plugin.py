@@ -1,0 +1,149 @@
+"""The suite's pytest plugin: options, parametrization over cells, session fixtures, terminal summary.
+
+Registered from the root ``conftest.py``. Tests stay thin: they ask for a ``cell`` (or
+``latency_case``) and the ``suite`` session, and assert with metrics' verdicts.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engines.base import CellUnavailable
+from suite.cache import ArtifactCache, CacheEvent
+from suite.config import ConfigError, load_config
+from suite.session import Cell, SuiteSession
+
+log = logging.getLogger("suite")
+
+_ROOT = Path(__file__).resolve().parent.parent
+_SESSION_KEY = pytest.StashKey[SuiteSession]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("inference-suite", "inference regression suite")
+    group.addoption("--suite-config", default=str(_ROOT / "suite.toml"),
+                    help="TOML file declaring models, engines, precisions, thresholds (default: suite.toml)")
+    group.addoption("--models", default=None, help="comma-separated model names to run (default: all)")
+    group.addoption("--engines", default=None,
+                    help="comma-separated engines to run: torch, onnxruntime, tensorrt (default: as configured)")
+    group.addoption("--precisions", default=None,
+                    help="comma-separated precisions: fp32, tf32, fp16, bf16, int8 (default: as configured)")
+    group.addoption("--engine-cache", default=str(_ROOT / ".engine-cache"),
+                    help="directory of the content-addressed engine/artifact cache (default: .engine-cache/)")
+    group.addoption("--device", default="cpu", help="device to run engines on: cpu (default) or cuda:N")
+    group.addoption("--latency-rounds", type=int, default=None,
+                    help="timed rounds per latency case (default: [latency].rounds in the config)")
+    group.addoption("--latency-batch-sizes", default=None,
+                    help="comma-separated batch sizes for latency cases (default: each model's batch_sizes)")
+    group.addoption("--suite-results", default=None,
+                    help="write accuracy/parity/engine records of this run to this JSON file")
+
+
+def _split(value: str | None) -> list[str] | None:
+    return [v.strip() for v in value.split(",") if v.strip()] if value else None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name, text in (
+        ("accuracy", "top-1/top-5 on labelled data against thresholds and the PyTorch reference"),
+        ("parity", "output agreement with the PyTorch reference on the same inputs"),
+        ("latency", "pytest-benchmark latency/throughput cases (compare with --benchmark-compare)"),
+        ("selftest", "tests of the suite's own machinery; CPU only, no engines"),
+    ):
+        config.addinivalue_line("markers", f"{name}: {text}")
+    try:
+        suite_config = load_config(config.getoption("--suite-config")).select(
+            _split(config.getoption("--models")), _split(config.getoption("--engines")),
+            _split(config.getoption("--precisions")))
+    except ConfigError as exc:
+        raise pytest.UsageError(f"suite config: {exc}") from exc
+    device = config.getoption("--device")
+    if device != "cpu" and not device.startswith("cuda"):
+        raise pytest.UsageError(f"--device {device!r}: expected cpu or cuda:N")
+
+    def on_event(event: CacheEvent) -> None:
+        if event.action == "rebuild-corrupt":
+            log.warning("engine cache: corrupt entry for %s rebuilt: %s", event.label, event.detail)
+        elif event.action == "build":
+            log.info("engine cache: built %s in %.1f s", event.label, event.seconds)
+
+    cache = ArtifactCache(config.getoption("--engine-cache"), on_event=on_event)
+    config.stash[_SESSION_KEY] = SuiteSession(suite_config, cache, device)
+
+
+def suite_session(config: pytest.Config) -> SuiteSession:
+    return config.stash[_SESSION_KEY]
+
+
+def _latency_batches(config: pytest.Config, model_batches: tuple[int, ...]) -> tuple[int, ...]:
+    chosen = _split(config.getoption("--latency-batch-sizes"))
+    if not chosen:
+        return model_batches
+    sizes = tuple(int(b) for b in chosen)
+    return tuple(b for b in sizes if min(model_batches) <= b <= max(model_batches))
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    session = suite_session(metafunc.config)
+    if "accuracy_cell" in metafunc.fixturenames:
+        cells = session.cells(lambda m: m.accuracy_dataset is not None)
+        metafunc.parametrize("accuracy_cell", cells, ids=[c.id for c in cells])
+    if "cell" in metafunc.fixturenames:
+        cells = [c for c in session.cells() if not c.is_reference]
+        metafunc.parametrize("cell", cells, ids=[c.id for c in cells])
+    if "latency_case" in metafunc.fixturenames:
+        cases = [(c, b) for c in session.cells()
+                 for b in _latency_batches(metafunc.config, session.model(c.model).batch_sizes)]
+        metafunc.parametrize("latency_case", cases, ids=[f"{c.id}-bs{b}" for c, b in cases])
+
+
+@pytest.fixture(scope="session")
+def suite(request: pytest.FixtureRequest) -> SuiteSession:
+    """The session: config, cache, datasets, engines and reference outputs, each built once."""
+    return suite_session(request.config)
+
+
+@pytest.fixture
+def engine_for(suite: SuiteSession) -> Any:
+    """``engine_for(cell)``: the loaded engine, or a skip that names why this cell cannot run here."""
+
+    def get(cell: Cell) -> Any:
+        try:
+            return suite.engine(cell)
+        except CellUnavailable as exc:
+            pytest.skip(f"{cell.id}: {exc}")
+
+    return get
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    session = config.stash.get(_SESSION_KEY, None)
+    if session is None:
+        return
+    tr = terminalreporter
+    stats = session.cache.stats
+    corrupt = stats.corrupt_rebuilds
+    if corrupt:
+        tr.section("engine cache: corrupt entries rebuilt", sep="-", yellow=True)
+        for event in corrupt:
+            tr.write_line(f"{event.label}: {event.detail}")
+    loaded = session.loaded_cells()
+    if loaded:
+        tr.section("engines", sep="-")
+        tr.write_line(f"{'cell':<44}{'size MB':>10}{'layers':>9}{'params':>12}")
+        for cell, engine in sorted(loaded.items()):
+            f = engine.facts
+            size = f"{f.size_mb:.2f}" if f.size_mb is not None else "-"
+            tr.write_line(f"{cell.id:<44}{size:>10}{f.layers or '-':>9}{f.parameters or '-':>12}")
+    path = config.getoption("--suite-results")
+    if path:
+        Path(path).write_text(json.dumps({"records": session.records,
+                                          "engines": {c.id: e.facts.as_dict() for c, e in loaded.items()}},
+                                         indent=1, default=str))
+        tr.write_line(f"suite results written to {path}")
+    tr.write_line(stats.summary_line())

@@ -1,0 +1,134 @@
+"""The test session's state: which cells exist, and each engine, dataset and reference output built once.
+
+Why memoize failures too: a broken build must error every test of its cell with the same message,
+not be retried (and re-timed) by each of them.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from engines import get_backend
+from engines.artifacts import ModelBuild
+from engines.base import CellUnavailable, EngineRequest, LoadedEngine
+from suite.cache import ArtifactCache
+from suite.config import ModelConfig, SuiteConfig, resolve
+
+log = logging.getLogger(__name__)
+
+REFERENCE_ENGINE = "torch"
+REFERENCE_PRECISION = "fp32"
+
+
+@dataclass(frozen=True, order=True)
+class Cell:
+    """One (model, engine, precision) combination: the unit that is built once and judged."""
+
+    model: str
+    engine: str
+    precision: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.model}-{self.engine}-{self.precision}"
+
+    @property
+    def is_reference(self) -> bool:
+        return self.engine == REFERENCE_ENGINE and self.precision == REFERENCE_PRECISION
+
+
+class SuiteSession:
+    def __init__(self, config: SuiteConfig, cache: ArtifactCache, device: str = "cpu") -> None:
+        self.config = config
+        self.cache = cache
+        self.device = device
+        self._datasets: dict[str, Any] = {}
+        self._builds: dict[str, ModelBuild] = {}
+        self._engines: dict[Cell, LoadedEngine | BaseException] = {}
+        self._reference_outputs: dict[tuple[str, str, int], dict[str, np.ndarray]] = {}
+        self.records: list[dict[str, Any]] = []
+
+    # ---- what exists -------------------------------------------------------------------------
+    def cells(self, predicate: Callable[[ModelConfig], bool] = lambda m: True) -> list[Cell]:
+        return [Cell(m.name, e, p) for m in self.config.models.values() if predicate(m)
+                for e in m.engines for p in m.precisions]
+
+    def model(self, name: str) -> ModelConfig:
+        return self.config.models[name]
+
+    # ---- fixtures: data and models -----------------------------------------------------------
+    def dataset(self, ref: str) -> Any:
+        if ref not in self._datasets:
+            self._datasets[ref] = resolve(ref, f"dataset {ref}")(self.cache)
+        return self._datasets[ref]
+
+    def build(self, model_name: str) -> ModelBuild:
+        if model_name not in self._builds:
+            m = self.model(model_name)
+            calibration = None
+            if m.calibration_dataset:
+                ref, samples = m.calibration_dataset, m.int8.samples
+                calibration = lambda: self.dataset(ref).take(samples)  # noqa: E731
+            self._builds[model_name] = ModelBuild(
+                m.name, resolve(m.factory, f"[models.{m.name}].factory"), m.inputs, m.outputs, self.cache,
+                calibration=calibration, int8_options=m.int8.as_dict(),
+            )
+        return self._builds[model_name]
+
+    # ---- engines -----------------------------------------------------------------------------
+    def request(self, cell: Cell) -> EngineRequest:
+        m = self.model(cell.model)
+        return EngineRequest(model=m.name, engine=cell.engine, precision=cell.precision, device=self.device,
+                             inputs=m.inputs, outputs=m.outputs, profile=m.profile,
+                             options=dict(m.engine_options.get(cell.engine, {})))
+
+    def engine(self, cell: Cell) -> LoadedEngine:
+        """Build or load once; raises CellUnavailable (skip) or the build error (error) every time."""
+        if cell not in self._engines:
+            request = self.request(cell)
+            backend = get_backend(cell.engine)
+            try:
+                reason = backend.skip_reason(request)
+                if reason:
+                    raise CellUnavailable(reason)
+                self._engines[cell] = backend.load(request, self.build(cell.model), self.cache)
+            except BaseException as exc:  # noqa: BLE001 - remembered and re-raised for every test
+                if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                    raise
+                self._engines[cell] = exc
+        result = self._engines[cell]
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    def reference_cell(self, model_name: str) -> Cell:
+        return Cell(model_name, REFERENCE_ENGINE, REFERENCE_PRECISION)
+
+    def loaded_cells(self) -> dict[Cell, LoadedEngine]:
+        return {c: e for c, e in self._engines.items() if isinstance(e, LoadedEngine)}
+
+    # ---- running -----------------------------------------------------------------------------
+    def run_batched(self, cell: Cell, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Run a whole dataset through a cell in chunks no larger than its profile allows."""
+        runner = self.engine(cell).runner
+        n = len(next(iter(feeds.values())))
+        step = self.model(cell.model).profile.max_batch
+        chunks = [runner.infer({k: v[i:i + step] for k, v in feeds.items()}) for i in range(0, n, step)]
+        return {name: np.concatenate([c[name] for c in chunks]) for name in chunks[0]}
+
+    def reference_outputs(self, model_name: str, dataset_ref: str, n: int) -> dict[str, np.ndarray]:
+        key = (model_name, dataset_ref, n)
+        if key not in self._reference_outputs:
+            data = self.dataset(dataset_ref).take(n)
+            self._reference_outputs[key] = self.run_batched(self.reference_cell(model_name), data.feeds)
+        return self._reference_outputs[key]
+
+    def record(self, kind: str, cell: Cell, **data: Any) -> dict[str, Any]:
+        entry = {"kind": kind, "cell": cell.id, "model": cell.model, "engine": cell.engine,
+                 "precision": cell.precision, "device": self.device, **data}
+        self.records.append(entry)
+        return entry

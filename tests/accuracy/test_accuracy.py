@@ -1,0 +1,22 @@
+"""Top-1/top-5 on labelled data per engine and precision: an absolute floor and a maximum drop
+against the PyTorch fp32 reference on the same rows."""
+
+import pytest
+
+from metrics import judge_accuracy
+
+pytestmark = pytest.mark.accuracy
+
+
+def test_top1_top5(accuracy_cell, suite, engine_for):
+    cell = accuracy_cell
+    model = suite.model(cell.model)
+    engine_for(cell)
+    data = suite.dataset(model.accuracy_dataset)
+    if data.labels is None:
+        pytest.fail(f"{model.name}: accuracy_dataset {model.accuracy_dataset} has no labels")
+    logits = suite.run_batched(cell, data.feeds)[model.outputs[0]]
+    reference = suite.reference_outputs(model.name, model.accuracy_dataset, len(data))[model.outputs[0]]
+    verdict = judge_accuracy(logits, data.labels, reference, model.accuracy_threshold(cell.precision))
+    suite.record("accuracy", cell, dataset=model.accuracy_dataset, **verdict.as_dict())
+    assert verdict.passed, f"{cell.id} on {model.accuracy_dataset}: {verdict.explain()}"
