@@ -69,7 +69,7 @@ class CacheEvent:
     kind: str
     label: str
     key: str
-    action: str  # "hit", "build", "rebuild-corrupt"
+    action: str  # "hit", "start" (a build begins), "build", "rebuild-corrupt"
     seconds: float = 0.0
     detail: str = ""
 
@@ -128,6 +128,8 @@ class ArtifactCache:
                 self._emit(CacheEvent(kind, label, key, "hit"))
                 return final
         final.parent.mkdir(parents=True, exist_ok=True)
+        if self._on_event is not None:
+            self._on_event(CacheEvent(kind, label, key, "start", detail=detail))
         tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key[:12]}-{uuid.uuid4().hex[:8]}-", dir=final.parent))
         start = time.perf_counter()
         try:

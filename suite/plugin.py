@@ -66,11 +66,23 @@ def pytest_configure(config: pytest.Config) -> None:
     if device != "cpu" and not device.startswith("cuda"):
         raise pytest.UsageError(f"--device {device!r}: expected cpu or cuda:N")
 
+    for noisy in ("onnxscript", "onnx_ir", "torch.onnx", "torch._dynamo", "torch.export"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
     def on_event(event: CacheEvent) -> None:
-        if event.action == "rebuild-corrupt":
-            log.warning("engine cache: corrupt entry for %s rebuilt: %s", event.label, event.detail)
-        elif event.action == "build":
-            log.info("engine cache: built %s in %.1f s", event.label, event.seconds)
+        """Progress on long builds, live, whatever pytest's capture mode."""
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if event.action == "start":
+            text = f"[engine cache] building {event.label} ..."
+            if event.detail:
+                text = f"[engine cache] corrupt entry ({event.detail}); rebuilding {event.label} ..."
+        elif event.action in ("build", "rebuild-corrupt"):
+            text = f"[engine cache] built {event.label} in {event.seconds:.1f} s"
+        else:
+            return
+        log.info(text)
+        if reporter is not None and config.getoption("verbose") >= 0:
+            reporter.write_line(text)
 
     cache = ArtifactCache(config.getoption("--engine-cache"), on_event=on_event)
     config.stash[_SESSION_KEY] = SuiteSession(suite_config, cache, device)

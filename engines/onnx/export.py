@@ -6,6 +6,7 @@ Why here and once: ONNX Runtime and TensorRT both consume this file, so both jud
 from __future__ import annotations
 
 import logging
+import re
 import warnings
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ log = logging.getLogger(__name__)
 ONNX_FILE = "model.onnx"
 DEFAULT_EXPORT_OPTIONS: dict[str, Any] = {"opset": 18, "exporter": "dynamo", "sample_batch": 2}
 _EXPORTERS = ("dynamo", "torchscript")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def export_options(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -71,8 +73,9 @@ def export_onnx(module: torch.nn.Module, model_name: str, inputs: tuple[InputSpe
                     opset_version=options["opset"], dynamo=False,
                 )
     except Exception as exc:  # the exporter raises many types; the message is what the user needs
+        message = _ANSI.sub("", str(exc))
         raise EngineBuildError(f"ONNX export of model {model_name!r} failed ({options}): "
-                               f"{type(exc).__name__}: {exc}") from exc
+                               f"{type(exc).__name__}: {message}") from exc
     check_onnx(path, model_name)
 
 

@@ -27,7 +27,7 @@ def quantize_parts(fp32_key: str, data_digest: str, rows: int, options: Mapping[
 
     return {"source_onnx": fp32_key, "calibration_data": data_digest, "calibration_rows": rows,
             "int8": dict(options), "format": "QDQ", "activation": "int8-symmetric",
-            "weights": "int8-symmetric", "onnxruntime": version_of("onnxruntime"), "revision": 1}
+            "weights": "int8-symmetric", "bias": "float", "onnxruntime": version_of("onnxruntime"), "revision": 1}
 
 
 class _Reader:
@@ -50,7 +50,8 @@ def quantize_qdq(src: Path, dst: Path, feeds: Mapping[str, np.ndarray], options:
     methods = {"minmax": CalibrationMethod.MinMax, "entropy": CalibrationMethod.Entropy,
                "percentile": CalibrationMethod.Percentile}
     method = options.get("method", "minmax")
-    extra: dict[str, Any] = {"ActivationSymmetric": True, "WeightSymmetric": True}
+    # Biases stay float: TensorRT's explicit quantization fuses them and rejects int32 bias DQ.
+    extra: dict[str, Any] = {"ActivationSymmetric": True, "WeightSymmetric": True, "QuantizeBias": False}
     if method == "percentile":
         extra["CalibPercentile"] = float(options.get("percentile", 99.999))
     rows = len(next(iter(feeds.values())))

@@ -82,7 +82,7 @@ def test_corrupt_entry_is_detected_reported_and_rebuilt(tmp_path, damage):
         verify_entry(entry)
     again = cache.get_or_build("engine", BASE, _writer(b"0123456789", calls))
     assert len(calls) == 2 and (again / "engine.bin").read_bytes() == b"0123456789"
-    assert [e.action for e in events] == ["build", "rebuild-corrupt"]
+    assert [e.action for e in events] == ["start", "build", "start", "rebuild-corrupt"]
     assert len(cache.stats.corrupt_rebuilds) == 1
     expected = "manifest" if damage == "manifest" else "engine.bin"
     assert expected in cache.stats.corrupt_rebuilds[0].detail

@@ -19,3 +19,55 @@ class TwoInputNet(torch.nn.Module):
 def two_input_net(cache=None) -> torch.nn.Module:
     torch.manual_seed(0)
     return TwoInputNet().eval()
+
+
+class ExportsWrong(TwoInputNet):
+    """Behaves differently when exported: an engine built from it is 'broken' by a known amount."""
+
+    def forward(self, image: torch.Tensor, extra: torch.Tensor) -> torch.Tensor:
+        out = super().forward(image, extra)
+        if torch.onnx.is_in_onnx_export():
+            out = out * 1.05
+        return out
+
+
+def exports_wrong(cache=None) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return ExportsWrong().eval()
+
+
+class NotExportable(torch.nn.Module):
+    """Complex eigenvalues have no ONNX translation: the exporter must fail, and say so."""
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        return torch.linalg.eigvals(image.flatten(1)[:, :4].reshape(-1, 2, 2)).real.sum(-1)
+
+
+def not_exportable(cache=None) -> torch.nn.Module:
+    return NotExportable().eval()
+
+
+class Data:
+    """A fixtures.data.Dataset look-alike; rows from a seed, labels from the row's sum."""
+
+    def __init__(self, rows: int = 64, seed: int = 1) -> None:
+        import numpy as np
+
+        rng = np.random.default_rng(seed)
+        self.feeds = {"image": rng.uniform(0, 1, (rows, 1, 8, 8)).astype(np.float32),
+                      "extra": rng.uniform(-1, 1, (rows, 3)).astype(np.float32)}
+        self.labels = (self.feeds["image"].sum(axis=(1, 2, 3)) > 32).astype(np.int64)
+        self.rows, self.seed = rows, seed
+
+    def __len__(self) -> int:
+        return self.rows
+
+    def take(self, n: int) -> "Data":
+        return Data(min(n, self.rows), self.seed)
+
+    def digest(self) -> str:
+        return f"tiny-{self.rows}-{self.seed}"
+
+
+def tiny_data(cache=None) -> Data:
+    return Data()

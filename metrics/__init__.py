@@ -1,0 +1,40 @@
+"""Pure-numpy metrics shared by all engine tests: parity, accuracy, latency.
+
+Kept free of torch and of the rest of this repo so it can be unit-tested on
+its own and reused by report tooling without any engine installed.
+"""
+
+from __future__ import annotations
+
+from .accuracy import (
+    AccuracyThreshold,
+    AccuracyVerdict,
+    judge_accuracy,
+    topk_accuracy,
+    topk_correct,
+)
+from .latency import LatencySummary, summarize_latency
+from .parity import (
+    ParityReport,
+    RankStat,
+    Tolerance,
+    compare_arrays,
+    compare_outputs,
+    rank_table,
+)
+
+__all__ = [
+    "AccuracyThreshold",
+    "AccuracyVerdict",
+    "LatencySummary",
+    "ParityReport",
+    "RankStat",
+    "Tolerance",
+    "compare_arrays",
+    "compare_outputs",
+    "judge_accuracy",
+    "rank_table",
+    "summarize_latency",
+    "topk_accuracy",
+    "topk_correct",
+]

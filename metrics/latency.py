@@ -1,0 +1,95 @@
+"""Latency summary for benchmark samples (seconds in, milliseconds out).
+
+One summariser so that every engine's numbers are computed the same way:
+same warm-up drop, same percentile method (numpy's default, linear), same
+throughput definition (batch_size / median latency).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["LatencySummary", "summarize_latency"]
+
+
+@dataclass(frozen=True)
+class LatencySummary:
+    """Latency statistics in milliseconds over the samples kept after warm-up.
+
+    ``n`` is the number of samples kept, ``warmup_dropped`` the number
+    dropped. ``std_ms`` is the population standard deviation (ddof=0, so it
+    is defined for a single sample). ``throughput_per_s`` is items per
+    second, ``batch_size / median``; inf if the median is exactly 0.
+    """
+
+    n: int
+    warmup_dropped: int
+    mean_ms: float
+    median_ms: float
+    p90_ms: float
+    p99_ms: float
+    min_ms: float
+    max_ms: float
+    std_ms: float
+    batch_size: int
+    throughput_per_s: float
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON-serialisable dict (an infinite throughput becomes None)."""
+        d: dict[str, object] = dict(asdict(self))
+        if not math.isfinite(self.throughput_per_s):
+            d["throughput_per_s"] = None
+        return d
+
+
+def summarize_latency(
+    samples_s: Sequence[float] | npt.NDArray[np.floating],
+    batch_size: int,
+    warmup_fraction: float = 0.0,
+) -> LatencySummary:
+    """Summarise per-call latencies given in seconds.
+
+    Drops the first ``ceil(warmup_fraction * len(samples))`` samples (the
+    usual "10% warm-up"; a 1e-9 slack keeps 0.1 * 30 from rounding up to 4).
+    Raises ValueError when a sample is negative or non-finite (a timing bug,
+    checked over all samples, warm-up included), batch_size < 1, the
+    fraction is outside [0, 1], or no sample is left.
+    """
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
+    if not (0.0 <= warmup_fraction <= 1.0):
+        raise ValueError(f"warmup_fraction must be in [0, 1], got {warmup_fraction!r}")
+    arr = np.asarray(samples_s, dtype=np.float64)
+    if arr.ndim != 1:
+        raise ValueError(f"samples_s must be 1-D, got shape {arr.shape}")
+    if not np.isfinite(arr).all():
+        raise ValueError(f"{int(np.count_nonzero(~np.isfinite(arr)))} samples are NaN/Inf")
+    if (arr < 0).any():
+        raise ValueError(f"{int(np.count_nonzero(arr < 0))} samples are negative")
+
+    dropped = min(arr.size, max(0, math.ceil(warmup_fraction * arr.size - 1e-9)))
+    kept = arr[dropped:]
+    if kept.size == 0:
+        raise ValueError(f"no samples left: {arr.size} given, {dropped} dropped as warm-up")
+
+    median_s = float(np.median(kept))
+    p90_s, p99_s = (float(v) for v in np.percentile(kept, [90.0, 99.0]))
+    throughput = batch_size / median_s if median_s > 0.0 else math.inf
+    return LatencySummary(
+        n=int(kept.size),
+        warmup_dropped=int(dropped),
+        mean_ms=float(np.mean(kept)) * 1e3,
+        median_ms=median_s * 1e3,
+        p90_ms=p90_s * 1e3,
+        p99_ms=p99_s * 1e3,
+        min_ms=float(np.min(kept)) * 1e3,
+        max_ms=float(np.max(kept)) * 1e3,
+        std_ms=float(np.std(kept)) * 1e3,
+        batch_size=int(batch_size),
+        throughput_per_s=throughput,
+    )

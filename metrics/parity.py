@@ -1,0 +1,426 @@
+"""Numerical parity between a reference output (PyTorch) and an engine output.
+
+This is the single comparator every parity test goes through, so that a
+failure always carries the same numbers (isclose %, MAE, max abs/rel error,
+cosine, top-k agreement, rank table) and the tolerance it was judged against.
+
+Everything is computed in float64 whatever the input dtype (float16,
+bfloat16 already widened to float32, ints), so the metric itself never adds
+rounding error of the order of the tolerances being checked.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = [
+    "ParityReport",
+    "RankStat",
+    "Tolerance",
+    "compare_arrays",
+    "compare_outputs",
+    "rank_table",
+]
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.intp]
+
+#: k values reported in ``ParityReport.topk_agreement_pct`` (capped at #columns).
+TOPK_AGREEMENT_KS: tuple[int, ...] = (1, 5)
+#: Depth of the rank table attached to 2-D reports (capped at #columns).
+RANK_TABLE_DEPTH = 10
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Pass/fail thresholds for one output; ``None`` disables an optional check.
+
+    ``min_top1_agreement_pct`` is only applied to 2-D ``(batch, classes)``
+    outputs with at least two columns, where "top-1" is meaningful.
+    """
+
+    rtol: float = 1e-3
+    atol: float = 1e-5
+    min_isclose_pct: float = 99.0
+    max_abs_error: float | None = None
+    min_cosine: float | None = None
+    min_top1_agreement_pct: float | None = None
+
+    def __post_init__(self) -> None:
+        # Written as `not (lo <= x)` so that NaN thresholds are rejected too.
+        if not (0.0 <= self.rtol < math.inf):
+            raise ValueError(f"rtol must be finite and >= 0, got {self.rtol!r}")
+        if not (0.0 <= self.atol < math.inf):
+            raise ValueError(f"atol must be finite and >= 0, got {self.atol!r}")
+        if not (0.0 <= self.min_isclose_pct <= 100.0):
+            raise ValueError(f"min_isclose_pct must be in [0, 100], got {self.min_isclose_pct!r}")
+        if self.max_abs_error is not None and not (0.0 <= self.max_abs_error < math.inf):
+            raise ValueError(f"max_abs_error must be finite and >= 0, got {self.max_abs_error!r}")
+        if self.min_cosine is not None and not (-1.0 <= self.min_cosine <= 1.0):
+            raise ValueError(f"min_cosine must be in [-1, 1], got {self.min_cosine!r}")
+        if self.min_top1_agreement_pct is not None and not (0.0 <= self.min_top1_agreement_pct <= 100.0):
+            raise ValueError(f"min_top1_agreement_pct must be in [0, 100], got {self.min_top1_agreement_pct!r}")
+
+    def as_dict(self) -> dict[str, object]:
+        """Plain dict for JSON reports."""
+        return dict(asdict(self))
+
+
+@dataclass(frozen=True)
+class RankStat:
+    """One row of the "top-10 ranks" table.
+
+    ``mae``: mean over rows of ``|ref - test|`` at the column the *reference*
+    ranks r-th (so it measures how well the engine reproduces the value of
+    the reference's r-th best class).
+    ``disagreement_pct``: % of rows whose r-th ranked column differs between
+    reference and engine.
+    """
+
+    rank: int
+    mae: float
+    disagreement_pct: float
+
+    def as_dict(self) -> dict[str, object]:
+        """Plain dict for JSON reports (NaN -> None)."""
+        return {
+            "rank": self.rank,
+            "mae": _json_float(self.mae),
+            "disagreement_pct": _json_float(self.disagreement_pct),
+        }
+
+
+@dataclass(frozen=True)
+class ParityReport:
+    """Everything measured for one output, plus the verdict.
+
+    Statistics are computed over the elements that are finite in *both*
+    arrays (row-wise statistics over the rows that are entirely finite in
+    both); any NaN/Inf is itself listed in ``failures``, so a report with
+    non-finite values can never pass. A statistic with nothing to be
+    computed over is NaN (``None`` in ``as_dict``).
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    n_elements: int
+    nonfinite_ref: int
+    nonfinite_test: int
+    isclose_pct: float
+    mae: float
+    max_abs_error: float
+    max_rel_error: float
+    cosine: float
+    top1_agreement_pct: float | None
+    topk_agreement_pct: dict[int, float]
+    ranks: tuple[RankStat, ...]
+    tolerance: Tolerance
+    failures: tuple[str, ...]
+
+    @property
+    def passed(self) -> bool:
+        """True when no check failed."""
+        return not self.failures
+
+    def explain(self) -> str:
+        """Multi-line message with every figure and the tolerances (pytest assert message)."""
+        tol = self.tolerance
+        verdict = "; ".join(self.failures) if self.failures else "passed"
+        lines = [f"output {self.name!r} {self.shape}: {verdict}"]
+
+        isclose = (
+            f"isclose {_fmt_pct(self.isclose_pct)} (>= {_fmt_pct(tol.min_isclose_pct)} "
+            f"required, rtol={tol.rtol:g}, atol={tol.atol:g})"
+        )
+        max_abs = f"max abs {_fmt_sci(self.max_abs_error)}"
+        if tol.max_abs_error is not None:
+            max_abs += f" (<= {_fmt_sci(tol.max_abs_error)} allowed)"
+        cosine = f"cosine {_fmt_cos(self.cosine)}"
+        if tol.min_cosine is not None:
+            cosine += f" (>= {_fmt_cos(tol.min_cosine)} required)"
+        lines.append(
+            f"  {isclose}; MAE {_fmt_sci(self.mae)}; {max_abs}; "
+            f"max rel {_fmt_sci(self.max_rel_error)} (where |ref| > atol); {cosine}"
+        )
+        lines.append(
+            f"  non-finite values: reference {self.nonfinite_ref}, "
+            f"engine {self.nonfinite_test} (of {self.n_elements} elements)"
+        )
+
+        agreement: list[str] = []
+        if self.top1_agreement_pct is not None:
+            top1 = f"top-1 agreement {_fmt_pct(self.top1_agreement_pct)}"
+            if tol.min_top1_agreement_pct is not None:
+                top1 += f" (>= {_fmt_pct(tol.min_top1_agreement_pct)} required)"
+            agreement.append(top1)
+        agreement.extend(
+            f"top-{k} overlap {_fmt_pct(v)}"
+            for k, v in self.topk_agreement_pct.items()
+            if not (k == 1 and self.top1_agreement_pct is not None)
+        )
+        if agreement:
+            lines.append("  " + "; ".join(agreement))
+        if self.ranks:
+            cells = ", ".join(f"r{s.rank} {_fmt_sci(s.mae)}/{_fmt_pct(s.disagreement_pct)}" for s in self.ranks)
+            lines.append(f"  rank MAE/disagreement: {cells}")
+        return "\n".join(lines)
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON-serialisable dict (NaN/Inf -> None, int keys -> str)."""
+        return {
+            "name": self.name,
+            "shape": list(self.shape),
+            "n_elements": self.n_elements,
+            "nonfinite_ref": self.nonfinite_ref,
+            "nonfinite_test": self.nonfinite_test,
+            "isclose_pct": _json_float(self.isclose_pct),
+            "mae": _json_float(self.mae),
+            "max_abs_error": _json_float(self.max_abs_error),
+            "max_rel_error": _json_float(self.max_rel_error),
+            "cosine": _json_float(self.cosine),
+            "top1_agreement_pct": (None if self.top1_agreement_pct is None else _json_float(self.top1_agreement_pct)),
+            "topk_agreement_pct": {str(k): _json_float(v) for k, v in self.topk_agreement_pct.items()},
+            "ranks": [s.as_dict() for s in self.ranks],
+            "tolerance": self.tolerance.as_dict(),
+            "failures": list(self.failures),
+            "passed": self.passed,
+        }
+
+
+def compare_arrays(name: str, ref: npt.ArrayLike, test: npt.ArrayLike, tol: Tolerance) -> ParityReport:
+    """Compare one engine output against its reference and judge it against ``tol``.
+
+    Raises ValueError on a shape mismatch or an empty array: those are
+    harness bugs, not numerical drift, and must not be reported as a
+    percentage.
+    """
+    r = _as_float64(ref, f"reference output {name!r}")
+    t = _as_float64(test, f"engine output {name!r}")
+    if r.shape != t.shape:
+        raise ValueError(f"output {name!r}: shape mismatch: reference {r.shape} vs engine {t.shape}")
+    if r.size == 0:
+        raise ValueError(f"output {name!r}: empty array {r.shape}; nothing to compare")
+
+    finite_r = np.isfinite(r)
+    finite_t = np.isfinite(t)
+    nonfinite_ref = int(r.size - np.count_nonzero(finite_r))
+    nonfinite_test = int(t.size - np.count_nonzero(finite_t))
+    both = finite_r & finite_t
+
+    isclose_pct, mae, max_abs, max_rel, cosine = _elementwise_stats(r[both], t[both], tol)
+
+    top1: float | None = None
+    topk: dict[int, float] = {}
+    ranks: tuple[RankStat, ...] = ()
+    if r.ndim == 2:
+        n_cols = r.shape[1]
+        rows_ok = both.all(axis=1)
+        rr, tt = r[rows_ok], t[rows_ok]
+        ks = sorted({min(k, n_cols) for k in TOPK_AGREEMENT_KS})
+        if rr.shape[0] > 0:
+            ref_order = _descending_order(rr)
+            test_order = _descending_order(tt)
+            topk = {k: _topk_overlap_pct(ref_order, test_order, k) for k in ks}
+            ranks = _rank_stats(rr, tt, ref_order, test_order, RANK_TABLE_DEPTH)
+        else:
+            topk = {k: math.nan for k in ks}
+        if n_cols >= 2:
+            top1 = topk[1]
+
+    failures: list[str] = []
+    if nonfinite_ref:
+        failures.append(f"reference has {nonfinite_ref} NaN/Inf values")
+    if nonfinite_test:
+        failures.append(f"engine output has {nonfinite_test} NaN/Inf values")
+    # Every check is written as `not (measured OK threshold)` so a NaN figure fails.
+    if not (isclose_pct >= tol.min_isclose_pct):
+        m, th = _fmt_pct_pair(isclose_pct, tol.min_isclose_pct)
+        failures.append(f"isclose {m} < {th} required (rtol={tol.rtol:g}, atol={tol.atol:g})")
+    if tol.max_abs_error is not None and not (max_abs <= tol.max_abs_error):
+        failures.append(f"max abs error {_fmt_sci(max_abs)} > {_fmt_sci(tol.max_abs_error)} allowed")
+    if tol.min_cosine is not None and not (cosine >= tol.min_cosine):
+        failures.append(f"cosine {_fmt_cos(cosine)} < {_fmt_cos(tol.min_cosine)} required")
+    if tol.min_top1_agreement_pct is not None and top1 is not None and not (top1 >= tol.min_top1_agreement_pct):
+        m, th = _fmt_pct_pair(top1, tol.min_top1_agreement_pct)
+        failures.append(f"top-1 agreement {m} < {th} required")
+
+    return ParityReport(
+        name=name,
+        shape=tuple(int(d) for d in r.shape),
+        n_elements=int(r.size),
+        nonfinite_ref=nonfinite_ref,
+        nonfinite_test=nonfinite_test,
+        isclose_pct=isclose_pct,
+        mae=mae,
+        max_abs_error=max_abs,
+        max_rel_error=max_rel,
+        cosine=cosine,
+        top1_agreement_pct=top1,
+        topk_agreement_pct=topk,
+        ranks=ranks,
+        tolerance=tol,
+        failures=tuple(failures),
+    )
+
+
+def compare_outputs(
+    ref: Mapping[str, npt.ArrayLike],
+    test: Mapping[str, npt.ArrayLike],
+    tol: Tolerance,
+) -> dict[str, ParityReport]:
+    """Compare every named output; the output sets must match exactly.
+
+    A missing or unexpected output is a ValueError (an export/binding bug),
+    never a silently skipped comparison. Result is in the reference's order.
+    """
+    missing = [k for k in ref if k not in test]
+    extra = [k for k in test if k not in ref]
+    if missing or extra:
+        raise ValueError(
+            "engine outputs do not match reference outputs: "
+            f"missing from engine {sorted(missing)}, not in reference {sorted(extra)}"
+        )
+    return {k: compare_arrays(k, ref[k], test[k], tol) for k in ref}
+
+
+def rank_table(ref: npt.ArrayLike, test: npt.ArrayLike, k: int = RANK_TABLE_DEPTH) -> tuple[RankStat, ...]:
+    """Per-rank MAE and index disagreement for 2-D ``(rows, classes)`` outputs.
+
+    Ranks follow a stable descending sort, so ties go to the lower column
+    index (same rule as ``np.argmax``). Ranks 1..min(k, classes). Needs
+    finite values: drop non-finite rows first (``compare_arrays`` does).
+    """
+    k = _positive_int(k, "k")
+    r = _as_float64(ref, "reference")
+    t = _as_float64(test, "engine output")
+    if r.shape != t.shape:
+        raise ValueError(f"shape mismatch: reference {r.shape} vs engine {t.shape}")
+    if r.ndim != 2:
+        raise ValueError(f"rank_table needs 2-D (rows, classes) arrays, got {r.shape}")
+    if r.size == 0:
+        raise ValueError(f"rank_table got an empty array {r.shape}")
+    if not (np.isfinite(r).all() and np.isfinite(t).all()):
+        raise ValueError("rank_table needs finite values; drop non-finite rows first")
+    return _rank_stats(r, t, _descending_order(r), _descending_order(t), k)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _as_float64(a: npt.ArrayLike, what: str) -> FloatArray:
+    """Widen to float64; reject complex (casting would drop the imaginary part)."""
+    arr = np.asarray(a)
+    if np.iscomplexobj(arr):
+        raise ValueError(f"{what}: complex dtype {arr.dtype} is not supported")
+    try:
+        return arr.astype(np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{what}: cannot convert dtype {arr.dtype} to float64") from exc
+
+
+def _positive_int(k: Any, what: str) -> int:
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"{what} must be an int >= 1, got {k!r}")
+    return int(k)
+
+
+def _elementwise_stats(r: FloatArray, t: FloatArray, tol: Tolerance) -> tuple[float, float, float, float, float]:
+    """(isclose %, MAE, max abs, max rel, cosine) over already-finite 1-D arrays."""
+    if r.size == 0:
+        return (math.nan,) * 5
+    abs_diff = np.abs(t - r)
+    abs_ref = np.abs(r)
+    # numpy.isclose semantics with the reference as the "b" argument.
+    n_close = int(np.count_nonzero(abs_diff <= tol.atol + tol.rtol * abs_ref))
+    isclose_pct = 100.0 * n_close / r.size
+    mae = float(np.mean(abs_diff))
+    max_abs = float(np.max(abs_diff))
+    # Relative error only where |ref| > atol (and > the smallest normal
+    # float64 when atol == 0): near zero the ratio is meaningless and
+    # unbounded, and those elements are governed by atol / max abs anyway.
+    # 0.0 when no element qualifies.
+    rel_mask = abs_ref > max(tol.atol, float(np.finfo(np.float64).tiny))
+    max_rel = float(np.max(abs_diff[rel_mask] / abs_ref[rel_mask])) if rel_mask.any() else 0.0
+    return isclose_pct, mae, max_abs, max_rel, _cosine(r, t)
+
+
+def _cosine(r: FloatArray, t: FloatArray) -> float:
+    """Cosine similarity; 1.0 if both are all-zero, 0.0 if exactly one is.
+
+    Both vectors are scaled by the largest magnitude first so huge values
+    cannot overflow the dot product (scaling does not change the cosine).
+    """
+    scale = max(float(np.max(np.abs(r))), float(np.max(np.abs(t))))
+    if scale == 0.0:
+        return 1.0
+    rs, ts = r / scale, t / scale
+    nr, nt = float(np.linalg.norm(rs)), float(np.linalg.norm(ts))
+    if nr == 0.0 or nt == 0.0:
+        return 0.0
+    cos = float(np.dot(rs, ts)) / (nr * nt)
+    return min(1.0, max(-1.0, cos))
+
+
+def _descending_order(x: FloatArray) -> IntArray:
+    """Column indices of each row, largest first; ties -> lower index first."""
+    return np.argsort(-x, axis=1, kind="stable")
+
+
+def _topk_overlap_pct(ref_order: IntArray, test_order: IntArray, k: int) -> float:
+    """Mean over rows of |topk(ref) ∩ topk(test)| / k, in percent."""
+    a = ref_order[:, :k]
+    b = test_order[:, :k]
+    hits = int(np.count_nonzero(a[:, :, None] == b[:, None, :]))
+    return 100.0 * hits / (k * int(a.shape[0]))
+
+
+def _rank_stats(
+    r: FloatArray, t: FloatArray, ref_order: IntArray, test_order: IntArray, k: int
+) -> tuple[RankStat, ...]:
+    depth = min(k, r.shape[1])
+    n_rows = r.shape[0]
+    rows = np.arange(n_rows)[:, None]
+    idx = ref_order[:, :depth]
+    mae = np.mean(np.abs(r[rows, idx] - t[rows, idx]), axis=0)
+    n_disagree = np.count_nonzero(idx != test_order[:, :depth], axis=0)
+    return tuple(
+        RankStat(
+            rank=i + 1,
+            mae=float(mae[i]),
+            disagreement_pct=100.0 * int(n_disagree[i]) / n_rows,
+        )
+        for i in range(depth)
+    )
+
+
+def _json_float(x: float) -> float | None:
+    return float(x) if math.isfinite(x) else None
+
+
+def _fmt_pct(x: float) -> str:
+    return "n/a" if math.isnan(x) else f"{x:.2f}%"
+
+
+def _fmt_pct_pair(measured: float, threshold: float) -> tuple[str, str]:
+    """Format two percentages with enough decimals that they visibly differ."""
+    if math.isnan(measured):
+        return "n/a (no finite values)", f"{threshold:.2f}%"
+    for digits in range(2, 11):
+        m, th = f"{measured:.{digits}f}", f"{threshold:.{digits}f}"
+        if m != th:
+            break
+    return f"{m}%", f"{th}%"
+
+
+def _fmt_sci(x: float) -> str:
+    return "n/a" if math.isnan(x) else f"{x:.3e}"
+
+
+def _fmt_cos(x: float) -> str:
+    return "n/a" if math.isnan(x) else f"{x:.9g}"

@@ -1,0 +1,135 @@
+"""The engine pipeline on a tiny two-input model: export, convert, quantize, cache, run, compare."""
+
+import numpy as np
+import onnx
+import pytest
+
+from engines import get_backend
+from engines.artifacts import ModelBuild
+from engines.base import EngineBuildError, EngineRequest, InputSpec, ShapeProfile
+from metrics import Tolerance, compare_outputs
+from suite.cache import ArtifactCache
+from suite.inputs import synthetic_feed
+from tests.selftest.tiny_models import Data, exports_wrong, not_exportable, two_input_net
+
+pytestmark = pytest.mark.selftest
+
+INPUTS = (InputSpec("image", (1, 8, 8)), InputSpec("extra", (3,), low=-1.0, high=1.0))
+FP32 = Tolerance(rtol=1e-3, atol=1e-5, min_isclose_pct=99.0)
+
+
+def _build(cache, factory=two_input_net, rows=64, method="minmax"):
+    return ModelBuild("tiny", factory, INPUTS, ("out",), cache, calibration=lambda: Data(rows),
+                      int8_options={"method": method, "samples": rows, "per_channel": True, "percentile": 99.99})
+
+
+def _run(build, cache, engine, precision, feed, profile=ShapeProfile(1, 4, 8)):
+    request = EngineRequest("tiny", engine, precision, "cpu", INPUTS, ("out",), profile)
+    backend = get_backend(engine)
+    assert backend.skip_reason(request) is None
+    return backend.load(request, build, cache).runner.infer(feed)
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return ArtifactCache(tmp_path_factory.mktemp("cache"))
+
+
+@pytest.fixture(scope="module")
+def feed():
+    return synthetic_feed(INPUTS, 4, "normal", seed=3)
+
+
+def test_onnxruntime_fp32_matches_torch_like_the_manual_check(cache, feed):
+    """The users' old manual check: allclose(rtol=1e-3, atol=1e-5) between PyTorch and ONNX Runtime."""
+    build = _build(cache)
+    ref = _run(build, cache, "torch", "fp32", feed)
+    out = _run(build, cache, "onnxruntime", "fp32", feed)
+    np.testing.assert_allclose(out["out"], ref["out"], rtol=1e-3, atol=1e-5)
+    assert all(r.passed for r in compare_outputs(ref, out, FP32).values())
+
+
+def test_exported_graph_has_dynamic_batch_and_passes_checker(cache):
+    model = onnx.load(str(_build(cache).onnx_path("fp32")))
+    onnx.checker.check_model(model, full_check=True)
+    assert [i.type.tensor_type.shape.dim[0].dim_param for i in model.graph.input] == ["batch", "batch"]
+
+
+@pytest.mark.parametrize("batch", [1, 3, 8])
+def test_dynamic_batch_runs(cache, batch):
+    feed = synthetic_feed(INPUTS, batch, "uniform", seed=batch)
+    out = _run(_build(cache), cache, "onnxruntime", "fp32", feed)
+    assert out["out"].shape == (batch, 5)
+
+
+def test_broken_export_is_caught_by_the_comparator(tmp_path, feed):
+    cache = ArtifactCache(tmp_path)
+    build = _build(cache, factory=exports_wrong)
+    ref = _run(build, cache, "torch", "fp32", feed)
+    out = _run(build, cache, "onnxruntime", "fp32", feed)
+    report = compare_outputs(ref, out, FP32)["out"]
+    assert not report.passed and "isclose" in report.explain()
+
+
+def test_export_failure_names_the_model_and_carries_the_exporter_message(tmp_path):
+    build = ModelBuild("numpy_model", not_exportable, (InputSpec("image", (1, 8, 8)),), ("out",),
+                       ArtifactCache(tmp_path))
+    with pytest.raises(EngineBuildError, match=r"ONNX export of model 'numpy_model' failed .*Error"):
+        build.onnx_path("fp32")
+
+
+def test_second_session_does_no_builds(cache, feed):
+    _run(_build(cache), cache, "onnxruntime", "int8", feed)
+    fresh = ArtifactCache(cache.root)
+    for precision in ("fp32", "fp16", "int8"):
+        _run(_build(fresh), fresh, "onnxruntime", precision, feed)
+    assert fresh.stats.builds == 1 and fresh.stats.hits >= 3  # only fp16 was new here
+
+
+def test_calibration_reruns_exactly_once_when_the_set_size_changes(tmp_path, feed):
+    cache = ArtifactCache(tmp_path)
+    _run(_build(cache, rows=64), cache, "onnxruntime", "int8", feed)
+    calibrations = lambda: sum(e.label.startswith("calibrate") and e.action == "build"  # noqa: E731
+                               for e in cache.stats.events)
+    assert calibrations() == 1
+    _run(_build(cache, rows=64), cache, "onnxruntime", "int8", feed, profile=ShapeProfile(1, 2, 16))
+    assert calibrations() == 1, "a changed batch profile must not recalibrate"
+    _run(_build(cache, rows=32), cache, "onnxruntime", "int8", feed)
+    assert calibrations() == 2, "a changed calibration set size must recalibrate"
+    _run(_build(cache, rows=32), cache, "onnxruntime", "int8", feed)
+    _run(_build(cache, rows=32, method="entropy"), cache, "onnxruntime", "int8", feed)
+    assert calibrations() == 3
+
+
+def test_int8_model_is_qdq_with_symmetric_int8(cache):
+    model = onnx.load(str(_build(cache).onnx_path("int8")))
+    ops = {n.op_type for n in model.graph.node}
+    assert {"QuantizeLinear", "DequantizeLinear"} <= ops
+    zero_points = [onnx.numpy_helper.to_array(i) for i in model.graph.initializer if i.name.endswith("zero_point")]
+    assert zero_points and all(z.dtype == np.int8 and not z.any() for z in zero_points)
+
+
+def test_int8_is_close_but_not_identical(cache, feed):
+    build = _build(cache)
+    ref = _run(build, cache, "torch", "fp32", feed)["out"]
+    out = _run(build, cache, "onnxruntime", "int8", feed)["out"]
+    assert not np.array_equal(ref, out), "an int8 engine identical to fp32 did not quantize"
+    assert np.abs(out - ref).max() < 0.2
+
+
+@pytest.mark.parametrize("precision,elem", [("fp16", onnx.TensorProto.FLOAT16), ("bf16", onnx.TensorProto.BFLOAT16)])
+def test_reduced_precision_keeps_fp32_io(cache, precision, elem):
+    model = onnx.load(str(_build(cache).onnx_path(precision)))
+    assert {i.type.tensor_type.elem_type for i in [*model.graph.input, *model.graph.output]} == {
+        onnx.TensorProto.FLOAT}
+    assert any(i.data_type == elem for i in model.graph.initializer)
+
+
+def test_feed_errors_are_clear(cache, feed):
+    with pytest.raises(ValueError, match=r"missing \['extra'\]"):
+        _run(_build(cache), cache, "onnxruntime", "fp32", {"image": feed["image"]})
+
+
+def test_onnxruntime_cpu_skips_bf16_with_reason():
+    request = EngineRequest("tiny", "onnxruntime", "bf16", "cpu", INPUTS, ("out",), ShapeProfile(1, 1, 1))
+    assert "no bf16" in get_backend("onnxruntime").skip_reason(request)
