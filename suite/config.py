@@ -10,9 +10,10 @@ from __future__ import annotations
 import copy
 import importlib
 import tomllib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from engines.base import PRECISIONS, InputSpec, ShapeProfile
 from metrics import AccuracyThreshold, Tolerance
@@ -201,7 +202,9 @@ def _default_precision_tables() -> dict[str, dict[str, dict[str, Any]]]:
         "bf16": {"parity": {"rtol": 5e-2, "atol": 1e-2, "min_isclose_pct": 80.0, "min_cosine": 0.995,
                             "min_top1_agreement_pct": 95.0},
                  "accuracy": {"max_top1_drop": 0.02, "max_top5_drop": 0.02}},
-        "int8": {"parity": {"rtol": 1e-1, "atol": 5e-2, "min_isclose_pct": 50.0, "min_cosine": 0.98,
+        # int8 moves most logits by more than any useful elementwise tolerance; isclose % is reported,
+        # and the direction (cosine) and the decision (top-1 agreement) are what is gated.
+        "int8": {"parity": {"rtol": 1e-1, "atol": 5e-2, "min_isclose_pct": 0.0, "min_cosine": 0.98,
                             "min_top1_agreement_pct": 90.0},
                  "accuracy": {"min_top1_ratio": 0.99}},
     }

@@ -34,7 +34,7 @@ class OnnxRuntimeRunner:
         check_feed(feed, self.input_names)
         ort_feed = {n: np.ascontiguousarray(feed[n], dtype=self._dtypes[n]) for n in self.input_names}
         values = self.session.run(list(self.output_names), ort_feed)
-        return dict(zip(self.output_names, (np.asarray(v) for v in values)))
+        return dict(zip(self.output_names, (np.asarray(v) for v in values), strict=True))
 
 
 def _numpy_dtype(ort_type: str) -> np.dtype[Any]:
@@ -68,8 +68,8 @@ class OnnxRuntimeBackend:
             return (f"onnxruntime {ort.__version__} lacks {', '.join(missing)} "
                     f"(available: {', '.join(ort.get_available_providers())})")
         if providers == ["CPUExecutionProvider"] and request.precision not in CPU_PRECISIONS:
-            return (f"onnxruntime CPU execution provider has no {request.precision} path "
-                    f"({'TF32 is a CUDA math mode' if request.precision == 'tf32' else 'no bf16 kernels for conv/gemm'})")
+            why = "TF32 is a CUDA math mode" if request.precision == "tf32" else "no bf16 kernels for conv/gemm"
+            return f"onnxruntime CPU execution provider has no {request.precision} path ({why})"
         return None
 
     def load(self, request: EngineRequest, artifacts: ModelArtifacts, cache: ArtifactCache) -> LoadedEngine:

@@ -78,7 +78,7 @@ def name_outputs(out: Any, names: tuple[str, ...]) -> dict[str, np.ndarray]:
         return {n: out[n].detach().float().cpu().numpy() for n in names}
     if len(out) != len(names):
         raise ValueError(f"model returned {len(out)} outputs, config names {len(names)}: {list(names)}")
-    return {n: t.detach().float().cpu().numpy() for n, t in zip(names, out)}
+    return {n: t.detach().float().cpu().numpy() for n, t in zip(names, out, strict=True)}
 
 
 class TorchBackend:

@@ -23,7 +23,10 @@ def _build(cache, factory=two_input_net, rows=64, method="minmax"):
                       int8_options={"method": method, "samples": rows, "per_channel": True, "percentile": 99.99})
 
 
-def _run(build, cache, engine, precision, feed, profile=ShapeProfile(1, 4, 8)):
+PROFILE = ShapeProfile(1, 4, 8)
+
+
+def _run(build, cache, engine, precision, feed, profile=PROFILE):
     request = EngineRequest("tiny", engine, precision, "cpu", INPUTS, ("out",), profile)
     backend = get_backend(engine)
     assert backend.skip_reason(request) is None
@@ -89,7 +92,7 @@ def test_second_session_does_no_builds(cache, feed):
 def test_calibration_reruns_exactly_once_when_the_set_size_changes(tmp_path, feed):
     cache = ArtifactCache(tmp_path)
     _run(_build(cache, rows=64), cache, "onnxruntime", "int8", feed)
-    calibrations = lambda: sum(e.label.startswith("calibrate") and e.action == "build"  # noqa: E731
+    calibrations = lambda: sum(e.label.startswith("calibrate") and e.action == "build"
                                for e in cache.stats.events)
     assert calibrations() == 1
     _run(_build(cache, rows=64), cache, "onnxruntime", "int8", feed, profile=ShapeProfile(1, 2, 16))
