@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -18,7 +19,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CPU_PRECISIONS = ("fp32", "fp16", "int8")
 
 
 class OnnxRuntimeRunner:
@@ -46,13 +46,59 @@ def _numpy_dtype(ort_type: str) -> np.dtype[Any]:
     return np.dtype(table[ort_type])
 
 
+EXECUTION_PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider",
+                       "tensorrt": "TensorrtExecutionProvider"}
+PRECISIONS_BY_EP = {"cpu": ("fp32", "fp16", "int8"), "cuda": ("fp32", "tf32", "fp16", "bf16", "int8"),
+                    "tensorrt": ("fp32", "fp16", "int8")}
+_WHY_NOT = {("cpu", "tf32"): "TF32 is a CUDA math mode", ("cpu", "bf16"): "no bf16 kernels for conv/gemm",
+            ("tensorrt", "tf32"): "the TensorRT EP exposes no TF32 switch",
+            ("tensorrt", "bf16"): "the TensorRT EP exposes no bf16 switch"}
+
+
+def execution_provider(request: EngineRequest) -> str:
+    """``engine_options.onnxruntime.execution_provider``: cpu | cuda | tensorrt (default: by device)."""
+    ep = str(request.options.get("execution_provider", "cpu" if request.device == "cpu" else "cuda"))
+    if ep not in EXECUTION_PROVIDERS:
+        raise ValueError(f"{request.cell_id}: execution_provider {ep!r}; valid: {', '.join(EXECUTION_PROVIDERS)}")
+    return ep
+
+
+def _device_id(device: str) -> int:
+    return int(device.partition(":")[2] or 0)
+
+
 class OnnxRuntimeBackend:
     name = "onnxruntime"
 
-    def providers(self, request: EngineRequest) -> list[str]:
-        if request.device == "cpu":
+    def providers(self, request: EngineRequest, cache: ArtifactCache | None = None) -> list[Any]:
+        ep = execution_provider(request)
+        if ep == "cpu":
             return ["CPUExecutionProvider"]
-        raise CellUnavailable(f"onnxruntime on device {request.device!r} arrives with the GPU tier")
+        if request.device == "cpu":
+            raise CellUnavailable(f"the {EXECUTION_PROVIDERS[ep]} needs a CUDA device: run with --device cuda:0")
+        cuda = ("CUDAExecutionProvider", {"device_id": _device_id(request.device),
+                                          "use_tf32": int(request.precision == "tf32")})
+        if ep == "cuda":
+            return [cuda]
+        trt_options: dict[str, Any] = {"device_id": _device_id(request.device),
+                                       "trt_fp16_enable": request.precision == "fp16",
+                                       "trt_int8_enable": request.precision == "int8"}
+        if cache is not None:
+            trt_options.update(trt_engine_cache_enable=True, trt_timing_cache_enable=True,
+                               trt_engine_cache_path=str(self.trt_cache_dir(request, cache)))
+        return [("TensorrtExecutionProvider", trt_options), cuda]
+
+    def trt_cache_dir(self, request: EngineRequest, cache: ArtifactCache) -> Any:
+        """The TensorRT EP writes its own engines; give each configuration its own directory."""
+        import onnxruntime as ort
+
+        from suite.cache import digest
+
+        parts = {"ort": ort.__version__, "precision": request.precision, "device": request.device,
+                 "profile": request.profile.as_dict(), "model": request.model}
+        path = cache.root / "ort-tensorrt" / digest(parts)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
 
     def skip_reason(self, request: EngineRequest) -> str | None:
         try:
@@ -60,38 +106,49 @@ class OnnxRuntimeBackend:
         except ImportError as exc:
             return f"onnxruntime is not importable ({exc}); pip install onnxruntime (or onnxruntime-gpu)"
         try:
+            ep = execution_provider(request)
             providers = self.providers(request)
-        except CellUnavailable as exc:
+        except (CellUnavailable, ValueError) as exc:
             return str(exc)
-        missing = [p for p in providers if p not in ort.get_available_providers()]
+        names = [p if isinstance(p, str) else p[0] for p in providers]
+        missing = [p for p in names if p not in ort.get_available_providers()]
         if missing:
             return (f"onnxruntime {ort.__version__} lacks {', '.join(missing)} "
                     f"(available: {', '.join(ort.get_available_providers())})")
-        if providers == ["CPUExecutionProvider"] and request.precision not in CPU_PRECISIONS:
-            why = "TF32 is a CUDA math mode" if request.precision == "tf32" else "no bf16 kernels for conv/gemm"
-            return f"onnxruntime CPU execution provider has no {request.precision} path ({why})"
+        if request.precision not in PRECISIONS_BY_EP[ep]:
+            why = _WHY_NOT.get((ep, request.precision), "not supported")
+            return f"onnxruntime {EXECUTION_PROVIDERS[ep]} has no {request.precision} path ({why})"
         return None
 
     def load(self, request: EngineRequest, artifacts: ModelArtifacts, cache: ArtifactCache) -> LoadedEngine:
         import onnxruntime as ort
 
-        path = artifacts.onnx_path(request.precision)
+        ep = execution_provider(request)
+        # The TensorRT EP takes precision as a flag on the fp32 graph (int8: the QDQ graph).
+        precision = "fp32" if ep == "tensorrt" and request.precision == "fp16" else request.precision
+        path = artifacts.onnx_path(precision)
         options = ort.SessionOptions()
         threads = request.options.get("intra_op_threads")
         if threads:
             options.intra_op_num_threads = int(threads)
         options.log_severity_level = 3
+        providers = self.providers(request, cache)
         try:
-            session = ort.InferenceSession(str(path), options, providers=self.providers(request))
+            session = ort.InferenceSession(str(path), options, providers=providers)
         except Exception as exc:
             text = str(exc)
             if "NOT_IMPLEMENTED" in text or "Could not find an implementation" in text:
-                raise CellUnavailable(f"onnxruntime {ort.__version__} {self.providers(request)[0]} cannot run "
+                raise CellUnavailable(f"onnxruntime {ort.__version__} {EXECUTION_PROVIDERS[ep]} cannot run "
                                       f"{request.cell_id}: {text.splitlines()[0]}") from exc
             raise EngineBuildError(f"onnxruntime session for {request.cell_id} from {path} failed: {text}") from exc
+        active = session.get_providers()
+        if EXECUTION_PROVIDERS[ep] not in active:
+            raise EngineBuildError(f"{request.cell_id}: asked for {EXECUTION_PROVIDERS[ep]}, session runs on {active}")
         expected = [i.name for i in request.inputs]
         got = [i.name for i in session.get_inputs()]
         if got != expected:
             raise EngineBuildError(f"{request.cell_id}: ONNX inputs {got} differ from the config's {expected}")
         runner = OnnxRuntimeRunner(session, request.outputs)
-        return LoadedEngine(runner=runner, facts=onnx_facts(path), artifact=path)
+        facts = onnx_facts(path)
+        return LoadedEngine(runner=runner, facts=replace(facts, detail={**facts.detail, "providers": active}),
+                            artifact=path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import inspect
 from typing import TYPE_CHECKING, Any
@@ -49,22 +50,41 @@ def torch_facts(module: torch.nn.Module) -> EngineFacts:
                        detail={"layer_kind": "leaf modules"})
 
 
+_DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+
 class TorchRunner:
-    """Runs a module on host arrays; outputs are mapped to the configured output names."""
+    """Runs a module on host arrays; outputs are mapped to the configured output names.
+
+    The precision sets the weights' and inputs' dtype (fp16, bf16) or the math mode (tf32: fp32
+    storage, TF32 tensor-core matmuls/convolutions). TF32 flags are process-global in PyTorch, so
+    they are set for each call and restored, keeping the fp32 reference's TF32 off.
+    """
 
     def __init__(self, module: torch.nn.Module, input_names: tuple[str, ...], output_names: tuple[str, ...],
-                 device: str = "cpu") -> None:
-        self.module = module.eval().to(device)
+                 device: str = "cpu", precision: str = "fp32") -> None:
+        self.dtype = _DTYPES[precision]
+        self.tf32 = precision == "tf32"
+        self.module = module.eval().to(device=device, dtype=self.dtype)
         self.input_names = input_names
         self.output_names = output_names
         self.device = torch.device(device)
 
     def infer(self, feed: Feed) -> dict[str, np.ndarray]:
         check_feed(feed, self.input_names)
-        args = [torch.from_numpy(np.ascontiguousarray(feed[n])).to(self.device) for n in self.input_names]
-        with torch.inference_mode():
-            out = self.module(*args)
+        args = [self._tensor(feed[n]) for n in self.input_names]
+        saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = self.tf32
+        try:
+            with torch.inference_mode():
+                out = self.module(*args)
+        finally:
+            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
         return name_outputs(out, self.output_names)
+
+    def _tensor(self, array: np.ndarray) -> torch.Tensor:
+        t = torch.from_numpy(np.ascontiguousarray(array)).to(self.device)
+        return t.to(self.dtype) if t.is_floating_point() else t
 
 
 def name_outputs(out: Any, names: tuple[str, ...]) -> dict[str, np.ndarray]:
@@ -82,19 +102,29 @@ def name_outputs(out: Any, names: tuple[str, ...]) -> dict[str, np.ndarray]:
 
 
 class TorchBackend:
-    """The reference: fp32 only on CPU; reduced precisions arrive with the GPU tier."""
+    """PyTorch eager. fp32 (TF32 off) is the reference; fp16/bf16 cast weights and inputs; tf32 is
+    CUDA-only (a tensor-core math mode); int8 has no eager engine and is judged on the others."""
 
     name = "torch"
 
     def skip_reason(self, request: EngineRequest) -> str | None:
-        if request.precision != "fp32":
-            return (f"torch {request.precision} is not run on {request.device}: "
-                    "reduced-precision torch cells belong to the GPU tier")
+        if request.precision == "int8":
+            return "torch eager has no int8 engine; int8 is judged on onnxruntime and tensorrt (QDQ model)"
+        if request.device == "cpu":
+            if request.precision == "tf32":
+                return "TF32 is a CUDA tensor-core math mode; there is no CPU path"
+            return None
+        if not torch.cuda.is_available():
+            return f"torch {torch.__version__} sees no CUDA device for {request.device}"
+        major, minor = torch.cuda.get_device_capability(torch.device(request.device))
+        if request.precision in ("tf32", "bf16") and major < 8:
+            return f"{request.precision} needs compute capability >= 8.0; {request.device} has {major}.{minor}"
         return None
 
     def load(self, request: EngineRequest, artifacts: ModelArtifacts, cache: ArtifactCache) -> LoadedEngine:
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
         module = artifacts.torch_module()
-        runner = TorchRunner(module, tuple(i.name for i in request.inputs), request.outputs, request.device)
-        return LoadedEngine(runner=runner, facts=torch_facts(module))
+        if request.precision != "fp32" or request.device != "cpu":
+            module = copy.deepcopy(module)  # the fp32 CPU module stays the reference for exports
+        runner = TorchRunner(module, tuple(i.name for i in request.inputs), request.outputs, request.device,
+                             request.precision)
+        return LoadedEngine(runner=runner, facts=torch_facts(runner.module))

@@ -3,6 +3,7 @@
 import numpy as np
 import onnx
 import pytest
+import torch
 
 from engines import get_backend
 from engines.artifacts import ModelBuild
@@ -136,3 +137,35 @@ def test_feed_errors_are_clear(cache, feed):
 def test_onnxruntime_cpu_skips_bf16_with_reason():
     request = EngineRequest("tiny", "onnxruntime", "bf16", "cpu", INPUTS, ("out",), ShapeProfile(1, 1, 1))
     assert "no bf16" in get_backend("onnxruntime").skip_reason(request)
+
+
+@pytest.mark.parametrize("device,precision,options,reason", [
+    ("cpu", "fp16", {"execution_provider": "tensorrt"}, "needs a CUDA device"),
+    ("cpu", "fp32", {"execution_provider": "cuda"}, "needs a CUDA device"),
+    ("cuda:0", "fp16", {"execution_provider": "tensorrt"}, "lacks TensorrtExecutionProvider"),
+    ("cpu", "fp32", {"execution_provider": "directml"}, "valid: cpu, cuda, tensorrt"),
+])
+def test_onnxruntime_execution_provider_skips_name_the_reason(device, precision, options, reason):
+    import onnxruntime as ort
+
+    if reason.startswith("lacks") and "TensorrtExecutionProvider" in ort.get_available_providers():
+        pytest.skip("this onnxruntime has the TensorRT EP; the skip path cannot be exercised here")
+    request = EngineRequest("tiny", "onnxruntime", precision, device, INPUTS, ("out",), PROFILE, options)
+    assert reason in (get_backend("onnxruntime").skip_reason(request) or "")
+
+
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_torch_reduced_precision_on_cpu_is_close_not_identical(cache, feed, precision):
+    build = _build(cache)
+    ref = _run(build, cache, "torch", "fp32", feed)["out"]
+    out = _run(build, cache, "torch", precision, feed)["out"]
+    assert out.dtype == np.float32 and not np.array_equal(ref, out)
+    np.testing.assert_allclose(out, ref, rtol=5e-2, atol=5e-2)
+
+
+def test_torch_reference_keeps_fp32_after_reduced_precision_cells(cache, feed):
+    build = _build(cache)
+    before = _run(build, cache, "torch", "fp32", feed)["out"]
+    _run(build, cache, "torch", "bf16", feed)
+    assert build.torch_module().conv.weight.dtype == torch.float32
+    np.testing.assert_array_equal(_run(build, cache, "torch", "fp32", feed)["out"], before)
