@@ -16,6 +16,7 @@ import pytest
 from engines.base import CellUnavailable
 from suite.cache import ArtifactCache, CacheEvent
 from suite.config import ConfigError, load_config
+from suite.environment import fingerprint
 from suite.session import Cell, SuiteSession
 
 log = logging.getLogger("suite")
@@ -88,6 +89,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_SESSION_KEY] = SuiteSession(suite_config, cache, device)
 
 
+def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
+    """Every saved benchmark carries the environment it was measured in."""
+    machine_info["suite_environment"] = fingerprint(config.getoption("--device"))
+
+
 def suite_session(config: pytest.Config) -> SuiteSession:
     return config.stash[_SESSION_KEY]
 
@@ -154,7 +160,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             tr.write_line(f"{cell.id:<44}{size:>10}{f.layers or '-':>9}{f.parameters or '-':>12}")
     path = config.getoption("--suite-results")
     if path:
-        Path(path).write_text(json.dumps({"records": session.records,
+        Path(path).write_text(json.dumps({"environment": fingerprint(session.device),
+                                          "records": session.records,
                                           "engines": {c.id: e.facts.as_dict() for c, e in loaded.items()}},
                                          indent=1, default=str))
         tr.write_line(f"suite results written to {path}")

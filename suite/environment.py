@@ -1,0 +1,109 @@
+"""The environment fingerprint that every result carries: a number without its GPU, driver, CUDA and
+library versions cannot be compared with anything.
+
+Why one function: pytest-benchmark's machine_info, the suite's JSON records and the HTML report all
+print the same dictionary, and the baseline comparison diffs it key by key.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import os
+import platform
+from typing import Any
+
+LIBRARIES = ("torch", "torchvision", "onnx", "onnxscript", "onnxruntime", "onnxruntime-gpu", "tensorrt",
+             "cuda-python", "cuda-bindings", "nvidia-ml-py", "numpy", "pytest-benchmark")
+
+# Keys whose difference makes two runs' timings or numerics incomparable.
+COMPARABILITY_KEYS = ("gpu_name", "gpu_compute_capability", "driver", "cuda_runtime", "cudnn", "cpu",
+                      "torch", "onnxruntime", "onnxruntime-gpu", "tensorrt", "device")
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _tensorrt_version() -> str | None:
+    """Only a real TensorRT counts: tensorrt-stubs alone install an importable, empty package."""
+    try:
+        import tensorrt
+
+        return str(tensorrt.__version__) if hasattr(tensorrt, "Builder") else None
+    except ImportError:
+        return None
+
+
+def _gpu(device: str) -> dict[str, Any]:
+    if not device.startswith("cuda"):
+        return {}
+    info: dict[str, Any] = {}
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            index = torch.device(device).index or 0
+            props = torch.cuda.get_device_properties(index)
+            info.update(gpu_name=props.name, gpu_compute_capability=f"{props.major}.{props.minor}",
+                        gpu_memory_gib=round(props.total_memory / 2**30, 1),
+                        gpu_sm_count=props.multi_processor_count,
+                        cuda_runtime=torch.version.cuda, cudnn=torch.backends.cudnn.version())
+    except Exception as exc:  # a fingerprint must never fail a run; say what is missing instead
+        info["gpu_error"] = f"torch: {exc}"
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            info["driver"] = pynvml.nvmlSystemGetDriverVersion()
+            info["nvml_cuda_driver"] = pynvml.nvmlSystemGetCudaDriverVersion_v2()
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception as exc:
+        info.setdefault("driver", f"unknown (NVML: {exc})")
+    return info
+
+
+@functools.cache
+def fingerprint(device: str = "cpu") -> dict[str, Any]:
+    info: dict[str, Any] = {
+        "device": device,
+        "hostname": platform.node(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpu": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+    }
+    for lib in LIBRARIES:
+        version = _tensorrt_version() if lib == "tensorrt" else _version(lib)
+        if version is not None:
+            info[lib] = version
+    try:
+        import onnxruntime
+
+        info["onnxruntime_providers"] = list(onnxruntime.get_available_providers())
+    except ImportError:
+        pass
+    info.update(_gpu(device))
+    return info
+
+
+def differences(baseline: dict[str, Any], current: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """Keys that make two fingerprints incomparable, with (baseline, current) values."""
+    return {k: (baseline.get(k), current.get(k)) for k in COMPARABILITY_KEYS
+            if baseline.get(k) != current.get(k)}
