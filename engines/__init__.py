@@ -15,8 +15,12 @@ def get_backend(name: str) -> Backend:
         from engines.onnxrt import OnnxRuntimeBackend
 
         return OnnxRuntimeBackend()
+    if name == "inductor":
+        from engines.inductor import InductorBackend
+
+        return InductorBackend()
     if name == "tensorrt":
         from engines.trt import TensorRTBackend
 
         return TensorRTBackend()
-    raise ValueError(f"unknown engine {name!r}; valid: torch, onnxruntime, tensorrt")
+    raise ValueError(f"unknown engine {name!r}; valid: torch, onnxruntime, inductor, tensorrt")

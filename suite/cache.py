@@ -17,9 +17,10 @@ import shutil
 import tempfile
 import time
 import uuid
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 MANIFEST = "manifest.json"
 _CHUNK = 1 << 20

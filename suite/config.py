@@ -18,7 +18,7 @@ from typing import Any
 from engines.base import PRECISIONS, InputSpec, ShapeProfile
 from metrics import AccuracyThreshold, Tolerance
 
-ENGINES: tuple[str, ...] = ("torch", "onnxruntime", "tensorrt")
+ENGINES: tuple[str, ...] = ("torch", "onnxruntime", "inductor", "tensorrt")
 CALIBRATION_METHODS: tuple[str, ...] = ("minmax", "entropy", "percentile")
 
 _TOP_KEYS = {"defaults", "precision", "int8", "latency", "engine_options", "models"}

@@ -18,6 +18,7 @@ from suite.cache import ArtifactCache, CacheEvent
 from suite.config import ConfigError, load_config
 from suite.environment import fingerprint
 from suite.session import Cell, SuiteSession
+from suite.timing import PATHS
 
 log = logging.getLogger("suite")
 
@@ -41,6 +42,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="timed rounds per latency case (default: [latency].rounds in the config)")
     group.addoption("--latency-batch-sizes", default=None,
                     help="comma-separated batch sizes for latency cases (default: each model's batch_sizes)")
+    group.addoption("--latency-paths", default=None,
+                    help="comma-separated latency paths: all (host copies included), model (device-resident), "
+                         "graph (CUDA graph replay); default: all on cpu, all,model,graph on cuda")
     group.addoption("--suite-results", default=None,
                     help="write accuracy/parity/engine records of this run to this JSON file")
 
@@ -115,9 +119,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         cells = [c for c in session.cells() if not c.is_reference]
         metafunc.parametrize("cell", cells, ids=[c.id for c in cells])
     if "latency_case" in metafunc.fixturenames:
-        cases = [(c, b) for c in session.cells()
-                 for b in _latency_batches(metafunc.config, session.model(c.model).batch_sizes)]
-        metafunc.parametrize("latency_case", cases, ids=[f"{c.id}-bs{b}" for c, b in cases])
+        paths = _split(metafunc.config.getoption("--latency-paths"))
+        if not paths:
+            paths = ["all"] if session.device == "cpu" else list(PATHS)
+        unknown = [p for p in paths if p not in PATHS]
+        if unknown:
+            raise pytest.UsageError(f"--latency-paths: unknown {unknown}; valid: {', '.join(PATHS)}")
+        cases = [(c, b, p) for c in session.cells()
+                 for b in _latency_batches(metafunc.config, session.model(c.model).batch_sizes) for p in paths]
+        # Case names stay stable for baselines: CPU runs keep the historical "...-bsN" form.
+        ids = [f"{c.id}-bs{b}" if p == "all" else f"{c.id}-bs{b}-{p}" for c, b, p in cases]
+        metafunc.parametrize("latency_case", cases, ids=ids)
 
 
 @pytest.fixture(scope="session")
@@ -137,6 +149,15 @@ def engine_for(suite: SuiteSession) -> Any:
             pytest.skip(f"{cell.id}: {exc}")
 
     return get
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Any:
+    """A cell or latency path that cannot run on this machine is a skip with its reason, wherever raised."""
+    try:
+        return (yield)
+    except CellUnavailable as exc:
+        pytest.skip(str(exc))
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

@@ -7,8 +7,9 @@ not be retried (and re-timed) by each of them.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -17,6 +18,7 @@ from engines.artifacts import ModelBuild
 from engines.base import CellUnavailable, EngineRequest, LoadedEngine
 from suite.cache import ArtifactCache
 from suite.config import ModelConfig, SuiteConfig, resolve
+from suite.timing import GpuMonitor, TimedCall
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +74,7 @@ class SuiteSession:
             calibration = None
             if m.calibration_dataset:
                 ref, samples = m.calibration_dataset, m.int8.samples
-                calibration = lambda: self.dataset(ref).take(samples)  # noqa: E731
+                calibration = lambda: self.dataset(ref).take(samples)
             self._builds[model_name] = ModelBuild(
                 m.name, resolve(m.factory, f"[models.{m.name}].factory"), m.inputs, m.outputs, self.cache,
                 calibration=calibration, int8_options=m.int8.as_dict(),
@@ -96,7 +98,7 @@ class SuiteSession:
                 if reason:
                     raise CellUnavailable(reason)
                 self._engines[cell] = backend.load(request, self.build(cell.model), self.cache)
-            except BaseException as exc:  # noqa: BLE001 - remembered and re-raised for every test
+            except BaseException as exc:
                 if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                     raise
                 self._engines[cell] = exc
@@ -126,6 +128,15 @@ class SuiteSession:
             data = self.dataset(dataset_ref).take(n)
             self._reference_outputs[key] = self.run_batched(self.reference_cell(model_name), data.feeds)
         return self._reference_outputs[key]
+
+    def timed_call(self, cell: Cell, engine: LoadedEngine, feed: dict[str, np.ndarray], path: str) -> TimedCall:
+        """The per-round callable for a latency case; a path the engine cannot time is a skip."""
+        if path != "all" and not self.device.startswith("cuda"):
+            raise CellUnavailable(f"latency-{path} keeps tensors on a CUDA device; {self.device} has none")
+        return TimedCall(engine.runner, path, feed)
+
+    def gpu_monitor(self, cell: Cell) -> GpuMonitor:
+        return GpuMonitor(self.device)
 
     def record(self, kind: str, cell: Cell, **data: Any) -> dict[str, Any]:
         entry = {"kind": kind, "cell": cell.id, "model": cell.model, "engine": cell.engine,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,40 @@ class OnnxRuntimeRunner:
         ort_feed = {n: np.ascontiguousarray(feed[n], dtype=self._dtypes[n]) for n in self.input_names}
         values = self.session.run(list(self.output_names), ort_feed)
         return dict(zip(self.output_names, (np.asarray(v) for v in values), strict=True))
+
+
+    # ---- device-resident latency path (GPU tier): IO binding --------------------------------------
+    def prepare_path(self, path: str, feed: Feed) -> str:
+        """Bind inputs and outputs as device OrtValues once; each run then moves no data to or from host."""
+        import onnxruntime as ort
+
+        if path != "model":
+            raise CellUnavailable(f"latency-{path}: onnxruntime's CUDA graph mode needs a session built for it "
+                                  "(enable_cuda_graph); the suite does not build one yet")
+        providers = self.session.get_providers()
+        if "CUDAExecutionProvider" not in providers and "TensorrtExecutionProvider" not in providers:
+            raise CellUnavailable(f"latency-{path} needs a CUDA execution provider; the session runs on {providers}")
+        check_feed(feed, self.input_names)
+        device_id = int(self.session.get_provider_options().get("CUDAExecutionProvider", {}).get("device_id", 0))
+        binding = self.session.io_binding()
+        self._device_inputs = {n: ort.OrtValue.ortvalue_from_numpy(
+            np.ascontiguousarray(feed[n], dtype=self._dtypes[n]), "cuda", device_id) for n in self.input_names}
+        for name, value in self._device_inputs.items():
+            binding.bind_ortvalue_input(name, value)
+        for name in self.output_names:
+            binding.bind_output(name, "cuda", device_id)
+        self.session.run_with_iobinding(binding)  # allocates the outputs on the device once
+        self._device_outputs = binding.get_outputs()
+        binding.clear_binding_outputs()
+        for name, value in zip(self.output_names, self._device_outputs, strict=True):
+            binding.bind_ortvalue_output(name, value)
+        self._binding = binding
+        return "host perf_counter around run_with_iobinding (returns after the CUDA stream synchronizes)"
+
+    def run_path(self, path: str) -> float:
+        start = time.perf_counter()
+        self.session.run_with_iobinding(self._binding)
+        return time.perf_counter() - start
 
 
 def _numpy_dtype(ort_type: str) -> np.dtype[Any]:

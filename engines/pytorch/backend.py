@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import inspect
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
-from engines.base import EngineFacts, EngineRequest, Feed, LoadedEngine, ModelArtifacts
+from engines.base import CellUnavailable, EngineFacts, EngineRequest, Feed, LoadedEngine, ModelArtifacts
 from engines.feeds import check_feed
 
 if TYPE_CHECKING:
@@ -73,18 +75,62 @@ class TorchRunner:
     def infer(self, feed: Feed) -> dict[str, np.ndarray]:
         check_feed(feed, self.input_names)
         args = [self._tensor(feed[n]) for n in self.input_names]
-        saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
-        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = self.tf32
-        try:
-            with torch.inference_mode():
-                out = self.module(*args)
-        finally:
-            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+        with self._math_mode(), torch.inference_mode():
+            out = self.module(*args)
         return name_outputs(out, self.output_names)
+
+    # ---- device-resident latency paths (GPU tier) ------------------------------------------------
+    def prepare_path(self, path: str, feed: Feed) -> str:
+        """Stage inputs on the device once; for ``graph``, capture one forward into a CUDA graph."""
+        if self.device.type != "cuda":
+            raise CellUnavailable(f"latency-{path} needs a CUDA device; torch runs on {self.device}")
+        check_feed(feed, self.input_names)
+        self._static = [self._tensor(feed[n]) for n in self.input_names]
+        self._events = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+        if path == "graph":
+            with self._math_mode(), torch.inference_mode():
+                side = torch.cuda.Stream()
+                side.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(side):
+                    for _ in range(3):  # warm up allocator and cuDNN autotuning outside the capture
+                        self.module(*self._static)
+                torch.cuda.current_stream().wait_stream(side)
+                self._graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(self._graph):
+                    self._graph_out = self.module(*self._static)
+            torch.cuda.synchronize()
+            return "cuda events (torch), CUDA graph replay"
+        return "cuda events (torch), inputs and outputs resident on the device"
+
+    def run_path(self, path: str) -> float:
+        start, end = self._events
+        with self._math_mode(), torch.inference_mode():
+            start.record()
+            if path == "graph":
+                self._graph.replay()
+            else:
+                self.module(*self._static)
+            end.record()
+        end.synchronize()
+        return float(start.elapsed_time(end)) / 1e3
+
+    def _math_mode(self) -> contextlib.AbstractContextManager[None]:
+        return _tf32(self.tf32)
 
     def _tensor(self, array: np.ndarray) -> torch.Tensor:
         t = torch.from_numpy(np.ascontiguousarray(array)).to(self.device)
         return t.to(self.dtype) if t.is_floating_point() else t
+
+
+@contextlib.contextmanager
+def _tf32(enabled: bool) -> Iterator[None]:
+    """TF32 flags are process-global in PyTorch: set them for one call, then restore."""
+    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = enabled
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
 def name_outputs(out: Any, names: tuple[str, ...]) -> dict[str, np.ndarray]:

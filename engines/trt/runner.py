@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any, Self, cast
 
 import numpy as np
 
-from engines.base import Feed, ShapeProfile
-from engines.cuda.runtime import DeviceBuffer, Stream
+from engines.base import CellUnavailable, Feed, ShapeProfile
+from engines.cuda.runtime import DeviceBuffer, EventTimer, Stream
 from engines.trt.settings import TensorSpec, check_feed_shapes
 
 if TYPE_CHECKING:
@@ -187,6 +187,21 @@ class TensorRTRunner:
         outputs = self._download(self._staged)
         self.stream.synchronize()
         return outputs
+
+    def prepare_path(self, path: str, feed: Feed) -> str:
+        """The suite's latency-model path: stage once, then time launches with CUDA events on our stream."""
+        if path != "model":
+            raise CellUnavailable(f"latency-{path}: CUDA-graph capture of execute_async_v3 is not built yet "
+                                  "for the tensorrt runner")
+        self.stage(feed)
+        self._timer = EventTimer()
+        return "cuda events (cuda.bindings) on the runner's stream around execute_async_v3"
+
+    def run_path(self, path: str) -> float:
+        self._timer.start(self.stream)
+        self.launch_staged()
+        self._timer.stop(self.stream)
+        return self._timer.elapsed_ms() / 1e3
 
     # -- lifetime -------------------------------------------------------------------------------------------
 

@@ -169,3 +169,14 @@ def test_torch_reference_keeps_fp32_after_reduced_precision_cells(cache, feed):
     _run(build, cache, "torch", "bf16", feed)
     assert build.torch_module().conv.weight.dtype == torch.float32
     np.testing.assert_array_equal(_run(build, cache, "torch", "fp32", feed)["out"], before)
+
+
+def test_inductor_package_is_built_once_and_matches_torch(tmp_path, feed):
+    cache = ArtifactCache(tmp_path)
+    build = _build(cache)
+    ref = _run(build, cache, "torch", "fp32", feed)
+    out = _run(build, cache, "inductor", "fp32", feed)
+    np.testing.assert_allclose(out["out"], ref["out"], rtol=1e-4, atol=1e-5)
+    fresh = ArtifactCache(tmp_path)
+    _run(_build(fresh), fresh, "inductor", "fp32", synthetic_feed(INPUTS, 8, "uniform", seed=8))
+    assert (fresh.stats.builds, fresh.stats.hits) == (0, 1)

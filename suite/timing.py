@@ -1,0 +1,119 @@
+"""Timed calls for latency cases, and the NVML sampler that watches the GPU while they run.
+
+Why the runner times itself on the device paths: only the engine knows its stream. Torch records
+CUDA events on its current stream, TensorRT on its own stream through cuda.bindings; ONNX Runtime's
+``run_with_iobinding`` synchronizes its stream before returning, so a host timer around it is exact.
+pytest-benchmark still times every round on the host; the device-side samples kept here are what
+the summaries, the gate and the report use.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from engines.base import CellUnavailable, Feed, Runner
+
+PATHS: tuple[str, ...] = ("all", "model", "graph")
+HOST_CLOCK = "host perf_counter (outputs copied back to host, so the call has completed)"
+
+
+class TimedCall:
+    """The callable handed to ``benchmark.pedantic``; ``samples_s`` holds every round's time."""
+
+    def __init__(self, runner: Runner, path: str, feed: Feed) -> None:
+        self.samples_s: list[float] = []
+        self.path = path
+        if path == "all":
+            self.clock = HOST_CLOCK
+            self._call: Callable[[], float] = lambda: _host_timed(lambda: runner.infer(feed))
+            return
+        prepare = getattr(runner, "prepare_path", None)
+        if prepare is None:
+            raise CellUnavailable(f"latency-{path} needs a device-resident runner; {type(runner).__name__} has none")
+        self.clock = str(prepare(path, feed))  # raises CellUnavailable where the engine cannot
+        run_path = runner.run_path  # type: ignore[attr-defined]
+        self._call = lambda: float(run_path(path))
+
+    def __call__(self) -> None:
+        self.samples_s.append(self._call())
+
+
+def _host_timed(fn: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+class GpuMonitor:
+    """Samples device memory in use and NVML utilization while a latency case runs.
+
+    NVML's ``utilization.gpu`` is the share of time at least one kernel was running (NVIDIA's "GPU
+    utilization"); it is reported as such, not as a count of busy SMs. Peak memory is the device's
+    used memory (all processes), the figure nvidia-smi shows.
+    """
+
+    def __init__(self, device: str, interval_s: float = 0.02) -> None:
+        self.device = device
+        self.interval_s = interval_s
+        self.timeline: dict[str, list[float]] = {"t_s": [], "memory_mib": [], "sm_util_pct": []}
+        self.error: str | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._handle: Any = None
+        self._nvml: Any = None
+
+    def __enter__(self) -> GpuMonitor:
+        if not self.device.startswith("cuda"):
+            return self
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            self._nvml = pynvml
+            self._handle = pynvml.nvmlDeviceGetHandleByIndex(int(self.device.partition(":")[2] or 0))
+        except Exception as exc:  # no NVML: the case still runs; the record says why there are no figures
+            self.error = f"NVML unavailable: {exc}"
+            return self
+        self._thread = threading.Thread(target=self._sample, name="nvml-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        start = time.perf_counter()
+        nvml = self._nvml
+        while not self._stop.is_set():
+            try:
+                memory = nvml.nvmlDeviceGetMemoryInfo(self._handle).used / 2**20
+                util = nvml.nvmlDeviceGetUtilizationRates(self._handle).gpu
+            except Exception as exc:
+                self.error = f"NVML sampling failed: {exc}"
+                return
+            self.timeline["t_s"].append(round(time.perf_counter() - start, 4))
+            self.timeline["memory_mib"].append(round(memory, 1))
+            self.timeline["sm_util_pct"].append(float(util))
+            self._stop.wait(self.interval_s)
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+        if self._nvml is not None:
+            try:
+                self._nvml.nvmlShutdown()
+            except Exception:
+                pass
+
+    def summary(self) -> dict[str, Any]:
+        if not self.device.startswith("cuda"):
+            return {}
+        out: dict[str, Any] = {"source": "NVML", "interval_s": self.interval_s, "samples": len(self.timeline["t_s"])}
+        if self.error:
+            out["error"] = self.error
+        if self.timeline["t_s"]:
+            util = self.timeline["sm_util_pct"]
+            out.update(peak_memory_mib=max(self.timeline["memory_mib"]), mean_sm_util_pct=sum(util) / len(util),
+                       timeline=self.timeline)
+        return out
