@@ -174,6 +174,7 @@ def parse_config(raw: Mapping[str, Any], path: Path = Path("<memory>")) -> Suite
     if latency.rounds < 2 or not 0 <= latency.warmup_fraction < 1:
         raise ConfigError(f"[latency]: rounds must be >= 2 and 0 <= warmup_fraction < 1, got {latency}")
     engine_defaults = dict(raw.get("engine_options", {}))
+    # engine_options are passed to the backend as they are, and keyed into its cache entries.
     for eng in engine_defaults:
         _check_choice("[engine_options]", eng, ENGINES)
     models_raw = raw.get("models", {})

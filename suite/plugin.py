@@ -45,6 +45,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--latency-paths", default=None,
                     help="comma-separated latency paths: all (host copies included), model (device-resident), "
                          "graph (CUDA graph replay); default: all on cpu, all,model,graph on cuda")
+    group.addoption("--overhead-model", default=None,
+                    help="model for the GPU harness-overhead check (default: the first configured model)")
+    group.addoption("--max-harness-overhead", type=float, default=0.02,
+                    help="largest accepted harness overhead as a fraction of the bare loop (default 0.02)")
     group.addoption("--suite-results", default=None,
                     help="write accuracy/parity/engine records of this run to this JSON file")
 

@@ -64,10 +64,13 @@ class TorchRunner:
     """
 
     def __init__(self, module: torch.nn.Module, input_names: tuple[str, ...], output_names: tuple[str, ...],
-                 device: str = "cpu", precision: str = "fp32") -> None:
+                 device: str = "cpu", precision: str = "fp32", channels_last: bool = False) -> None:
         self.dtype = _DTYPES[precision]
         self.tf32 = precision == "tf32"
+        self.channels_last = channels_last
         self.module = module.eval().to(device=device, dtype=self.dtype)
+        if channels_last:
+            self.module = self.module.to(memory_format=torch.channels_last)
         self.input_names = input_names
         self.output_names = output_names
         self.device = torch.device(device)
@@ -119,7 +122,11 @@ class TorchRunner:
 
     def _tensor(self, array: np.ndarray) -> torch.Tensor:
         t = torch.from_numpy(np.ascontiguousarray(array)).to(self.device)
-        return t.to(self.dtype) if t.is_floating_point() else t
+        if t.is_floating_point():
+            t = t.to(self.dtype)
+        if getattr(self, "channels_last", False) and t.dim() == 4:
+            t = t.contiguous(memory_format=torch.channels_last)
+        return t
 
 
 @contextlib.contextmanager
@@ -172,5 +179,5 @@ class TorchBackend:
         if request.precision != "fp32" or request.device != "cpu":
             module = copy.deepcopy(module)  # the fp32 CPU module stays the reference for exports
         runner = TorchRunner(module, tuple(i.name for i in request.inputs), request.outputs, request.device,
-                             request.precision)
+                             request.precision, channels_last=bool(request.options.get("channels_last", False)))
         return LoadedEngine(runner=runner, facts=torch_facts(runner.module))

@@ -51,7 +51,8 @@ def test_per_precision_override_merges_over_defaults():
 
 @pytest.mark.parametrize("raw,match", [
     (_with(enignes=["torch"]), r"\[models.m\]: unknown key\(s\) enignes; valid: .*engines"),
-    (_with(engines=["tensorflow"]), r"\[models.m\].engines: unknown 'tensorflow'; valid: torch, onnxruntime, inductor, tensorrt"),
+    (_with(engines=["tensorflow"]),
+     r"\[models.m\].engines: unknown 'tensorflow'; valid: torch, onnxruntime, inductor, tensorrt"),
     (_with(precisions=["fp8"]), r"unknown 'fp8'; valid: fp32, tf32, fp16, bf16, int8"),
     (_with(batch_sizes=[0, 8]), r"batch_sizes must be positive"),
     (_with(inputs=[{"name": "x"}]), r"inputs\[0\]: needs name and shape"),
