@@ -17,10 +17,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from engines.base import EngineBuildError, EngineFacts, EngineRequest, Feed, LoadedEngine, ModelArtifacts
+from engines.base import (
+    CellUnavailable,
+    EngineBuildError,
+    EngineFacts,
+    EngineRequest,
+    Feed,
+    LoadedEngine,
+    ModelArtifacts,
+)
 from engines.feeds import check_feed
 from engines.onnx.export import sample_inputs
-from engines.pytorch.backend import _DTYPES, TorchRunner, name_outputs
+from engines.pytorch.backend import _DTYPES, TorchRunner, _tf32, name_outputs
 
 if TYPE_CHECKING:
     from suite.cache import ArtifactCache
@@ -54,9 +62,15 @@ class InductorRunner(TorchRunner):
     def infer(self, feed: Feed) -> dict[str, np.ndarray]:
         check_feed(feed, self.input_names)
         args = [self._tensor(feed[n]) for n in self.input_names]
-        with torch.inference_mode():
+        with self._math_mode(), torch.inference_mode():
             out = self.module(*args)
         return name_outputs(out, self.output_names)
+
+    def prepare_path(self, path: str, feed: Feed) -> str:
+        if path == "graph":
+            raise CellUnavailable("latency-graph: capturing a loaded AOTInductor package in a CUDA graph "
+                                  "invalidates the capture (seen on H200, torch 2.11); not measured")
+        return super().prepare_path(path, feed)
 
 
 class InductorBackend:
@@ -106,7 +120,7 @@ class InductorBackend:
         names = [p for p in inspect.signature(module.forward).parameters][: len(args)]
         log.info("inductor: exporting and compiling %s (this takes a while)", request.cell_id)
         try:
-            with warnings.catch_warnings(), torch.inference_mode():
+            with warnings.catch_warnings(), torch.inference_mode(), _tf32(False):
                 warnings.simplefilter("ignore")
                 exported = torch.export.export(module, args, dynamic_shapes={n: {0: dim} for n in names})
                 torch._inductor.aoti_compile_and_package(exported, package_path=str(package))

@@ -40,7 +40,8 @@ def model_digest(module: torch.nn.Module) -> str:
     for name, tensor in module.state_dict().items():
         t = tensor.detach().cpu().contiguous()
         h.update(f"{name}:{t.dtype}:{tuple(t.shape)}".encode())
-        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+        # reshape first: 0-dim tensors (BatchNorm's num_batches_tracked) cannot be viewed as bytes
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
     return h.hexdigest()
 
 

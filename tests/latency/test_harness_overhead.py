@@ -1,8 +1,9 @@
 """Harness overhead: the suite's latency-model loop against a bare CUDA-event loop around the same call.
 
-The suite's figure is pytest-benchmark's host time per round (wrapper, event records, synchronize,
-benchmark bookkeeping); the bare figure is CUDA-event time of the call alone. Their ratio bounds
-what the harness adds to any latency it reports.
+Gated: the suite's reported latency-model median (its per-round CUDA-event samples, taken through
+pytest-benchmark's loop and the suite's TimedCall) against a bare event loop's median. Reported too:
+pytest-benchmark's own host time per round, which adds the Python around each call; at small,
+launch-bound batches that host time is what --benchmark-compare sees.
 """
 
 import statistics
@@ -44,12 +45,15 @@ def test_harness_overhead(suite, benchmark, batch, request):
     timed = suite.timed_call(cell, engine, feed, "model")
     benchmark.group = "harness-overhead"
     benchmark.pedantic(timed, rounds=ROUNDS, warmup_rounds=WARMUP, iterations=1)
-    suite_median = statistics.median(benchmark.stats.stats.data)
+    suite_median = statistics.median(timed.samples_s[WARMUP:])
+    host_median = statistics.median(benchmark.stats.stats.data)
     bare_median = statistics.median(_bare_event_loop(engine.runner, ROUNDS, WARMUP))
     overhead = suite_median / bare_median - 1
     limit = request.config.getoption("--max-harness-overhead")
     figures = dict(suite_median_ms=suite_median * 1e3, bare_median_ms=bare_median * 1e3,
-                   overhead_pct=overhead * 100, batch_size=batch, limit_pct=limit * 100)
+                   overhead_pct=overhead * 100, host_round_median_ms=host_median * 1e3,
+                   host_overhead_pct=(host_median / bare_median - 1) * 100, batch_size=batch,
+                   limit_pct=limit * 100)
     benchmark.extra_info.update(cell=cell.id, **figures)
     suite.record("harness_overhead", cell, **figures)
     assert overhead <= limit, (f"{cell.id} bs{batch}: suite latency-model median {suite_median * 1e3:.4f} ms is "

@@ -38,5 +38,5 @@ def test_latency(latency_case, suite, engine_for, benchmark, request):
     samples = timed.samples_s[warmup:]
     summary = summarize_latency(samples, batch)
     benchmark.extra_info.update(summary.as_dict(), samples_s=list(samples), gpu=monitor.summary())
-    suite.record("latency", cell, batch_size=batch, path=path, clock=timed.clock, samples_s=list(samples),
-                 gpu=monitor.summary(), **summary.as_dict())
+    suite.record("latency", cell, path=path, clock=timed.clock, samples_s=list(samples), gpu=monitor.summary(),
+                 **summary.as_dict())
