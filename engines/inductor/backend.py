@@ -10,6 +10,8 @@ from __future__ import annotations
 import copy
 import logging
 import platform
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -73,12 +75,28 @@ class InductorRunner(TorchRunner):
         return super().prepare_path(path, feed)
 
 
+def _check_loads_in_child(package: Path, request: EngineRequest) -> None:
+    """Load the fresh package in a child process first: a package that crashes the loader (seen once
+    as a segfault on an H200) must fail its own cell, not end the whole test session."""
+    code = ("import sys, torch; m = torch._inductor.aoti_load_package(sys.argv[1]); "
+            "print('loaded', type(m).__name__)")
+    proc = subprocess.run([sys.executable, "-c", code, str(package)], capture_output=True, text=True,
+                          timeout=600, check=False)
+    if proc.returncode != 0:
+        how = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit code {proc.returncode}"
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+        raise EngineBuildError(f"{request.cell_id}: the AOTInductor package does not load ({how}): "
+                               + " | ".join(tail))
+
+
 class InductorBackend:
     name = "inductor"
 
     def skip_reason(self, request: EngineRequest) -> str | None:
-        if request.precision not in PRECISIONS:
-            return f"inductor cells cover {', '.join(PRECISIONS)}; {request.precision} is judged on other engines"
+        chosen = tuple(request.options.get("precisions", ("fp32",)))
+        if request.precision not in PRECISIONS or request.precision not in chosen:
+            return (f"inductor runs {', '.join(chosen)} here (engine_options.inductor.precisions; possible: "
+                    f"{', '.join(PRECISIONS)}): each package is a long compile")
         if request.device.startswith("cuda") and not torch.cuda.is_available():
             return f"torch {torch.__version__} sees no CUDA device for {request.device}"
         if not hasattr(torch._inductor, "aoti_compile_and_package"):
@@ -93,6 +111,7 @@ class InductorBackend:
 
         def build(directory: Path) -> None:
             self._compile(request, artifacts, directory / PACKAGE)
+            _check_loads_in_child(directory / PACKAGE, request)
 
         entry = cache.get_or_build("inductor", parts, build, label=f"inductor {request.cell_id}")
         package = entry / PACKAGE
