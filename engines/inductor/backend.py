@@ -30,7 +30,7 @@ from engines.base import (
 )
 from engines.feeds import check_feed
 from engines.onnx.export import sample_inputs
-from engines.pytorch.backend import _DTYPES, TorchRunner, _tf32, name_outputs
+from engines.pytorch.backend import _DTYPES, TorchRunner, name_outputs
 
 if TYPE_CHECKING:
     from suite.cache import ArtifactCache
@@ -139,7 +139,7 @@ class InductorBackend:
         names = [p for p in inspect.signature(module.forward).parameters][: len(args)]
         log.info("inductor: exporting and compiling %s (this takes a while)", request.cell_id)
         try:
-            with warnings.catch_warnings(), torch.inference_mode(), _tf32(False):
+            with warnings.catch_warnings(), torch.inference_mode():
                 warnings.simplefilter("ignore")
                 exported = torch.export.export(module, args, dynamic_shapes={n: {0: dim} for n in names})
                 torch._inductor.aoti_compile_and_package(exported, package_path=str(package))

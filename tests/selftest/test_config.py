@@ -45,7 +45,7 @@ def test_defaults_and_profile():
 def test_per_precision_override_merges_over_defaults():
     raw = _with(precision={"fp16": {"parity": {"rtol": 0.05}}})
     m = parse_config(raw).models["m"]
-    assert m.tolerance("fp16").rtol == 0.05 and m.tolerance("fp16").atol == 1e-3
+    assert m.tolerance("fp16").rtol == 0.05 and m.tolerance("fp16").atol == 1e-2
     assert m.tolerance("fp32").rtol == 1e-3
 
 
@@ -115,3 +115,25 @@ def test_cli_usage_error_names_the_model():
                           cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 4, proc.stdout + proc.stderr
     assert "--models: unknown 'nosuchmodel'; valid: digits_cnn" in proc.stderr
+
+
+def test_known_failures_name_valid_cells_and_a_reason():
+    m = parse_config(_with(known_failures={"onnxruntime-int8": "kernel bug, cosine 0.5"})).models["m"]
+    assert m.known_failures == {"onnxruntime-int8": "kernel bug, cosine 0.5"}
+    with pytest.raises(ConfigError, match=r"known_failures: unknown 'onnxrt'"):
+        parse_config(_with(known_failures={"onnxrt-int8": "x"}))
+    with pytest.raises(ConfigError, match=r"give the reason"):
+        parse_config(_with(known_failures={"onnxruntime-int8": " "}))
+
+
+def test_generated_distributions_per_precision():
+    m = parse_config(_with(precision={"fp16": {"generated": ["uniform"]}})).models["m"]
+    assert m.generated["fp16"] == ("uniform",)
+    assert "extremes" not in m.generated["int8"] and "extremes" in m.generated["fp32"]
+    with pytest.raises(ConfigError, match=r"generated: unknown 'gaussian'"):
+        parse_config(_with(precision={"fp16": {"generated": ["gaussian"]}}))
+
+
+def test_latency_batch_sizes_must_lie_in_the_profile():
+    with pytest.raises(ConfigError, match=r"latency_batch_sizes \[64\] fall outside"):
+        parse_config(_with(batch_sizes=[1, 32], latency_batch_sizes=[1, 64]))
