@@ -1,4 +1,4 @@
-"""Pure-numpy metrics shared by all engine tests: parity, accuracy, latency.
+"""Pure-numpy metrics shared by all engine tests: parity, accuracy, latency, and the baseline gates.
 
 Kept free of torch and of the rest of this repo so it can be unit-tested on
 its own and reused by report tooling without any engine installed.
@@ -22,16 +22,30 @@ from .parity import (
     compare_outputs,
     rank_table,
 )
+from .regression import (
+    DriftComparison,
+    DriftFigure,
+    LatencyComparison,
+    compare_accuracy,
+    compare_latency,
+    compare_parity,
+)
 
 __all__ = [
     "AccuracyThreshold",
     "AccuracyVerdict",
+    "DriftComparison",
+    "DriftFigure",
+    "LatencyComparison",
     "LatencySummary",
     "ParityReport",
     "RankStat",
     "Tolerance",
+    "compare_accuracy",
     "compare_arrays",
+    "compare_latency",
     "compare_outputs",
+    "compare_parity",
     "judge_accuracy",
     "rank_table",
     "summarize_latency",

@@ -8,7 +8,7 @@ from metrics import judge_accuracy
 pytestmark = pytest.mark.accuracy
 
 
-def test_top1_top5(accuracy_cell, suite, engine_for):
+def test_top1_top5(accuracy_cell, suite, engine_for, gate):
     cell = accuracy_cell
     model = suite.model(cell.model)
     engine_for(cell)
@@ -20,3 +20,4 @@ def test_top1_top5(accuracy_cell, suite, engine_for):
     verdict = judge_accuracy(logits, data.labels, reference, model.accuracy_threshold(cell.precision))
     suite.record("accuracy", cell, dataset=model.accuracy_dataset, **verdict.as_dict())
     assert verdict.passed, f"{cell.id} on {model.accuracy_dataset}: {verdict.explain()}"
+    gate.check()  # --accuracy-baseline: top-1/top-5 drift against the baseline run

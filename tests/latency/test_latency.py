@@ -18,7 +18,7 @@ from suite.inputs import synthetic_feed, tile_to_batch
 pytestmark = pytest.mark.latency
 
 
-def test_latency(latency_case, suite, engine_for, benchmark, request):
+def test_latency(latency_case, suite, engine_for, benchmark, request, latency_wrapper, gate):
     cell, batch, path = latency_case
     model = suite.model(cell.model)
     engine = engine_for(cell)
@@ -26,7 +26,7 @@ def test_latency(latency_case, suite, engine_for, benchmark, request):
         feed = tile_to_batch(suite.dataset(model.parity_dataset).feeds, batch)
     else:
         feed = synthetic_feed(model.inputs, batch, "uniform", seed=batch)
-    timed = suite.timed_call(cell, engine, feed, path)
+    timed = latency_wrapper(suite.timed_call(cell, engine, feed, path))  # --inject-slowdown self-test knob
     rounds = request.config.getoption("--latency-rounds") or suite.config.latency.rounds
     warmup = max(1, math.ceil(suite.config.latency.warmup_fraction * rounds))
     benchmark.group = f"{cell.model}-bs{batch}-{path}"
@@ -40,3 +40,4 @@ def test_latency(latency_case, suite, engine_for, benchmark, request):
     benchmark.extra_info.update(summary.as_dict(), samples_s=list(samples), gpu=monitor.summary())
     suite.record("latency", cell, path=path, clock=timed.clock, samples_s=list(samples), gpu=monitor.summary(),
                  **summary.as_dict())
+    gate.check()  # --latency-baseline: fails a significant slowdown (suite/gate_plugin.py)

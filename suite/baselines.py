@@ -1,0 +1,233 @@
+"""Baselines: where they are, what they hold, and how a current case finds its counterpart.
+
+Two formats, both written by ordinary runs, both carrying the environment fingerprint:
+
+* latency: a pytest-benchmark JSON (``--benchmark-save NAME`` / ``--benchmark-autosave``), whose
+  ``benchmarks[i]["extra_info"]["samples_s"]`` holds each case's per-round seconds and whose
+  ``machine_info["suite_environment"]`` holds the fingerprint;
+* accuracy/parity: the suite's own ``--suite-results FILE`` (``{"environment", "records", "engines"}``).
+
+Cases are matched on what they measure, not on test ids: (model, engine, precision, batch size,
+path) for latency, (kind, cell, dataset[, output]) for accuracy/parity. A renamed test id therefore
+still finds its baseline, and a baseline from another machine lines up case by case.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+LatencyKey = tuple[str, str, str, int, str]
+RecordKey = tuple[str, ...]
+
+
+class BaselineError(ValueError):
+    """A baseline that cannot be used; the message says which file and why."""
+
+
+def parse_fraction(text: str, what: str) -> float:
+    """'5%' -> 0.05, '0.05' -> 0.05. A bare number above 1 is refused (was '5' meant as 5 %?)."""
+    raw = str(text).strip()
+    try:
+        value = float(raw[:-1]) / 100.0 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise BaselineError(f"{what}: {text!r} is not a fraction; write e.g. 5% or 0.05") from None
+    if not raw.endswith("%") and value > 1.0:
+        raise BaselineError(f"{what}: {text!r} is ambiguous; write {raw}% or {value / 100:g}")
+    if not (0.0 <= value < 10.0):
+        raise BaselineError(f"{what}: {text!r} is out of range")
+    return value
+
+
+@dataclass(frozen=True)
+class DriftTolerances:
+    """``--accuracy-drift``: allowed change against the baseline, per figure."""
+
+    top1_pts: float = 0.5
+    top5_pts: float = 0.5
+    isclose_pts: float = 1.0
+    mae_factor: float = 2.0
+
+    def describe(self) -> str:
+        return (f"top1={self.top1_pts:g}pt,top5={self.top5_pts:g}pt,isclose={self.isclose_pts:g}pt,"
+                f"mae={self.mae_factor:g}x")
+
+
+def parse_drift(text: str) -> DriftTolerances:
+    """'top1=0.5pt,top5=1pt,isclose=1pt,mae=2x' (any subset; units optional) -> DriftTolerances."""
+    keys = {"top1": "top1_pts", "top5": "top5_pts", "isclose": "isclose_pts", "mae": "mae_factor"}
+    values: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in str(text).split(","))):
+        name, sep, raw = part.partition("=")
+        name = name.strip().lower()
+        if not sep or name not in keys:
+            raise BaselineError(f"--accuracy-drift: {part!r}; expected NAME=VALUE with NAME in {', '.join(keys)}")
+        number = re.sub(r"(pts?|x)$", "", raw.strip().lower())
+        try:
+            values[keys[name]] = float(number)
+        except ValueError:
+            raise BaselineError(f"--accuracy-drift: {part!r}: {raw!r} is not a number") from None
+        if values[keys[name]] < 0 or (name == "mae" and values[keys[name]] < 1.0):
+            raise BaselineError(f"--accuracy-drift: {part!r} out of range (points >= 0, mae factor >= 1)")
+    return DriftTolerances(**values)
+
+
+# =========================================================================== latency
+
+
+def latency_key(info: Mapping[str, Any]) -> LatencyKey | None:
+    """(model, engine, precision, batch, path) of a latency record or a benchmark's extra_info."""
+    try:
+        path = str(info.get("path", "all"))
+        path = path[len("latency-"):] if path.startswith("latency-") else path
+        return (str(info["model"]), str(info["engine"]), str(info["precision"]), int(info["batch_size"]), path)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def key_label(key: LatencyKey) -> str:
+    model, engine, precision, batch, path = key
+    return f"{model}-{engine}-{precision}-bs{batch}-{path}"
+
+
+@dataclass(frozen=True)
+class LatencyBaseline:
+    """One or more saved runs. ``samples[key]`` holds one list of per-round seconds per run that has
+    the case (newest last); ``environment`` and ``datetime`` are the newest run's."""
+
+    sources: tuple[Path, ...]
+    environment: dict[str, Any]
+    datetime: str | None
+    samples: dict[LatencyKey, list[list[float]]]
+    interference: dict[LatencyKey, float]
+    without_samples: tuple[str, ...] = ()
+
+    @property
+    def source(self) -> str:
+        names = [str(p) for p in self.sources]
+        return names[0] if len(names) == 1 else f"{len(names)} runs: {', '.join(names)}"
+
+
+def benchmark_storage_dir(storage_option: str | None) -> Path:
+    storage = storage_option or "file://./.benchmarks"
+    if "://" in storage and not storage.startswith("file://"):
+        raise BaselineError(f"--latency-baseline ids need a file:// benchmark storage, got {storage!r}; "
+                            "pass the JSON file's path instead")
+    return Path(storage.removeprefix("file://"))
+
+
+def _machine_id() -> str:
+    """pytest-benchmark's folder name for this machine (its utils.get_machine_id)."""
+    return "-".join((platform.system(), platform.python_implementation(),
+                     ".".join(platform.python_version_tuple()[:2]), platform.architecture()[0]))
+
+
+def _saved_runs(storage: Path) -> list[Path]:
+    """Saved runs of this machine's folder, else of the first folder that has any; oldest first."""
+    folders = [storage / _machine_id()] + sorted(p for p in storage.glob("*") if p.is_dir())
+    for folder in folders:
+        files = sorted(folder.glob("[0-9][0-9][0-9][0-9]_*.json"))
+        if files:
+            return files
+    return []
+
+
+def resolve_latency_baselines(spec: str, storage: Path) -> list[Path]:
+    """``--latency-baseline``: comma-separated files or saved run ids ('0003', '0003_nightly'), 'latest',
+    or 'last:K' (the K newest saved runs) under the pytest-benchmark ``storage``. Oldest first."""
+    paths: list[Path] = []
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        candidate = Path(part)
+        if candidate.is_file():
+            paths.append(candidate)
+            continue
+        match = re.fullmatch(r"(?:last|latest):(\d+)", part)
+        if part != "latest" and not match and not re.fullmatch(r"\d{4}(_.*)?", part):
+            raise BaselineError(f"--latency-baseline {part!r}: no such file, and not a run id (0001), "
+                                "'latest' or 'last:K'")
+        saved = _saved_runs(storage)
+        if part == "latest" or match:
+            chosen = saved[-(int(match.group(1)) if match else 1):] if saved else []
+        else:
+            chosen = [f for f in saved if f.name.startswith(part if "_" in part else part + "_")][-1:]
+        if not chosen:
+            raise BaselineError(f"--latency-baseline {part!r}: no saved pytest-benchmark run under {storage} "
+                                "(save one with --benchmark-save NAME or --benchmark-autosave)")
+        paths.extend(chosen)
+    if not paths:
+        raise BaselineError("--latency-baseline: empty")
+    return paths
+
+
+def load_latency_baselines(paths: list[Path]) -> LatencyBaseline:
+    samples: dict[LatencyKey, list[list[float]]] = {}
+    interference: dict[LatencyKey, float] = {}
+    without: list[str] = []
+    environment: dict[str, Any] = {}
+    when = None
+    for path in paths:
+        try:
+            data = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as exc:
+            raise BaselineError(f"latency baseline {path}: cannot read JSON ({exc})") from exc
+        if not isinstance(data, dict) or "benchmarks" not in data:
+            raise BaselineError(f"latency baseline {path}: not a pytest-benchmark file (no 'benchmarks')")
+        for bench in data["benchmarks"]:
+            extra = bench.get("extra_info") or {}
+            key = latency_key(extra)
+            if key is None:
+                continue
+            values = extra.get("samples_s")
+            if not values:
+                # Files saved with --benchmark-save-data hold pytest-benchmark's own per-round timings.
+                values = (bench.get("stats") or {}).get("data")
+            if not values:
+                without.append(f"{path.name}:{bench.get('name', key_label(key))}")
+                continue
+            samples.setdefault(key, []).append([float(v) for v in values])
+            gate = extra.get("gate") or {}
+            if isinstance(gate.get("interference"), (int, float)):
+                interference[key] = max(interference.get(key, 0.0), float(gate["interference"]))
+        environment = dict((data.get("machine_info") or {}).get("suite_environment") or {})
+        when = data.get("datetime")
+    return LatencyBaseline(sources=tuple(Path(p) for p in paths), environment=environment, datetime=when,
+                           samples=samples, interference=interference, without_samples=tuple(without))
+
+
+# =========================================================================== accuracy / parity
+
+
+def record_key(record: Mapping[str, Any]) -> RecordKey | None:
+    kind = record.get("kind")
+    if kind == "accuracy":
+        return ("accuracy", str(record.get("cell")), str(record.get("dataset")))
+    if kind == "parity":
+        return ("parity", str(record.get("cell")), str(record.get("dataset")), str(record.get("name")))
+    return None
+
+
+@dataclass(frozen=True)
+class ResultsBaseline:
+    source: Path
+    environment: dict[str, Any]
+    records: dict[RecordKey, dict[str, Any]] = field(default_factory=dict)
+
+
+def load_results_baseline(path: Path) -> ResultsBaseline:
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise BaselineError(f"accuracy baseline {path}: cannot read JSON ({exc})") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("records"), list):
+        raise BaselineError(f"accuracy baseline {path}: not a --suite-results file (no 'records' list)")
+    records = {}
+    for record in data["records"]:
+        key = record_key(record) if isinstance(record, dict) else None
+        if key is not None:
+            records[key] = record
+    return ResultsBaseline(source=Path(path), environment=dict(data.get("environment") or {}), records=records)

@@ -1,0 +1,20 @@
+"""Shared by the gate and report self-tests: one ordinary run of the tiny config that saves both
+baselines, made once per session (each run is a child pytest: seconds of start-up and export)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.selftest.suite_runs import explain, run_suite
+
+
+@pytest.fixture(scope="session")
+def suite_baseline(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A work directory holding benchmarks/*/0001_base.json (pytest-benchmark) and base.json (--suite-results)."""
+    workdir = tmp_path_factory.mktemp("gate")
+    done = run_suite(workdir, "--benchmark-save", "base", "--suite-results", str(workdir / "base.json"))
+    assert done.returncode == 0, explain(done)
+    assert (workdir / "base.json").exists() and list((workdir / "benchmarks").glob("*/0001_base.json"))
+    return workdir

@@ -1,0 +1,245 @@
+"""The gates end to end: baselines found and matched, knobs that inject known faults, and real
+pytest runs of the tiny config in a subprocess (A/A passes; an injected 5 % slowdown and an
+injected accuracy drop fail, with the numbers and the cell in the message)."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from suite.baselines import (
+    BaselineError,
+    DriftTolerances,
+    latency_key,
+    load_latency_baselines,
+    parse_drift,
+    parse_fraction,
+    resolve_latency_baselines,
+)
+from suite.gate_plugin import CpuMeter, Gate
+from suite.inject import SlowedCall, busy_wait, flip_top1
+from tests.selftest.suite_runs import ROOT, explain, run_suite
+
+pytestmark = pytest.mark.selftest
+
+# =========================================================================== options and baselines
+
+
+def test_fractions_are_unambiguous() -> None:
+    assert parse_fraction("5%", "x") == pytest.approx(0.05)
+    assert parse_fraction("0.05", "x") == pytest.approx(0.05)
+    assert parse_fraction("100%", "x") == pytest.approx(1.0)
+    for bad in ("5", "five", "-1%"):
+        with pytest.raises(BaselineError):
+            parse_fraction(bad, "--latency-regression")
+
+
+def test_drift_spec_parses_units_and_rejects_unknown_names() -> None:
+    assert parse_drift("top1=1pt,mae=3x") == DriftTolerances(top1_pts=1.0, mae_factor=3.0)
+    assert parse_drift(DriftTolerances().describe()) == DriftTolerances()
+    for bad in ("top2=1", "top1", "mae=0.5x", "top1=abc"):
+        with pytest.raises(BaselineError):
+            parse_drift(bad)
+
+
+def test_latency_keys_ignore_the_test_id_and_the_path_prefix() -> None:
+    info = {"model": "m", "engine": "onnxruntime", "precision": "fp32", "batch_size": 8, "path": "latency-all"}
+    record = {**info, "path": "all", "kind": "latency"}
+    assert latency_key(info) == latency_key(record) == ("m", "onnxruntime", "fp32", 8, "all")
+    assert latency_key({"model": "m"}) is None
+
+
+def _benchmark_file(path: Path, samples: dict[int, list[float]], env: dict[str, str] | None = None) -> Path:
+    benchmarks = [{"name": f"test_latency[m-onnxruntime-fp32-bs{b}]",
+                   "extra_info": {"model": "m", "engine": "onnxruntime", "precision": "fp32", "batch_size": b,
+                                  "path": "latency-all", "samples_s": s, "gate": {"interference": 0.01}}}
+                  for b, s in samples.items()]
+    benchmarks.append({"name": "old", "extra_info": {"model": "m", "engine": "torch", "precision": "fp32",
+                                                     "batch_size": 1, "path": "latency-all"}, "stats": {}})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"machine_info": {"suite_environment": env or {"device": "cpu"}},
+                                "datetime": "2026-01-01T00:00:00", "benchmarks": benchmarks}))
+    return path
+
+
+def test_baselines_resolve_by_file_id_latest_and_last_k(tmp_path: Path) -> None:
+    folder = tmp_path / "Some-Machine"
+    first = _benchmark_file(folder / "0001_a.json", {1: [1e-3] * 10})
+    second = _benchmark_file(folder / "0002_b.json", {1: [2e-3] * 10, 8: [3e-3] * 10})
+    assert resolve_latency_baselines(str(first), tmp_path) == [first]
+    assert resolve_latency_baselines("latest", tmp_path) == [second]
+    assert resolve_latency_baselines("0001", tmp_path) == [first]
+    assert resolve_latency_baselines("last:5", tmp_path) == [first, second]
+    for bad in ("0009", "yesterday"):
+        with pytest.raises(BaselineError):
+            resolve_latency_baselines(bad, tmp_path)
+    base = load_latency_baselines([first, second])
+    assert base.samples[("m", "onnxruntime", "fp32", 1, "all")] == [[1e-3] * 10, [2e-3] * 10]
+    assert base.samples[("m", "onnxruntime", "fp32", 8, "all")] == [[3e-3] * 10]
+    assert base.interference[("m", "onnxruntime", "fp32", 1, "all")] == 0.01
+    assert len(base.without_samples) == 2  # the old-style case, in both files
+    with pytest.raises(BaselineError, match="not a pytest-benchmark file"):
+        load_latency_baselines([_write(tmp_path / "x.json", {"records": []})])
+
+
+def _write(path: Path, data: object) -> Path:
+    path.write_text(json.dumps(data))
+    return path
+
+
+def _gate(**changes: object) -> Gate:
+    fields: dict[str, object] = dict(max_slowdown=0.05, confidence=0.99, busy_limit=0.2, drift=DriftTolerances(),
+                                     inject_slowdown=None, inject_accuracy_drop=None,
+                                     environment={"device": "cpu", "onnxruntime": "1.31"})
+    fields.update(changes)
+    return Gate(**fields)  # type: ignore[arg-type]
+
+
+def test_gate_fails_a_regression_and_reports_busy_cases_without_failing(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    base = list(1e-3 * rng.lognormal(0, 0.01, 100))
+    gate = _gate(latency_baseline=load_latency_baselines(
+        [_benchmark_file(tmp_path / "b.json", {1: base}, {"device": "cpu", "onnxruntime": "1.20"})]))
+    record = {"kind": "latency", "model": "m", "engine": "onnxruntime", "precision": "fp32", "batch_size": 1,
+              "path": "all", "samples_s": [s * 1.2 for s in base]}
+    outcome, message = gate.check_latency(record, "node", interference=0.0)
+    assert outcome is not None and outcome.status == "regression"
+    assert message is not None and "m-onnxruntime-fp32-bs1-all: latency regression" in message
+    assert "different environment (onnxruntime: 1.20 -> 1.31)" in message
+    outcome, message = gate.check_latency(record, "node", interference=0.5)
+    assert outcome is not None and outcome.status == "busy" and message is None
+    outcome, message = gate.check_latency({**record, "batch_size": 64}, "node", interference=0.0)
+    assert outcome is not None and outcome.status == "no-baseline" and message is None
+    assert [o.status for o in gate.latency] == ["regression", "busy", "no-baseline"]
+    json.dumps(gate.as_dict(), allow_nan=False)
+
+
+# =========================================================================== knobs
+
+
+def test_busy_wait_spins_for_the_time_asked() -> None:
+    waited = busy_wait(0.002)
+    assert 0.002 <= waited < 0.05
+
+
+def test_slowed_call_adds_its_fraction_to_each_round() -> None:
+    class Timed:
+        """Like suite.timing.TimedCall: one sample per call, measured by the callee."""
+
+        clock = "test clock"
+
+        def __init__(self) -> None:
+            self.samples_s: list[float] = []
+
+        def __call__(self) -> None:
+            start = time.perf_counter()
+            busy_wait(0.002)
+            self.samples_s.append(time.perf_counter() - start)
+
+    inner = Timed()
+    slowed = SlowedCall(inner, 0.5)
+    for _ in range(9):
+        slowed()
+    assert slowed.clock == "test clock" and len(slowed.samples_s) == 9
+    ratios = sorted(s / i for s, i in zip(slowed.samples_s, inner.samples_s, strict=True))
+    # Never less than asked; a round preempted during its wait may take longer, as a slower engine's would.
+    assert ratios[0] >= 1.5 - 1e-9 and ratios[4] < 1.6, ratios
+    plain = SlowedCall(lambda: busy_wait(0.002), 0.25)
+    plain()
+    assert plain.samples_s[0] >= 0.0025
+    with pytest.raises(ValueError):
+        SlowedCall(inner, -0.1)
+
+
+def test_flip_top1_changes_exactly_the_asked_fraction_of_predictions() -> None:
+    logits = np.random.default_rng(0).normal(size=(200, 10))
+    flipped = flip_top1({"logits": logits, "embedding": np.ones((200,))}, 0.05)
+    changed = np.argmax(flipped["logits"], axis=1) != np.argmax(logits, axis=1)
+    assert int(changed.sum()) == 10
+    top5 = np.sort(np.argsort(-logits, axis=1)[:, :5], axis=1)
+    assert (np.sort(np.argsort(-flipped["logits"], axis=1)[:, :5], axis=1) == top5).all()
+    assert (flipped["embedding"] == 1).all()  # 1-D outputs are left alone
+    assert (flip_top1({"x": logits}, 0.0)["x"] == logits).all()
+
+
+def test_cpu_meter_reports_a_share_of_the_machine() -> None:
+    assert CpuMeter().stop() is None  # a window shorter than the clock ticks can resolve
+    start = time.perf_counter()
+    padded = CpuMeter().stop(pad=True)  # ... unless padded by sleeping
+    assert time.perf_counter() - start >= CpuMeter.MIN_WINDOW_S
+    meter = CpuMeter()
+    busy_wait(CpuMeter.MIN_WINDOW_S)
+    share = meter.stop()
+    if not Path("/proc/stat").exists():
+        assert share is None and padded is None
+    else:
+        assert share is not None and 0.0 <= share <= 1.0
+        assert padded is not None and 0.0 <= padded <= 1.0
+
+
+# =========================================================================== end to end
+
+
+LATENCY = (str(ROOT / "tests" / "latency" / "test_latency.py"),)
+ACCURACY = (str(ROOT / "tests" / "accuracy"), str(ROOT / "tests" / "parity" / "test_parity.py::test_parity_on_dataset"))
+# The steady model's latency does not depend on how busy the machine is (it spins on the wall clock),
+# so the busy guard, which would rightly refuse to judge a busy shared machine, is switched off here.
+STEADY = ("--models", "steady", "--latency-busy-limit", "100%")
+
+
+def test_aa_latency_run_passes_the_gate(suite_baseline: Path) -> None:
+    done = run_suite(suite_baseline, *STEADY, "--latency-baseline", "latest", tests=LATENCY)
+    assert done.returncode == 0, explain(done)
+    counts = re.search(r"^cases: (.*)$", done.stdout, flags=re.M)
+    assert "latency gate: 5% threshold" in done.stdout and counts, explain(done)
+    verdicts = dict(reversed(part.split(" ", 1)) for part in counts.group(1).split(", "))
+    # Both cases were compared with their baseline; neither regressed. (A burst on a shared machine
+    # can widen one case's interval to "inconclusive", which is not a failure.)
+    assert set(verdicts) <= {"unchanged", "inconclusive"} and sum(map(int, verdicts.values())) == 2, verdicts
+
+
+def test_injected_five_percent_slowdown_fails_the_latency_gate(suite_baseline: Path) -> None:
+    done = run_suite(suite_baseline, *STEADY, "--latency-baseline", "latest", "--inject-slowdown", "5%", tests=LATENCY)
+    assert done.returncode == 1, explain(done)
+    out = done.stdout
+    assert "SELF-TEST KNOBS WERE ON" in out and "2 failed" in out, explain(done)
+    for case in ("steady-torch-fp32-bs1-all", "steady-torch-fp32-bs4-all"):
+        assert f"{case}: latency regression: median " in out, explain(done)
+    assert "threshold 5% (fails when the CI lies above 1 and the ratio is >= 1.0250)" in out
+    assert "cases: 2 regression" in out
+
+
+def test_aa_accuracy_run_passes_the_drift_gate_and_flags_another_environment(suite_baseline: Path) -> None:
+    results = json.loads((suite_baseline / "base.json").read_text())
+    results["environment"] = {**results["environment"], "onnxruntime": "0.0.1", "gpu_name": "Imaginary GPU"}
+    other = _write(suite_baseline / "other-env.json", results)
+    done = run_suite(suite_baseline, "--models", "tiny", "--accuracy-baseline", str(other), tests=ACCURACY)
+    assert done.returncode == 0, explain(done)
+    out = done.stdout
+    assert "records: 0 drifted beyond tolerance, 0 moved within it, 3 identical" in out, explain(done)
+    assert "WARNING: accuracy baseline from a DIFFERENT ENVIRONMENT" in out
+    assert "onnxruntime" in out and "0.0.1" in out and "Imaginary GPU" in out
+
+
+def test_injected_accuracy_drop_fails_the_drift_gate_and_names_the_cell(suite_baseline: Path) -> None:
+    done = run_suite(suite_baseline, "--models", "tiny", "--accuracy-baseline", str(suite_baseline / "base.json"),
+                     "--inject-accuracy-drop", "10%", tests=ACCURACY)
+    assert done.returncode == 1, explain(done)
+    out = done.stdout
+    assert "FAILED" in out and "test_top1_top5[tiny-onnxruntime-fp32]" in out, explain(done)
+    assert "tiny-onnxruntime-fp32 / tests.selftest.tiny_models:tiny_data: accuracy drift against the baseline: " \
+           "FAILED" in out, explain(done)
+    assert "top-1 42.19% -> 39.06% (-3.12 pt), limit 41.69% FAILED" in out
+    assert "test_top1_top5[tiny-torch-fp32]" not in out.split("short test summary")[-1]  # the reference is untouched
+
+
+def test_bad_gate_options_are_usage_errors(suite_baseline: Path) -> None:
+    done = run_suite(suite_baseline, "--latency-regression", "5", tests=LATENCY)
+    assert done.returncode == 4 and "ambiguous; write 5% or 0.05" in done.stderr, explain(done)
+    done = run_suite(suite_baseline, "--latency-baseline", "0042", tests=LATENCY)
+    assert done.returncode == 4 and "no saved pytest-benchmark run" in done.stderr, explain(done)

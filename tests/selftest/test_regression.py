@@ -1,0 +1,238 @@
+"""The gates' statistics (metrics/regression.py) on synthetic samples with known answers, plus
+hypothesis properties. If these are wrong, the nightly gate cries wolf or sleeps through regressions."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from metrics import compare_accuracy, compare_latency, compare_parity
+from metrics.regression import binomial_interval, student_t_quantile
+
+pytestmark = pytest.mark.selftest
+
+FAST = settings(max_examples=30, deadline=None, database=None)
+
+
+def lognormal_run(seed: int, n: int = 300, sigma: float = 0.05, median_s: float = 1e-3) -> np.ndarray:
+    return median_s * np.random.default_rng(seed).lognormal(0.0, sigma, n)
+
+
+# =========================================================================== known answers
+
+
+def test_same_samples_are_unchanged_with_ratio_one() -> None:
+    a = lognormal_run(1)
+    c = compare_latency(a, a.copy())
+    assert c.ratio == 1.0 and c.verdict == "unchanged" and not c.failed
+    assert c.ci_low <= 1.0 <= c.ci_high
+
+
+def test_ten_percent_slower_is_a_regression_with_exact_ratio() -> None:
+    a, b = lognormal_run(1), lognormal_run(2)
+    c = compare_latency(a, b * 1.10)
+    assert c.verdict == "regression" and c.failed
+    assert c.ratio == pytest.approx(np.median(b) * 1.10 / np.median(a))
+    assert c.ci_low > 1.0
+
+
+def test_ten_percent_faster_is_an_improvement() -> None:
+    c = compare_latency(lognormal_run(1), lognormal_run(2) * 0.90)
+    assert c.verdict == "improvement" and not c.failed and c.ci_high < 1.0
+
+
+def test_the_decision_sits_at_half_the_threshold() -> None:
+    """--latency-regression 5%: a significant 2 % slowdown passes, a significant 3 % one fails."""
+    a = lognormal_run(1, sigma=0.002)
+    assert compare_latency(a, a * 1.02, 0.05).verdict == "unchanged"
+    c = compare_latency(a, a * 1.03, 0.05)
+    assert c.verdict == "regression" and c.decision_ratio == pytest.approx(1.025)
+    assert compare_latency(a, a * 1.03, 0.10).verdict == "unchanged"
+
+
+def test_too_few_rounds_is_inconclusive_not_a_verdict() -> None:
+    c = compare_latency([1e-3] * 5, [2e-3] * 5)
+    assert c.verdict == "inconclusive" and not c.failed and "too few rounds" in c.reason
+    assert math.isinf(c.ci_high)
+
+
+def test_very_noisy_short_runs_are_inconclusive() -> None:
+    """30 rounds with 60 % spread cannot tell 5 % apart: the gate says so instead of guessing."""
+    a, b = lognormal_run(1, n=30, sigma=0.6), lognormal_run(2, n=30, sigma=0.6)
+    c = compare_latency(a, b * 1.05)
+    assert c.verdict == "inconclusive" and c.ci_low < 1.0 < 1.05 < c.ci_high
+
+
+def test_explain_gives_the_numbers_a_reader_needs() -> None:
+    a = np.full(100, 2e-3) * np.random.default_rng(0).lognormal(0, 0.01, 100)
+    text = compare_latency(a, a * 1.2).explain()
+    for piece in ("latency regression", "median 2", "ms (baseline, n=100)", "ratio 1.2000 (+20.00%)",
+                  "99% CI [", "threshold 5%", ">= 1.0250"):
+        assert piece in text, (piece, text)
+    json.dumps(compare_latency(a, a * 1.2).as_dict(), allow_nan=False)
+
+
+@pytest.mark.parametrize("bad", [[1e-3, float("nan")] * 5, [1e-3, -1e-3] * 5, [1e-3, 0.0] * 5, []])
+def test_broken_samples_are_errors_not_verdicts(bad: list[float]) -> None:
+    with pytest.raises(ValueError):
+        compare_latency(bad, [1e-3] * 10)
+
+
+def test_invalid_settings_are_errors() -> None:
+    a = lognormal_run(1, n=20)
+    for kwargs in ({"max_slowdown": 0.0}, {"confidence": 1.0}, {"method": "rank"}, {"batches": 2},
+                   {"decision_fraction": 0.0}):
+        with pytest.raises(ValueError):
+            compare_latency(a, a, **kwargs)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="one baseline run"):
+        compare_latency([a, a], a, method="bootstrap")
+
+
+# =========================================================================== the rates, on known noise
+
+
+def test_iid_noise_meets_the_targets() -> None:
+    """300 rounds of 5 %-spread i.i.d. noise per run, 200 trials each: A/A alarms <= 1 %, a true
+    5 % slowdown detected >= 95 %. The same measurement on real engines is tools/gate_calibration.py."""
+    alarms = sum(compare_latency(lognormal_run(2 * i), lognormal_run(2 * i + 1)).failed for i in range(200))
+    hits = sum(compare_latency(lognormal_run(2 * i), lognormal_run(2 * i + 1) * 1.05).failed for i in range(200))
+    assert alarms <= 2, f"{alarms}/200 false alarms"
+    assert hits >= 190, f"{hits}/200 detected"
+
+
+def drifting_run(seed: int, n: int = 300, phi: float = 0.9, sd: float = 0.03) -> np.ndarray:
+    """Rounds whose level wanders (AR(1): correlation 0.9 from one round to the next, 3 % spread), as
+    with a clock or a neighbour that changes over tens of rounds; plus 1 % round-to-round noise."""
+    rng = np.random.default_rng(seed)
+    level = np.zeros(n)
+    level[0] = sd * rng.standard_normal()
+    for i in range(1, n):
+        level[i] = phi * level[i - 1] + sd * math.sqrt(1 - phi * phi) * rng.standard_normal()
+    return 1e-3 * np.exp(level + 0.01 * rng.standard_normal(n))
+
+
+def test_batch_means_keep_their_coverage_on_drifting_rounds_where_an_iid_bootstrap_does_not() -> None:
+    """Why contiguous batches: on correlated rounds a 99 % interval that treats rounds as independent
+    excludes 'no change' on A/A runs far more often than 1 % of the time."""
+    pairs = [(drifting_run(2 * i), drifting_run(2 * i + 1)) for i in range(100)]
+
+    def excludes_one(method: str) -> int:
+        cs = [compare_latency(a, b, method=method, n_boot=400) for a, b in pairs]
+        return sum(c.ci_low > 1.0 or c.ci_high < 1.0 for c in cs)
+
+    batch, boot = excludes_one("batch"), excludes_one("bootstrap")
+    assert batch <= 5, f"batch means: the 99% CI excluded 1 on {batch}/100 A/A pairs"
+    assert boot >= 25, f"i.i.d. bootstrap: {boot}/100; the drift no longer shows why batches are used"
+
+
+def test_several_baseline_runs_turn_run_to_run_noise_into_inconclusive() -> None:
+    """Each run's level shifts by 4 % (sd) but its rounds are steady: one baseline run cannot see that,
+    five can."""
+    rng = np.random.default_rng(7)
+
+    def run(seed: int) -> np.ndarray:
+        return lognormal_run(seed, sigma=0.01) * math.exp(0.04 * rng.standard_normal())
+
+    single = multi = 0
+    for i in range(40):
+        base = [run(100 * i + j) for j in range(5)]
+        current = run(100 * i + 99)
+        single += compare_latency(base[-1], current).failed
+        multi += compare_latency(base, current).failed
+    assert single >= 6, f"one baseline run should be fooled by run-level shifts ({single}/40)"
+    assert multi <= 1, f"five baseline runs: {multi}/40 false alarms"
+
+
+def test_steady_runs_keep_detection_with_several_baseline_runs() -> None:
+    base = [lognormal_run(j, sigma=0.01) for j in range(5)]
+    c = compare_latency(base, lognormal_run(99, sigma=0.01) * 1.05)
+    assert c.verdict == "regression" and c.baseline_runs == 5 and c.run_spread is not None
+    assert "5 baseline runs" in c.explain()
+
+
+# =========================================================================== properties
+
+
+@FAST
+@given(seed=st.integers(0, 2**31 - 1), scale=st.floats(1e-6, 1e3), shift=st.floats(0.5, 2.0),
+       n=st.integers(6, 120), sigma=st.floats(0.0, 0.5))
+def test_properties_of_the_latency_comparison(seed: int, scale: float, shift: float, n: int, sigma: float) -> None:
+    rng = np.random.default_rng(seed)
+    a = np.exp(rng.normal(0, sigma, n)) * 1e-3
+    b = np.exp(rng.normal(0, sigma, n)) * 1e-3 * shift
+    c = compare_latency(a, b)
+    assert c.ratio == pytest.approx(float(np.median(b) / np.median(a)), rel=1e-9)
+    assert c.ci_low <= c.ratio * (1 + 1e-9) and c.ratio <= c.ci_high * (1 + 1e-9)
+    # Units do not matter.
+    scaled = compare_latency(a * scale, b * scale)
+    assert scaled.verdict == c.verdict and scaled.ratio == pytest.approx(c.ratio, rel=1e-9)
+    # Swapping the runs mirrors the verdict.
+    mirror = {"regression": "improvement", "improvement": "regression"}
+    swapped = compare_latency(b, a)
+    assert swapped.ratio == pytest.approx(1 / c.ratio, rel=1e-9)
+    assert swapped.verdict == mirror.get(c.verdict, c.verdict)
+    # Only a regression fails, and a regression is always significant and at least half the threshold.
+    assert c.failed == (c.verdict == "regression")
+    if c.failed:
+        assert c.ci_low > 1.0 and c.ratio >= c.decision_ratio
+
+
+@FAST
+@given(p=st.floats(0.5, 0.9999), dof=st.floats(0.5, 500.0))
+def test_student_t_quantile_inverts_its_cdf(p: float, dof: float) -> None:
+    from metrics.regression import _t_cdf
+
+    q = student_t_quantile(p, dof)
+    assert _t_cdf(q, dof) == pytest.approx(p, abs=1e-9)
+    assert student_t_quantile(1 - p, dof) == pytest.approx(-q, abs=1e-9)
+
+
+def test_distribution_helpers_match_published_values() -> None:
+    # Student's t table: t(0.995; 10) = 3.169, t(0.975; 1) = 12.706, t(0.995; inf) -> 2.576.
+    assert student_t_quantile(0.995, 10) == pytest.approx(3.16927, abs=1e-4)
+    assert student_t_quantile(0.975, 1) == pytest.approx(12.7062, abs=1e-3)
+    assert student_t_quantile(0.995, 1e6) == pytest.approx(2.5758, abs=1e-3)
+    # Clopper-Pearson: 0 of 300 -> upper 1.22 %; 5 of 10 -> [18.7 %, 81.3 %].
+    assert binomial_interval(0, 300) == (0.0, pytest.approx(0.012220, abs=1e-5))
+    lo, hi = binomial_interval(5, 10)
+    assert lo == pytest.approx(0.18709, abs=1e-4) and hi == pytest.approx(0.81291, abs=1e-4)
+    with pytest.raises(ValueError):
+        binomial_interval(3, 2)
+
+
+# =========================================================================== drift
+
+
+def test_accuracy_drop_beyond_tolerance_fails_and_says_by_how_much() -> None:
+    base = {"top1": 0.950, "top5": 0.990, "n": 1000}
+    c = compare_accuracy(base, {"top1": 0.944, "top5": 0.990, "n": 1000}, max_top1_drop=0.005)
+    assert c.failed and [f.name for f in c.failures] == ["top-1"]
+    assert "top-1 95.00% -> 94.40% (-0.60 pt), limit 94.50% FAILED" in c.explain()
+    within = compare_accuracy(base, {"top1": 0.946, "top5": 0.990, "n": 1000}, max_top1_drop=0.005)
+    assert not within.failed and within.changed
+    assert not compare_accuracy(base, {"top1": 0.960, "top5": 0.995, "n": 1000}).failed  # better is fine
+
+
+def test_accuracy_drift_boundary_is_inclusive_despite_float_rounding() -> None:
+    assert not compare_accuracy({"top1": 0.76}, {"top1": 0.755}, max_top1_drop=0.005).failed
+
+
+def test_accuracy_drift_notes_a_changed_dataset_and_ignores_absent_figures() -> None:
+    c = compare_accuracy({"top1": 0.9, "n": 100}, {"top1": 0.9, "top5": 0.99, "n": 120})
+    assert not c.failed and "n differs (baseline 100, current 120)" in c.explain()
+
+
+def test_parity_drift_isclose_and_mae() -> None:
+    base = {"isclose_pct": 99.5, "mae": 1e-6, "tolerance": {"atol": 1e-5}, "n_elements": 640}
+    assert not compare_parity(base, {**base, "mae": 5e-6}).failed  # x5 but within atol: fp32 noise
+    grown = compare_parity(base, {**base, "mae": 4e-5})
+    assert grown.failed and [f.name for f in grown.failures] == ["MAE"]
+    dropped = compare_parity(base, {**base, "isclose_pct": 98.0})
+    assert dropped.failed and [f.name for f in dropped.failures] == ["isclose"]
+    assert compare_parity(base, {**base, "mae": None, "isclose_pct": None}).failed  # NaN now, a number before
+    json.dumps(grown.as_dict(), allow_nan=False)
