@@ -16,7 +16,6 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import torch
 
 from engines.base import (
@@ -28,9 +27,8 @@ from engines.base import (
     LoadedEngine,
     ModelArtifacts,
 )
-from engines.feeds import check_feed
 from engines.onnx.export import sample_inputs
-from engines.pytorch.backend import _DTYPES, TorchRunner, name_outputs
+from engines.pytorch.backend import _DTYPES, TorchRunner
 
 if TYPE_CHECKING:
     from suite.cache import ArtifactCache
@@ -50,7 +48,8 @@ def _device_identity(device: str) -> dict[str, Any]:
 
 
 class InductorRunner(TorchRunner):
-    """The loaded package behind the same surface as eager torch (device paths included)."""
+    """The loaded package behind eager torch's surface: ``infer`` and the device paths are inherited,
+    only construction differs (the package is already compiled for its device and dtype)."""
 
     def __init__(self, compiled: Any, input_names: tuple[str, ...], output_names: tuple[str, ...],
                  device: str, precision: str) -> None:
@@ -60,13 +59,7 @@ class InductorRunner(TorchRunner):
         self.input_names = input_names
         self.output_names = output_names
         self.device = torch.device(device)
-
-    def infer(self, feed: Feed) -> dict[str, np.ndarray]:
-        check_feed(feed, self.input_names)
-        args = [self._tensor(feed[n]) for n in self.input_names]
-        with self._math_mode(), torch.inference_mode():
-            out = self.module(*args)
-        return name_outputs(out, self.output_names)
+        self.channels_last = False
 
     def prepare_path(self, path: str, feed: Feed) -> str:
         if path == "graph":

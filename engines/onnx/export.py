@@ -105,10 +105,20 @@ def check_onnx(path: Path, model_name: str) -> None:
                                    f"axis of {dim0.dim_value}; the export must keep it dynamic")
 
 
+_WEIGHT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16,
+                 onnx.TensorProto.DOUBLE, onnx.TensorProto.INT8}
+
+
+def _is_weight(init: onnx.TensorProto) -> bool:
+    """Weights, not shape constants (int64) or a QDQ model's scales and zero points."""
+    return init.data_type in _WEIGHT_TYPES and not init.name.endswith(("_scale", "_zero_point"))
+
+
 def onnx_facts(path: Path) -> EngineFacts:
-    """Size, node count and parameter count (initializer elements) of an ONNX file."""
+    """Size, node count and parameter count (weight elements, as torch counts them) of an ONNX file."""
     model = onnx.load(str(path), load_external_data=False)
-    params = sum(int(np.prod(init.dims)) if len(init.dims) else 1 for init in model.graph.initializer)
+    params = sum(int(np.prod(init.dims)) if len(init.dims) else 1 for init in model.graph.initializer
+                 if _is_weight(init))
     ops: dict[str, int] = {}
     for node in model.graph.node:
         ops[node.op_type] = ops.get(node.op_type, 0) + 1

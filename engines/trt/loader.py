@@ -32,6 +32,7 @@ from engines.cuda.runtime import (
     driver_and_runtime_versions,
     set_device,
 )
+from engines.onnx.export import onnx_facts
 from engines.trt.runner import TensorRTRunner, dims_tuple
 from engines.trt.settings import (
     BUILD_INFO_FILE,
@@ -45,7 +46,6 @@ from engines.trt.settings import (
     format_parser_errors,
     layer_summary,
     logging_level,
-    onnx_parameter_count,
     parse_version,
     plan_build,
     precision_skip_reason,
@@ -508,7 +508,7 @@ class TensorRTBackend:
 
 def _parameters(onnx_path: Path) -> int | None:
     try:
-        return onnx_parameter_count(onnx_path)
+        return onnx_facts(onnx_path).parameters
     except Exception as exc:  # a fact, not a reason to fail the cell
         log.warning("could not count parameters of %s: %s", onnx_path, exc)
         return None

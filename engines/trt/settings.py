@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -287,17 +286,6 @@ def layer_summary(engine_information_json: str) -> dict[str, Any]:
     if types:
         summary["layer_types"] = dict(sorted(types.items()))
     return summary
-
-
-def onnx_parameter_count(path: Path | str) -> int:
-    """Number of weight elements in an ONNX file: the sum over initializers of the product of their dims.
-
-    Loads only the graph (``load_external_data=False``): external weights are counted from their dims.
-    """
-    import onnx
-
-    model = onnx.load(str(path), load_external_data=False)
-    return sum(math.prod(int(d) for d in init.dims) for init in model.graph.initializer)
 
 
 # ---------------------------------------------------------------------------------------------------------

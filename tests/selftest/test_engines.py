@@ -180,3 +180,12 @@ def test_inductor_package_is_built_once_and_matches_torch(tmp_path, feed):
     fresh = ArtifactCache(tmp_path)
     _run(_build(fresh), fresh, "inductor", "fp32", synthetic_feed(INPUTS, 8, "uniform", seed=8))
     assert (fresh.stats.builds, fresh.stats.hits) == (0, 1)
+
+
+def test_engine_facts_count_the_models_parameters(cache):
+    from engines.onnx.export import onnx_facts
+
+    build = _build(cache)
+    facts = onnx_facts(build.onnx_path("fp32"))
+    assert facts.parameters == sum(p.numel() for p in build.torch_module().parameters())
+    assert facts.layers and facts.size_mb and facts.size_mb > 0
