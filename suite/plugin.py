@@ -50,7 +50,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--max-harness-overhead", type=float, default=0.02,
                     help="largest accepted harness overhead as a fraction of the bare loop (default 0.02)")
     group.addoption("--suite-results", default=None,
-                    help="write accuracy/parity/engine records of this run to this JSON file")
+                    help="write accuracy/parity/latency records and engine facts of this run to this JSON "
+                         "file at the end (and each record, as it is made, to FILE.partial.jsonl)")
 
 
 def _split(value: str | None) -> list[str] | None:
@@ -94,7 +95,11 @@ def pytest_configure(config: pytest.Config) -> None:
             reporter.write_line(text)
 
     cache = ArtifactCache(config.getoption("--engine-cache"), on_event=on_event)
-    config.stash[_SESSION_KEY] = SuiteSession(suite_config, cache, device)
+    session = SuiteSession(suite_config, cache, device)
+    results = config.getoption("--suite-results")
+    if results:
+        session.stream_records_to(Path(f"{results}.partial.jsonl"))
+    config.stash[_SESSION_KEY] = session
 
 
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:

@@ -6,9 +6,11 @@ not be retried (and re-timed) by each of them.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -53,6 +55,7 @@ class SuiteSession:
         self._engines: dict[Cell, LoadedEngine | BaseException] = {}
         self._reference_outputs: dict[tuple[str, str, int], dict[str, np.ndarray]] = {}
         self.records: list[dict[str, Any]] = []
+        self._stream: Path | None = None
 
     # ---- what exists -------------------------------------------------------------------------
     def cells(self, predicate: Callable[[ModelConfig], bool] = lambda m: True) -> list[Cell]:
@@ -138,8 +141,18 @@ class SuiteSession:
     def gpu_monitor(self, cell: Cell) -> GpuMonitor:
         return GpuMonitor(self.device)
 
+    def stream_records_to(self, path: Path) -> None:
+        """Append every record to ``path`` as one JSON line the moment it is made, so a run that is
+        killed (a time limit, a crashed engine) still leaves what it measured."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("")
+        self._stream = path
+
     def record(self, kind: str, cell: Cell, **data: Any) -> dict[str, Any]:
         entry = {"kind": kind, "cell": cell.id, "model": cell.model, "engine": cell.engine,
                  "precision": cell.precision, "device": self.device, **data}
         self.records.append(entry)
+        if self._stream is not None:
+            with open(self._stream, "a") as f:
+                f.write(json.dumps(entry, default=str) + "\n")
         return entry
