@@ -1,0 +1,34 @@
+"""The users' plain pytest-benchmark gate: ``--benchmark-compare --benchmark-compare-fail=mean:10%``
+fails against a baseline that was faster, and passes against itself."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.selftest.suite_runs import explain, run_suite
+
+pytestmark = pytest.mark.selftest
+
+LATENCY = ("-m", "latency", "--models", "steady", "--latency-rounds", "10")
+
+
+def _saved(workdir: Path) -> Path:
+    return next((workdir / "benchmarks").rglob("0001_*.json"))
+
+
+def test_compare_fail_catches_a_faster_baseline_and_passes_an_honest_one(tmp_path: Path) -> None:
+    saved = run_suite(tmp_path, *LATENCY, "--benchmark-autosave")
+    assert saved.returncode == 0, explain(saved)
+    honest = run_suite(tmp_path, *LATENCY, "--benchmark-compare=0001", "--benchmark-compare-fail=mean:10%")
+    assert honest.returncode == 0, explain(honest)
+
+    path = _saved(tmp_path)
+    data = json.loads(path.read_text())
+    for bench in data["benchmarks"]:  # doctor the baseline: every case was twice as fast
+        for key in ("min", "max", "mean", "median"):
+            bench["stats"][key] /= 2
+    path.write_text(json.dumps(data))
+    doctored = run_suite(tmp_path, *LATENCY, "--benchmark-compare=0001", "--benchmark-compare-fail=mean:10%")
+    assert doctored.returncode != 0, explain(doctored)
+    assert "Performance has regressed" in doctored.stdout + doctored.stderr, explain(doctored)
