@@ -32,7 +32,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="TOML file declaring models, engines, precisions, thresholds (default: suite.toml)")
     group.addoption("--models", default=None, help="comma-separated model names to run (default: all)")
     group.addoption("--engines", default=None,
-                    help="comma-separated engines to run: torch, onnxruntime, tensorrt (default: as configured)")
+                    help="comma-separated engines to run: torch, onnxruntime, inductor, tensorrt "
+                         "(default: as configured)")
     group.addoption("--precisions", default=None,
                     help="comma-separated precisions: fp32, tf32, fp16, bf16, int8 (default: as configured)")
     group.addoption("--engine-cache", default=str(_ROOT / ".engine-cache"),
