@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from engines.base import PRECISIONS, EngineRequest, Feed
+from engines.feeds import check_feed
 
 #: Oldest TensorRT this backend supports (the tensor-name API: set_tensor_address / execute_async_v3).
 MIN_TENSORRT = (10, 0)
@@ -305,14 +306,9 @@ def check_feed_shapes(feed: Feed, inputs: Sequence[TensorSpec], min_batch: int, 
     """Raise ValueError listing expected vs got unless every input has the engine's rank, static dims and
     dtype, and a batch (axis 0) inside the engine's optimization profile [min_batch, max_batch].
 
-    Names are checked first (missing/unexpected inputs), so this is safe on any feed.
+    Names and batch agreement are checked first, by the check every runner shares (engines.feeds).
     """
-    expected_names = [spec.name for spec in inputs]
-    missing = [n for n in expected_names if n not in feed]
-    extra = [n for n in feed if n not in expected_names]
-    if missing or extra:
-        raise ValueError(f"feed has inputs {sorted(feed)}; engine expects {expected_names}"
-                         + (f" (missing {missing})" if missing else "") + (f" (unexpected {extra})" if extra else ""))
+    check_feed(feed, [spec.name for spec in inputs])
     problems = []
     for spec in inputs:
         array = feed[spec.name]
@@ -330,8 +326,5 @@ def check_feed_shapes(feed: Feed, inputs: Sequence[TensorSpec], min_batch: int, 
         if got_shape and not min_batch <= got_shape[0] <= max_batch:
             problems.append(f"{spec.name}: batch {got_shape[0]} is outside the engine's optimization profile "
                             f"[{min_batch}, {max_batch}]")
-    batches = {spec.name: np.shape(feed[spec.name])[0] for spec in inputs if np.ndim(feed[spec.name])}
-    if len(set(batches.values())) > 1:
-        problems.append(f"inputs disagree on batch size: {batches}")
     if problems:
         raise ValueError("feed does not match the TensorRT engine:\n  " + "\n  ".join(problems))
