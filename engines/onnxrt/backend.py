@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -70,6 +71,10 @@ class OnnxRuntimeRunner:
         start = time.perf_counter()
         self.session.run_with_iobinding(self._binding)
         return time.perf_counter() - start
+
+    def raw_call(self, path: str) -> Callable[[], object]:
+        """The bare engine call that ``run_path`` times, for the harness-overhead self-check."""
+        return lambda: self.session.run_with_iobinding(self._binding)
 
 
 def _numpy_dtype(ort_type: str) -> np.dtype[Any]:

@@ -6,7 +6,7 @@ import contextlib
 import copy
 import hashlib
 import inspect
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -117,6 +117,12 @@ class TorchRunner:
             end.record()
         end.synchronize()
         return float(start.elapsed_time(end)) / 1e3
+
+    def raw_call(self, path: str) -> Callable[[], object]:
+        """The bare engine call that ``run_path`` times, for the harness-overhead self-check."""
+        if path == "graph":
+            return self._graph.replay
+        return lambda: self.module(*self._static)
 
     def _math_mode(self) -> contextlib.AbstractContextManager[None]:
         return _tf32(self.tf32)

@@ -1,12 +1,15 @@
-"""Harness overhead: the suite's latency-model loop against a bare CUDA-event loop around the same call.
+"""Harness overhead: the suite's latency-model call against a bare CUDA-event loop around the same forward.
 
-Gated: the suite's reported latency-model median (its per-round CUDA-event samples, taken through
-pytest-benchmark's loop and the suite's TimedCall) against a bare event loop's median. Reported too:
-pytest-benchmark's own host time per round, which adds the Python around each call; at small,
-launch-bound batches that host time is what --benchmark-compare sees.
+Each round runs the suite's call (its TimedCall, through pytest-benchmark's loop) and the bare call,
+in alternating order, so both see the same machine at the same moment. Why paired: at batch 8 and 32 eager torch is
+launch-bound, its event time is the host's launch speed, and on the H200 test machine that speed
+drifted by up to 2x between blocks of rounds: two loops run one after the other compared the drift,
+not the harness. Gated: median of the suite's samples against the median of the bare ones. Reported
+too: the host time of the suite's call, which adds the Python around each forward.
 """
 
 import statistics
+import time
 
 import pytest
 import torch
@@ -19,43 +22,79 @@ pytestmark = pytest.mark.latency
 ROUNDS, WARMUP = 200, 20
 
 
-def _bare_event_loop(runner, rounds, warmup):
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    with torch.inference_mode():
-        for _ in range(rounds + warmup):
+# The paths that practitioners' bare loops measure: eager torch, a CUDA-graph replay, ORT IO binding.
+PATHS = [("torch", "model"), ("torch", "graph"), ("onnxruntime", "model")]
+
+
+class _PairedRound:
+    """One round: the suite's timed call and the bare engine call on the same staged inputs, their order
+    swapped every round so that neither always runs on the heels of the other. The bare call is timed
+    the way the suite's clock for that path is (CUDA events, or a host timer around a synchronising call)."""
+
+    def __init__(self, timed, raw, events: bool):
+        self.timed, self.raw, self.use_events = timed, raw, events
+        self.bare_s: list[float] = []
+        self.suite_host_s: list[float] = []
+        self.events = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) if events else None
+
+    def __call__(self) -> None:
+        if len(self.bare_s) % 2:
+            self._bare()
+            self._suite()
+        else:
+            self._suite()
+            self._bare()
+
+    def _suite(self) -> None:
+        t0 = time.perf_counter()
+        self.timed()
+        self.suite_host_s.append(time.perf_counter() - t0)
+
+    def _bare(self) -> None:
+        if not self.use_events:
+            t0 = time.perf_counter()
+            self.raw()
+            self.bare_s.append(time.perf_counter() - t0)
+            return
+        start, end = self.events
+        with torch.inference_mode():
             start.record()
-            runner.module(*runner._static)
+            self.raw()
             end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end) / 1e3)
-    return times[warmup:]
+        end.synchronize()
+        self.bare_s.append(start.elapsed_time(end) / 1e3)
 
 
-@pytest.mark.parametrize("batch", [8, 32])
-def test_harness_overhead(suite, benchmark, batch, request):
+@pytest.mark.parametrize("engine_name,path", PATHS, ids=[f"{e}-{p}" for e, p in PATHS])
+@pytest.mark.parametrize("batch", [1, 8, 32, 256])
+def test_harness_overhead(suite, benchmark, engine_name, path, batch, request):
     if not suite.device.startswith("cuda"):
         pytest.skip("the harness-overhead check compares CUDA-event loops; run with --device cuda:N")
     name = request.config.getoption("--overhead-model") or next(iter(suite.config.models))
     model = suite.model(name)
     precision = "fp16" if "fp16" in model.precisions else "fp32"
-    cell = Cell(name, "torch", precision)
-    engine = suite.engine(cell)
+    cell = Cell(name, engine_name, precision)
+    engine = suite.engine(cell)  # an engine that cannot run here skips with its reason
     feed = synthetic_feed(model.inputs, batch, "uniform", seed=batch)
-    timed = suite.timed_call(cell, engine, feed, "model")
+    timed = suite.timed_call(cell, engine, feed, path)
+    paired = _PairedRound(timed, engine.runner.raw_call(path), events=timed.clock.startswith("cuda events"))
     benchmark.group = "harness-overhead"
-    benchmark.pedantic(timed, rounds=ROUNDS, warmup_rounds=WARMUP, iterations=1)
+    benchmark.pedantic(paired, rounds=ROUNDS, warmup_rounds=WARMUP, iterations=1)
     suite_median = statistics.median(timed.samples_s[WARMUP:])
-    host_median = statistics.median(benchmark.stats.stats.data)
-    bare_median = statistics.median(_bare_event_loop(engine.runner, ROUNDS, WARMUP))
+    bare_median = statistics.median(paired.bare_s[WARMUP:])
+    host_median = statistics.median(paired.suite_host_s[WARMUP:])
     overhead = suite_median / bare_median - 1
-    limit = request.config.getoption("--max-harness-overhead")
+    # The issue's bar: at most 2 % (--max-harness-overhead) from batch 8 up; within 5 % below that,
+    # where a launch-bound call of a few hundred microseconds is all there is to time.
+    limit = request.config.getoption("--max-harness-overhead") if batch >= 8 else max(
+        request.config.getoption("--max-harness-overhead"), 0.05)
     figures = dict(suite_median_ms=suite_median * 1e3, bare_median_ms=bare_median * 1e3,
                    overhead_pct=overhead * 100, host_round_median_ms=host_median * 1e3,
                    host_overhead_pct=(host_median / bare_median - 1) * 100, batch_size=batch,
-                   limit_pct=limit * 100)
+                   limit_pct=limit * 100, rounds=ROUNDS, path=path, clock=timed.clock,
+                   pairing="both calls every round, order alternating")
     benchmark.extra_info.update(cell=cell.id, **figures)
     suite.record("harness_overhead", cell, **figures)
-    assert overhead <= limit, (f"{cell.id} bs{batch}: suite latency-model median {suite_median * 1e3:.4f} ms is "
-                               f"{overhead:.2%} above the bare CUDA-event loop's {bare_median * 1e3:.4f} ms "
+    assert overhead <= limit, (f"{cell.id} bs{batch} latency-{path}: suite median {suite_median * 1e3:.4f} ms is "
+                               f"{overhead:.2%} above the paired bare loop's {bare_median * 1e3:.4f} ms "
                                f"(limit {limit:.0%})")

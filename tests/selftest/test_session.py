@@ -33,3 +33,14 @@ def test_cells_cover_every_engine_and_precision_and_know_the_reference(tmp_path)
     cells = SuiteSession(config, ArtifactCache(tmp_path)).cells()
     assert {c.id for c in cells} == {"m-torch-fp32", "m-torch-fp16", "m-onnxruntime-fp32", "m-onnxruntime-fp16"}
     assert [c.id for c in cells if c.is_reference] == ["m-torch-fp32"]
+
+
+def test_harness_overhead_pairs_both_calls_every_round_in_alternating_order():
+    from tests.latency.test_harness_overhead import _PairedRound
+
+    calls = []
+    paired = _PairedRound(lambda: calls.append("suite"), lambda: calls.append("bare"), events=False)
+    for _ in range(4):
+        paired()
+    assert calls == ["suite", "bare", "bare", "suite", "suite", "bare", "bare", "suite"]
+    assert len(paired.bare_s) == len(paired.suite_host_s) == 4 and min(paired.bare_s) >= 0
