@@ -61,13 +61,15 @@ class TorchRunner:
 
     The precision sets the weights' and inputs' dtype (fp16, bf16) or the math mode (tf32: fp32
     storage, TF32 tensor-core matmuls/convolutions). TF32 flags are process-global in PyTorch, so
-    they are set for each call and restored, keeping the fp32 reference's TF32 off.
+    they are set for each call and restored, keeping the fp32 reference's TF32 off. fp16 and bf16
+    leave the flags at PyTorch's defaults, as a deployment would: forcing cuDNN's TF32 off there
+    changed nothing numerically but let it pick other kernels (see docs/gpu.md).
     """
 
     def __init__(self, module: torch.nn.Module, input_names: tuple[str, ...], output_names: tuple[str, ...],
                  device: str = "cpu", precision: str = "fp32", channels_last: bool = False) -> None:
         self.dtype = _DTYPES[precision]
-        self.tf32 = precision == "tf32"
+        self.tf32: bool | None = {"fp32": False, "tf32": True}.get(precision)  # None: library defaults
         self.channels_last = channels_last
         self.module = module.eval().to(device=device, dtype=self.dtype)
         if channels_last:
@@ -137,8 +139,11 @@ class TorchRunner:
 
 
 @contextlib.contextmanager
-def _tf32(enabled: bool) -> Iterator[None]:
-    """TF32 flags are process-global in PyTorch: set them for one call, then restore."""
+def _tf32(enabled: bool | None) -> Iterator[None]:
+    """TF32 flags are process-global in PyTorch: set them for one call, then restore (None: leave them)."""
+    if enabled is None:
+        yield
+        return
     saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = enabled
     try:
