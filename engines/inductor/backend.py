@@ -1,8 +1,8 @@
 """AOTInductor engine: ``torch.export`` with a dynamic batch axis, compiled into a ``.pt2`` package.
 
 Why AOTInductor rather than ``torch.compile``: the package is an artifact like a TensorRT plan,
-built once, stored in the engine cache under a key that includes the torch version and the device,
-and loaded without recompiling, so its cost is paid once and its result can be judged.
+built once, stored in the engine cache under a key that includes the torch version, the device and
+the C++ compiler, and loaded without recompiling, so its cost is paid once and its result can be judged.
 """
 
 from __future__ import annotations
@@ -10,9 +10,12 @@ from __future__ import annotations
 import copy
 import logging
 import platform
+import shutil
 import subprocess
 import sys
+import tempfile
 import warnings
+import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +50,54 @@ def _device_identity(device: str) -> dict[str, Any]:
     return {"cpu": platform.processor() or platform.machine(), "machine": platform.machine()}
 
 
+def _compiler(request: EngineRequest) -> str:
+    """The C++ compiler for the package's wrapper: ``engine_options.inductor.cxx``, else torch's own
+    choice (``$CXX``, else ``g++``). Made explicit because the compiler decides how libstdc++ is
+    linked, and a wrapper with a static libstdc++ crashes on load (see _load_failure_hint)."""
+    chosen = request.options.get("cxx")
+    if chosen:
+        return str(chosen)
+    return next(str(c) for c in torch._inductor.config.cpp.cxx if c)
+
+
+def _compiler_identity(cxx: str) -> dict[str, str]:
+    """Resolved path and ``--version`` line: a different compiler builds a different package."""
+    path = shutil.which(cxx)
+    if path is None:
+        return {"cxx": cxx, "version": "not found"}
+    proc = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60, check=False)
+    return {"cxx": path, "version": (proc.stdout.splitlines() or ["?"])[0]}
+
+
+def _needed_libraries(shared_object: Path) -> list[str] | None:
+    """DT_NEEDED entries of a shared object, from binutils' readelf (present wherever gcc builds);
+    None when readelf is missing."""
+    readelf = shutil.which("readelf")
+    if readelf is None:
+        return None
+    out = subprocess.run([readelf, "-d", str(shared_object)], capture_output=True, text=True, timeout=60,
+                         check=False).stdout
+    return [line.split("[", 1)[1].rstrip("]") for line in out.splitlines() if "(NEEDED)" in line]
+
+
+def _load_failure_hint(package: Path, cxx: str) -> str:
+    """Why a package may crash its loader. Seen on our H100/H200 image: its ``$CXX`` (/opt/gcc)
+    links libstdc++ statically into wrapper.so; inside a process that already has the shared
+    libstdc++ the two copies' locale data mix and std::regex in AOTInductor's parse_device_str
+    segfaults. The same package loads with the shared libstdc++ preloaded."""
+    with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(package) as archive:
+        names = [n for n in archive.namelist() if n.endswith(".so")]
+        if not names:
+            return ""
+        wrapper = Path(archive.extract(names[0], tmp))
+        needed = _needed_libraries(wrapper)
+    if needed is None or any(n.startswith("libstdc++") for n in needed):
+        return ""
+    return (f" | the package's wrapper.so does not link the shared libstdc++ (NEEDED: {', '.join(needed)}): "
+            f"compiler {cxx} linked libstdc++ statically, which crashes on load beside the process's shared "
+            "libstdc++. Set [engine_options.inductor] cxx to a g++ that links it dynamically (e.g. /usr/bin/g++)")
+
+
 class InductorRunner(TorchRunner):
     """The loaded package behind eager torch's surface: ``infer`` and the device paths are inherited,
     only construction differs (the package is already compiled for its device and dtype)."""
@@ -68,9 +119,9 @@ class InductorRunner(TorchRunner):
         return super().prepare_path(path, feed)
 
 
-def _check_loads_in_child(package: Path, request: EngineRequest) -> None:
-    """Load the fresh package in a child process first: a package that crashes the loader (seen once
-    as a segfault on an H200) must fail its own cell, not end the whole test session."""
+def _check_loads_in_child(package: Path, request: EngineRequest, cxx: str) -> None:
+    """Load the fresh package in a child process first: a package that crashes the loader (seen as a
+    segfault on our H100/H200 image) must fail its own cell, not end the whole test session."""
     code = ("import sys, torch; m = torch._inductor.aoti_load_package(sys.argv[1]); "
             "print('loaded', type(m).__name__)")
     proc = subprocess.run([sys.executable, "-c", code, str(package)], capture_output=True, text=True,
@@ -79,7 +130,7 @@ def _check_loads_in_child(package: Path, request: EngineRequest) -> None:
         how = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit code {proc.returncode}"
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
         raise EngineBuildError(f"{request.cell_id}: the AOTInductor package does not load ({how}): "
-                               + " | ".join(tail))
+                               + " | ".join(tail) + _load_failure_hint(package, cxx))
 
 
 class InductorBackend:
@@ -100,11 +151,12 @@ class InductorBackend:
         parts = {"model_digest": artifacts.model_digest(), "precision": request.precision,
                  "profile": request.profile.as_dict(), "inputs": [vars(i) for i in request.inputs],
                  "outputs": list(request.outputs), "torch": torch.__version__,
-                 "device": _device_identity(request.device), "options": dict(request.options)}
+                 "device": _device_identity(request.device), "options": dict(request.options),
+                 "compiler": _compiler_identity(cxx := _compiler(request))}
 
         def build(directory: Path) -> None:
-            self._compile(request, artifacts, directory / PACKAGE)
-            _check_loads_in_child(directory / PACKAGE, request)
+            self._compile(request, artifacts, directory / PACKAGE, cxx)
+            _check_loads_in_child(directory / PACKAGE, request, cxx)
 
         entry = cache.get_or_build("inductor", parts, build, label=f"inductor {request.cell_id}")
         package = entry / PACKAGE
@@ -121,7 +173,7 @@ class InductorBackend:
                             detail={"layer_kind": "leaf modules of the exported model"})
         return LoadedEngine(runner=runner, facts=facts, artifact=package)
 
-    def _compile(self, request: EngineRequest, artifacts: ModelArtifacts, package: Path) -> None:
+    def _compile(self, request: EngineRequest, artifacts: ModelArtifacts, package: Path, cxx: str) -> None:
         dtype = _DTYPES[request.precision]
         module = copy.deepcopy(artifacts.torch_module()).to(device=request.device, dtype=dtype).eval()
         batch = max(2, min(request.profile.opt_batch, 8))
@@ -130,9 +182,10 @@ class InductorBackend:
         import inspect
 
         names = [p for p in inspect.signature(module.forward).parameters][: len(args)]
-        log.info("inductor: exporting and compiling %s (this takes a while)", request.cell_id)
+        log.info("inductor: exporting and compiling %s with %s (this takes a while)", request.cell_id, cxx)
         try:
-            with warnings.catch_warnings(), torch.inference_mode():
+            with warnings.catch_warnings(), torch.inference_mode(), \
+                    torch._inductor.config.patch({"cpp.cxx": (None, cxx)}):
                 warnings.simplefilter("ignore")
                 exported = torch.export.export(module, args, dynamic_shapes={n: {0: dim} for n in names})
                 torch._inductor.aoti_compile_and_package(exported, package_path=str(package))

@@ -182,6 +182,43 @@ def test_inductor_package_is_built_once_and_matches_torch(tmp_path, feed):
     assert (fresh.stats.builds, fresh.stats.hits) == (0, 1)
 
 
+def test_inductor_compiles_with_the_configured_compiler(tmp_path):
+    """engine_options.inductor.cxx is the compiler torch uses: a missing one fails the build, named."""
+    cache = ArtifactCache(tmp_path)
+    request = EngineRequest("tiny", "inductor", "fp32", "cpu", INPUTS, ("out",), PROFILE,
+                            options={"cxx": str(tmp_path / "no-such-g++")})
+    with pytest.raises(EngineBuildError, match="no-such-g"):
+        get_backend("inductor").load(request, _build(cache), cache)
+
+
+@pytest.mark.parametrize("static", [True, False], ids=["static-libstdcxx", "shared-libstdcxx"])
+def test_inductor_load_failure_names_a_statically_linked_libstdcxx(tmp_path, static):
+    """The H100/H200 image's $CXX linked libstdc++ into wrapper.so; loading then segfaulted in std::regex.
+    The cell's error must say so, and say nothing of it for a normally linked wrapper."""
+    import shutil
+    import subprocess
+    import zipfile
+
+    from engines.inductor.backend import _load_failure_hint
+
+    if shutil.which("g++") is None or shutil.which("readelf") is None:
+        pytest.skip("needs g++ and readelf (binutils), as AOTInductor itself does")
+    source = tmp_path / "w.cpp"
+    source.write_text("#include <regex>\n"
+                      'bool ok(const std::string& s) { return std::regex_match(s, std::regex("cpu|cuda")); }\n')
+    so = tmp_path / "x.wrapper.so"
+    flags = ["-static-libstdc++"] if static else []
+    subprocess.run(["g++", "-shared", "-fPIC", *flags, str(source), "-o", str(so)], check=True)
+    package = tmp_path / "model.pt2"
+    with zipfile.ZipFile(package, "w") as archive:
+        archive.write(so, "model/data/aotinductor/model/x.wrapper.so")
+    hint = _load_failure_hint(package, "/opt/gcc/bin/g++")
+    if static:
+        assert "linked libstdc++ statically" in hint and "/opt/gcc/bin/g++" in hint and "cxx" in hint
+    else:
+        assert hint == ""
+
+
 def test_engine_facts_count_the_models_parameters(cache):
     from engines.onnx.export import onnx_facts
 
