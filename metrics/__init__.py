@@ -13,7 +13,7 @@ from .accuracy import (
     topk_accuracy,
     topk_correct,
 )
-from .latency import LatencySummary, summarize_latency
+from .latency import LatencySummary, PairedOverhead, paired_overhead, summarize_latency
 from .parity import (
     ParityReport,
     RankStat,
@@ -38,6 +38,7 @@ __all__ = [
     "DriftFigure",
     "LatencyComparison",
     "LatencySummary",
+    "PairedOverhead",
     "ParityReport",
     "RankStat",
     "Tolerance",
@@ -47,6 +48,7 @@ __all__ = [
     "compare_outputs",
     "compare_parity",
     "judge_accuracy",
+    "paired_overhead",
     "rank_table",
     "summarize_latency",
     "topk_accuracy",

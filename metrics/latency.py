@@ -10,11 +10,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from statistics import NormalDist
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["LatencySummary", "summarize_latency"]
+__all__ = ["LatencySummary", "PairedOverhead", "paired_overhead", "summarize_latency"]
 
 
 @dataclass(frozen=True)
@@ -92,4 +93,60 @@ def summarize_latency(
         std_ms=float(np.std(kept)) * 1e3,
         batch_size=int(batch_size),
         throughput_per_s=throughput,
+    )
+
+
+@dataclass(frozen=True)
+class PairedOverhead:
+    """How much slower call A is than call B, from rounds that ran both (fractions: 0.02 is 2 %).
+
+    ``overhead`` is the median over rounds of ``a_i / b_i`` minus 1; ``low``/``high`` bound that median
+    at ``confidence`` (distribution-free, from order statistics of the ratios). ``ratio_of_medians`` is
+    ``median(a) / median(b) - 1``, the unpaired figure, kept for comparison.
+    """
+
+    n: int
+    overhead: float
+    low: float
+    high: float
+    ratio_of_medians: float
+    confidence: float
+
+
+def paired_overhead(
+    a_s: Sequence[float] | npt.NDArray[np.floating],
+    b_s: Sequence[float] | npt.NDArray[np.floating],
+    confidence: float = 0.95,
+) -> PairedOverhead:
+    """Overhead of A over B from paired rounds (a_s[i] and b_s[i] ran back to back).
+
+    Why per-round ratios: where a call is launch-bound its time is the host's launch speed, which
+    drifts between blocks of rounds; a ratio within each round cancels that drift, while two medians
+    taken over the whole run keep it. Raises ValueError on unequal lengths, an empty or non-1-D input,
+    or a sample that is not a finite positive number.
+    """
+    if not (0.0 < confidence < 1.0):
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    a = np.asarray(a_s, dtype=np.float64)
+    b = np.asarray(b_s, dtype=np.float64)
+    if a.ndim != 1 or a.shape != b.shape or a.size == 0:
+        raise ValueError(f"need two 1-D sample lists of one non-zero length, got shapes {a.shape} and {b.shape}")
+    for name, x in (("a", a), ("b", b)):
+        bad = ~np.isfinite(x) | (x <= 0)
+        if bad.any():
+            raise ValueError(f"{int(np.count_nonzero(bad))} samples of {name} are not finite positive times")
+    ratios = np.sort(a / b)
+    n = ratios.size
+    # The median lies between order statistics j and k with probability >= confidence (Binomial(n, 1/2),
+    # normal approximation with a continuity margin); clipped to the sample for small n.
+    half = NormalDist().inv_cdf(0.5 + confidence / 2) * math.sqrt(n) / 2
+    j = max(0, math.floor(n / 2 - half) - 1)
+    k = min(n - 1, math.ceil(n / 2 + half))
+    return PairedOverhead(
+        n=int(n),
+        overhead=float(np.median(ratios)) - 1.0,
+        low=float(ratios[j]) - 1.0,
+        high=float(ratios[k]) - 1.0,
+        ratio_of_medians=float(np.median(a) / np.median(b)) - 1.0,
+        confidence=float(confidence),
     )

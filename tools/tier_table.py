@@ -68,11 +68,22 @@ def overhead_table(records: list[dict[str, Any]]) -> str:
     if not rows:
         return ""
     lines = ["### Harness overhead (paired rounds)", "",
-             "| cell | path | batch | suite median ms | bare median ms | overhead | limit |",
-             "|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['cell']} | {r.get('path', 'model')} | {r['batch_size']} | {r['suite_median_ms']:.4f} | "
-              f"{r['bare_median_ms']:.4f} | {r['overhead_pct']:+.2f}% | {r['limit_pct']:.0f}% |" for r in rows]
+             "| cell | path | batch | suite median ms | bare median ms | overhead (median round) | 95% interval "
+             "| ratio of medians | limit |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        # Records from before the paired-ratio statistic carry only the ratio of medians as overhead_pct.
+        paired = "overhead_low_pct" in r
+        interval = f"{r['overhead_low_pct']:+.2f} .. {r['overhead_high_pct']:+.2f}%" if paired else "—"
+        ratio = r.get("ratio_of_medians_pct", None if paired else r["overhead_pct"])
+        lines.append(f"| {r['cell']} | {r.get('path', 'model')} | {r['batch_size']} | {r['suite_median_ms']:.4f} | "
+                     f"{r['bare_median_ms']:.4f} | {_pct(r['overhead_pct']) if paired else '—'} | "
+                     f"{interval} | {_pct(ratio)} | {r['limit_pct']:.0f}% |")
     return "\n".join(lines)
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{x:+.2f}%"
 
 
 def bare_table(bare: dict[str, Any], records: list[dict[str, Any]]) -> str:

@@ -4,8 +4,10 @@ Each round runs the suite's call (its TimedCall, through pytest-benchmark's loop
 in alternating order, so both see the same machine at the same moment. Why paired: at batch 8 and 32 eager torch is
 launch-bound, its event time is the host's launch speed, and on the H200 test machine that speed
 drifted by up to 2x between blocks of rounds: two loops run one after the other compared the drift,
-not the harness. Gated: median of the suite's samples against the median of the bare ones. Reported
-too: the host time of the suite's call, which adds the Python around each forward.
+not the harness. Gated: the median over rounds of suite/bare (the drift cancels within a round; on
+the H100 the ratio of the two overall medians still read +2.1 % for ResNet-50 eager fp16 at batch 8,
+where the same forward is timed both ways). Reported too: its 95 % interval, the ratio of medians,
+and the host time of the suite's call, which adds the Python around each forward.
 """
 
 import statistics
@@ -14,6 +16,7 @@ import time
 import pytest
 import torch
 
+from metrics import paired_overhead
 from suite.inputs import synthetic_feed
 from suite.session import Cell
 
@@ -80,21 +83,27 @@ def test_harness_overhead(suite, benchmark, engine_name, path, batch, request):
     paired = _PairedRound(timed, engine.runner.raw_call(path), events=timed.clock.startswith("cuda events"))
     benchmark.group = "harness-overhead"
     benchmark.pedantic(paired, rounds=ROUNDS, warmup_rounds=WARMUP, iterations=1)
-    suite_median = statistics.median(timed.samples_s[WARMUP:])
-    bare_median = statistics.median(paired.bare_s[WARMUP:])
+    suite_s, bare_s = timed.samples_s[WARMUP:], paired.bare_s[WARMUP:]
+    paired_figures = paired_overhead(suite_s, bare_s)
+    overhead = paired_figures.overhead
     host_median = statistics.median(paired.suite_host_s[WARMUP:])
-    overhead = suite_median / bare_median - 1
+    bare_median = statistics.median(bare_s)
     # The issue's bar: at most 2 % (--max-harness-overhead) from batch 8 up; within 5 % below that,
     # where a launch-bound call of a few hundred microseconds is all there is to time.
     limit = request.config.getoption("--max-harness-overhead") if batch >= 8 else max(
         request.config.getoption("--max-harness-overhead"), 0.05)
-    figures = dict(suite_median_ms=suite_median * 1e3, bare_median_ms=bare_median * 1e3,
-                   overhead_pct=overhead * 100, host_round_median_ms=host_median * 1e3,
+    figures = dict(suite_median_ms=statistics.median(suite_s) * 1e3, bare_median_ms=bare_median * 1e3,
+                   overhead_pct=overhead * 100, overhead_low_pct=paired_figures.low * 100,
+                   overhead_high_pct=paired_figures.high * 100,
+                   ratio_of_medians_pct=paired_figures.ratio_of_medians * 100,
+                   host_round_median_ms=host_median * 1e3,
                    host_overhead_pct=(host_median / bare_median - 1) * 100, batch_size=batch,
                    limit_pct=limit * 100, rounds=ROUNDS, path=path, clock=timed.clock,
-                   pairing="both calls every round, order alternating")
+                   pairing="both calls every round, order alternating; overhead = median of per-round ratios")
     benchmark.extra_info.update(cell=cell.id, **figures)
-    suite.record("harness_overhead", cell, **figures)
-    assert overhead <= limit, (f"{cell.id} bs{batch} latency-{path}: suite median {suite_median * 1e3:.4f} ms is "
-                               f"{overhead:.2%} above the paired bare loop's {bare_median * 1e3:.4f} ms "
-                               f"(limit {limit:.0%})")
+    suite.record("harness_overhead", cell, **figures,
+                 suite_samples_ms=[x * 1e3 for x in suite_s], bare_samples_ms=[x * 1e3 for x in bare_s])
+    assert overhead <= limit, (f"{cell.id} bs{batch} latency-{path}: the suite's call is {overhead:.2%} slower than "
+                               f"the bare call in the median round ({paired_figures.confidence:.0%} interval "
+                               f"{paired_figures.low:+.2%} .. {paired_figures.high:+.2%}; limit {limit:.0%}; "
+                               f"medians {statistics.median(suite_s) * 1e3:.4f} vs {bare_median * 1e3:.4f} ms)")

@@ -21,6 +21,7 @@ from metrics import (
     compare_arrays,
     compare_outputs,
     judge_accuracy,
+    paired_overhead,
     rank_table,
     summarize_latency,
     topk_accuracy,
@@ -567,3 +568,51 @@ def test_prop_latency_summary_consistent(samples: list[float], batch: int, frac:
     assert s.min_ms <= s.mean_ms <= s.max_ms
     assert s.throughput_per_s == pytest.approx(batch / (s.median_ms / 1e3), rel=1e-12)
     assert s.median_ms == pytest.approx(1e3 * float(np.median(samples[s.warmup_dropped :])))
+
+
+# ---- paired overhead (harness self-check) ------------------------------------------------------------
+
+
+def test_paired_overhead_cancels_drift_shared_by_both_calls():
+    """Launch-bound rounds drift 2x between blocks; both calls of a round see the same drift, so the
+    per-round ratio recovers a 1 % overhead with a tight interval."""
+    rng = np.random.default_rng(7)
+    drift = np.repeat([1.0, 2.0, 1.0, 2.0], [45, 46, 45, 44])
+    b = 4e-3 * drift * rng.normal(1.0, 0.002, drift.size)
+    a = 4e-3 * 1.01 * drift * rng.normal(1.0, 0.002, drift.size)
+    r = paired_overhead(a, b)
+    assert r.n == 180
+    assert abs(r.overhead - 0.01) < 0.002
+    assert r.low <= r.overhead <= r.high and r.low < 0.01 < r.high
+    assert r.high - r.low < 0.004
+
+
+def test_paired_overhead_of_identical_calls_is_zero_within_its_interval():
+    rng = np.random.default_rng(3)
+    b = rng.lognormal(np.log(2e-3), 0.05, 200)
+    a = b * rng.lognormal(0.0, 0.01, 200)
+    r = paired_overhead(a, b)
+    assert r.low <= 0.0 <= r.high
+    assert abs(r.overhead) < 0.003
+
+
+def test_paired_overhead_interval_covers_the_true_median_at_its_confidence():
+    """The order-statistic interval is distribution-free: check its coverage on skewed ratios."""
+    rng = np.random.default_rng(11)
+    trials, n, hits = 400, 180, 0
+    for _ in range(trials):
+        ratio = 1.02 * rng.lognormal(0.0, 0.03, n) ** 3  # skewed; median 1.02
+        r = paired_overhead(ratio * 1e-3, np.full(n, 1e-3), confidence=0.95)
+        hits += r.low <= 0.02 <= r.high
+    assert hits / trials >= 0.93
+
+
+@pytest.mark.parametrize("a,b,match", [
+    ([1.0, 2.0], [1.0], "one non-zero length"),
+    ([], [], "one non-zero length"),
+    ([1.0, float("nan")], [1.0, 1.0], "not finite positive"),
+    ([1.0, 1.0], [1.0, 0.0], "not finite positive"),
+])
+def test_paired_overhead_rejects_what_is_not_a_pair_of_timings(a, b, match):
+    with pytest.raises(ValueError, match=match):
+        paired_overhead(a, b)
