@@ -35,6 +35,14 @@ _PARITY_KEYS = set(Tolerance.__dataclass_fields__)
 _ACCURACY_KEYS = set(AccuracyThreshold.__dataclass_fields__) - {"min_top1"}
 _INT8_KEYS = {"method", "samples", "percentile", "per_channel"}
 _LATENCY_KEYS = {"rounds", "warmup_fraction", "min_time_s"}
+# What each backend reads from [engine_options.ENGINE] (README "Configuration reference"); a typo is an error,
+# not an option silently ignored.
+_ENGINE_OPTION_KEYS = {
+    "torch": {"channels_last"},
+    "onnxruntime": {"execution_provider", "intra_op_threads"},
+    "inductor": {"precisions", "cxx"},
+    "tensorrt": {"workspace_mb", "builder_optimization_level"},
+}
 
 
 class ConfigError(ValueError):
@@ -179,8 +187,9 @@ def parse_config(raw: Mapping[str, Any], path: Path = Path("<memory>")) -> Suite
         raise ConfigError(f"[latency]: rounds must be >= 2 and 0 <= warmup_fraction < 1, got {latency}")
     engine_defaults = dict(raw.get("engine_options", {}))
     # engine_options are passed to the backend as they are, and keyed into its cache entries.
-    for eng in engine_defaults:
+    for eng, opts in engine_defaults.items():
         _check_choice("[engine_options]", eng, ENGINES)
+        _check_keys(f"[engine_options.{eng}]", opts, _ENGINE_OPTION_KEYS[eng])
     models_raw = raw.get("models", {})
     if not models_raw:
         raise ConfigError(f"{path}: no [models.NAME] entries")
@@ -295,6 +304,7 @@ def _parse_model(
     engine_options = {e: dict(engine_defaults.get(e, {})) for e in ENGINES}
     for eng, opts in entry.get("engine_options", {}).items():
         _check_choice(f"{where}.engine_options", eng, ENGINES)
+        _check_keys(f"{where}.engine_options.{eng}", opts, _ENGINE_OPTION_KEYS[eng])
         engine_options[eng].update(opts)
     known = dict(entry.get("known_failures", {}))
     for cell_key, reason in known.items():

@@ -63,6 +63,10 @@ def test_per_precision_override_merges_over_defaults():
     ({"models": {}}, r"no \[models.NAME\] entries"),
     ({**MINIMAL, "latency": {"rounds": 1}}, r"rounds must be >= 2"),
     ({**MINIMAL, "extra": {}}, r"unknown key\(s\) extra"),
+    ({**MINIMAL, "engine_options": {"torch": {"channel_last": True}}},
+     r"\[engine_options.torch\]: unknown key\(s\) channel_last; valid: channels_last"),
+    (_with(engine_options={"inductor": {"cxx": "g++", "compiler": "clang"}}),
+     r"\[models.m\].engine_options.inductor: unknown key\(s\) compiler; valid: cxx, precisions"),
 ])
 def test_broken_config_is_a_clear_error(raw, match):
     with pytest.raises(ConfigError, match=match):
