@@ -30,6 +30,7 @@ __all__ = [
     "DeviceBuffer",
     "EventTimer",
     "PinnedHostBuffer",
+    "Releasable",
     "Stream",
     "check",
     "cuda_available",
@@ -207,7 +208,30 @@ def driver_and_runtime_versions() -> dict[str, str]:
     }
 
 
-class Stream:
+class Releasable:
+    """A resource released once by ``_release``: on leaving a ``with`` block, or when collected.
+
+    Subclasses point ``_release`` at their public method (``free``, ``destroy``, ``close``), which must
+    be idempotent. Failures while collected are swallowed: at interpreter shutdown or after the CUDA
+    context is gone there is nothing left to free and no one to tell.
+    """
+
+    def _release(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self._release()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self._release()
+
+
+class Stream(Releasable):
     """A CUDA stream (non-blocking with respect to the legacy default stream by default)."""
 
     def __init__(self, non_blocking: bool = True) -> None:
@@ -235,16 +259,7 @@ class Stream:
             stream, self._stream = self._stream, None
             check(cudart().cudaStreamDestroy(stream), "cudaStreamDestroy")
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.destroy()
-
-    def __del__(self) -> None:
-        with contextlib.suppress(Exception):  # interpreter shutdown or a dead context
-            self.destroy()
+    _release = destroy
 
 
 def _host_view(array: np.ndarray, writeable: bool) -> np.ndarray:
@@ -255,7 +270,7 @@ def _host_view(array: np.ndarray, writeable: bool) -> np.ndarray:
     return array
 
 
-class DeviceBuffer:
+class DeviceBuffer(Releasable):
     """``nbytes`` of device memory (cudaMalloc / cudaFree). Free it with ``free()`` or a ``with`` block.
 
     The async copies enqueue on ``stream``; the host array must stay alive and unchanged until the
@@ -309,23 +324,14 @@ class DeviceBuffer:
             ptr, self._ptr = self._ptr, None
             check(cudart().cudaFree(ptr), "cudaFree")
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.free()
-
-    def __del__(self) -> None:
-        with contextlib.suppress(Exception):  # interpreter shutdown or a dead context
-            self.free()
+    _release = free
 
     def __repr__(self) -> str:
         state = "freed" if self._ptr is None else hex(self._ptr)
         return f"DeviceBuffer({self.nbytes} bytes at {state})"
 
 
-class PinnedHostBuffer:
+class PinnedHostBuffer(Releasable):
     """Page-locked host memory (cudaHostAlloc / cudaFreeHost), for truly asynchronous copies.
 
     ``array(shape, dtype)`` gives a numpy view of the start of the buffer; views must not outlive ``free()``.
@@ -358,19 +364,10 @@ class PinnedHostBuffer:
             ptr, self._ptr = self._ptr, None
             check(cudart().cudaFreeHost(ptr), "cudaFreeHost")
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.free()
-
-    def __del__(self) -> None:
-        with contextlib.suppress(Exception):  # interpreter shutdown or a dead context
-            self.free()
+    _release = free
 
 
-class EventTimer:
+class EventTimer(Releasable):
     """A pair of CUDA events around work enqueued on a stream: GPU time of that work, in milliseconds.
 
     ``start(stream)``; enqueue work; ``stop(stream)``; ``elapsed_ms()`` waits for the stop event.
@@ -417,13 +414,4 @@ class EventTimer:
                 setattr(self, attr, None)
                 check(rt.cudaEventDestroy(event), "cudaEventDestroy")
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.destroy()
-
-    def __del__(self) -> None:
-        with contextlib.suppress(Exception):  # interpreter shutdown or a dead context
-            self.destroy()
+    _release = destroy

@@ -13,17 +13,15 @@ Not thread-safe: one runner per thread. The CUDA device is the one current when 
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 from collections.abc import Callable, Sequence
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from engines.base import CellUnavailable, Feed, ShapeProfile
-from engines.cuda.runtime import DeviceBuffer, EventTimer, Stream
+from engines.cuda.runtime import DeviceBuffer, EventTimer, Releasable, Stream
 from engines.trt.settings import TensorSpec, check_feed_shapes
 
 if TYPE_CHECKING:
@@ -51,7 +49,7 @@ def numpy_dtype(engine: trt.ICudaEngine, name: str) -> np.dtype[Any]:
     return dtype
 
 
-class TensorRTRunner:
+class TensorRTRunner(Releasable):
     """Runs one deserialized ``trt.ICudaEngine`` (optimization profile 0) on its own CUDA stream."""
 
     def __init__(
@@ -219,13 +217,4 @@ class TensorRTRunner:
             self._buffers = {}
             self.stream.destroy()
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        with contextlib.suppress(Exception):  # interpreter shutdown or a dead context
-            self.close()
+    _release = close
