@@ -45,11 +45,12 @@ def model_table(model: str, records: list[dict[str, Any]]) -> str:
               if r["kind"] == "parity" and r["model"] == model and r.get("dataset")}
     lines = [f"### {model}", "",
              "| engine | precision | batch | latency-all ms (median / p99) | latency-model ms | latency-graph ms "
-             "| items/s (model path) | peak MiB | util % | parity: cosine, top-1 agree %, isclose % |",
+             "| items/s (model path, else graph, else all) "
+             "| peak MiB | util % | parity: cosine, top-1 agree %, isclose % |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for engine, precision, batch in sorted({k[:3] for k in lat}):
         rows = {p: lat.get((engine, precision, batch, p)) for p in ("all", "model", "graph")}
-        best = rows["model"] or rows["all"]
+        best = rows["model"] or rows["graph"] or rows["all"]  # a run may have timed one path only
         gpu = (best or {}).get("gpu") or {}
         par = parity.get((engine, precision))
         par_text = "reference" if (engine, precision) == ("torch", "fp32") else (

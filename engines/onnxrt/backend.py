@@ -24,13 +24,21 @@ log = logging.getLogger(__name__)
 
 
 class OnnxRuntimeRunner:
-    """``InferenceSession.run`` behind the suite's ``infer(feed)`` surface."""
+    """``InferenceSession.run`` behind the suite's ``infer(feed)`` surface.
 
-    def __init__(self, session: ort.InferenceSession, output_names: tuple[str, ...]) -> None:
+    ``graph_session`` (CUDA EP only) makes a second session with ``enable_cuda_graph``, whose IO-bound
+    runs replay one captured CUDA graph: the ``latency-graph`` path.
+    """
+
+    def __init__(self, session: ort.InferenceSession, output_names: tuple[str, ...],
+                 graph_session: Callable[[], ort.InferenceSession] | None = None) -> None:
         self.session = session
         self.input_names = tuple(i.name for i in session.get_inputs())
         self.output_names = output_names
         self._dtypes = {i.name: _numpy_dtype(i.type) for i in session.get_inputs()}
+        self._graph_session = graph_session
+        # path -> (session, binding, the bound device values: kept alive, at fixed addresses, while timed)
+        self._bound: dict[str, tuple[ort.InferenceSession, ort.IOBinding, list[ort.OrtValue]]] = {}
 
     def infer(self, feed: Feed) -> dict[str, np.ndarray]:
         check_feed(feed, self.input_names)
@@ -38,43 +46,82 @@ class OnnxRuntimeRunner:
         values = self.session.run(list(self.output_names), ort_feed)
         return dict(zip(self.output_names, (np.asarray(v) for v in values), strict=True))
 
-
-    # ---- device-resident latency path (GPU tier): IO binding --------------------------------------
+    # ---- device-resident latency paths (GPU tier): IO binding, and a CUDA graph replay ------------
     def prepare_path(self, path: str, feed: Feed) -> str:
-        """Bind inputs and outputs as device OrtValues once; each run then moves no data to or from host."""
-        import onnxruntime as ort
+        """Bind inputs and outputs as device OrtValues once; each run then moves no data to or from host.
 
-        if path != "model":
-            raise CellUnavailable(f"latency-{path}: onnxruntime's CUDA graph mode needs a session built for it "
-                                  "(enable_cuda_graph); the suite does not build one yet")
+        ``graph``: the same on a session built with ``enable_cuda_graph``; ONNX Runtime captures the graph
+        in its first runs, and its replay must give the plain session's outputs, or the case fails.
+        """
+        if path not in ("model", "graph"):
+            raise CellUnavailable(f"latency-{path}: onnxruntime has no such path")
         providers = self.session.get_providers()
         if "CUDAExecutionProvider" not in providers and "TensorrtExecutionProvider" not in providers:
             raise CellUnavailable(f"latency-{path} needs a CUDA execution provider; the session runs on {providers}")
+        if path == "graph" and self._graph_session is None:
+            raise CellUnavailable(f"latency-graph: the suite captures ONNX Runtime CUDA graphs with the CUDA EP only; "
+                                  f"this session runs on {providers}")
         check_feed(feed, self.input_names)
         device_id = int(self.session.get_provider_options().get("CUDAExecutionProvider", {}).get("device_id", 0))
-        binding = self.session.io_binding()
-        self._device_inputs = {n: ort.OrtValue.ortvalue_from_numpy(
-            np.ascontiguousarray(feed[n], dtype=self._dtypes[n]), "cuda", device_id) for n in self.input_names}
-        for name, value in self._device_inputs.items():
+        binding, values, outputs = self._bind(self.session, feed, device_id, None)
+        clock = "host perf_counter around run_with_iobinding (returns after the CUDA stream synchronizes)"
+        if path == "model":
+            self._bound[path] = (self.session, binding, values)
+            return clock
+        import onnxruntime as ort
+
+        assert self._graph_session is not None
+        try:
+            session = self._graph_session()
+        except Exception as exc:  # ORT refuses graphs whose nodes are not all on the CUDA EP
+            raise CellUnavailable(f"latency-graph: onnxruntime {ort.__version__} cannot capture this model in a "
+                                  f"CUDA graph: {str(exc).splitlines()[0]}") from exc
+        graph_outputs = [ort.OrtValue.ortvalue_from_shape_and_type(v.shape(), _numpy_dtype(v.data_type()), "cuda",
+                                                                    device_id) for v in outputs]
+        graph_binding, graph_values, _ = self._bind(session, feed, device_id, graph_outputs)
+        for _ in range(3):  # ONNX Runtime runs a few times before it captures; then every run is a replay
+            session.run_with_iobinding(graph_binding)
+        for name, plain, replayed in zip(self.output_names, outputs, graph_outputs, strict=True):
+            want, got = plain.numpy(), replayed.numpy()
+            if not np.allclose(got, want, rtol=1e-3, atol=1e-3, equal_nan=False):
+                diff = float(np.nanmax(np.abs(got.astype(np.float64) - want.astype(np.float64))))
+                raise RuntimeError(f"latency-graph: the CUDA graph replay's {name!r} differs from the plain "
+                                   f"session's (max abs difference {diff:.3g}); its timing would mean nothing")
+        self._bound[path] = (session, graph_binding, graph_values)
+        return clock + ", CUDA graph replay (enable_cuda_graph)"
+
+    def _bind(self, session: ort.InferenceSession, feed: Feed, device_id: int,
+              outputs: list[ort.OrtValue] | None,
+              ) -> tuple[ort.IOBinding, list[ort.OrtValue], list[ort.OrtValue]]:
+        """Inputs copied to the device once; outputs bound to the given device OrtValues, or to ones that
+        one run allocates. Returns the binding, every bound value, and the output values."""
+        import onnxruntime as ort
+
+        binding = session.io_binding()
+        inputs = [ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(feed[n], dtype=self._dtypes[n]), "cuda",
+                                                   device_id) for n in self.input_names]
+        for name, value in zip(self.input_names, inputs, strict=True):
             binding.bind_ortvalue_input(name, value)
-        for name in self.output_names:
-            binding.bind_output(name, "cuda", device_id)
-        self.session.run_with_iobinding(binding)  # allocates the outputs on the device once
-        self._device_outputs = binding.get_outputs()
-        binding.clear_binding_outputs()
-        for name, value in zip(self.output_names, self._device_outputs, strict=True):
+        if outputs is None:
+            for name in self.output_names:
+                binding.bind_output(name, "cuda", device_id)
+            session.run_with_iobinding(binding)  # allocates the outputs on the device once
+            outputs = list(binding.get_outputs())
+            binding.clear_binding_outputs()
+        for name, value in zip(self.output_names, outputs, strict=True):
             binding.bind_ortvalue_output(name, value)
-        self._binding = binding
-        return "host perf_counter around run_with_iobinding (returns after the CUDA stream synchronizes)"
+        return binding, inputs + outputs, outputs
 
     def run_path(self, path: str) -> float:
+        session, binding, _ = self._bound[path]
         start = time.perf_counter()
-        self.session.run_with_iobinding(self._binding)
+        session.run_with_iobinding(binding)
         return time.perf_counter() - start
 
     def raw_call(self, path: str) -> Callable[[], object]:
         """The bare engine call that ``run_path`` times, for the harness-overhead self-check."""
-        return lambda: self.session.run_with_iobinding(self._binding)
+        session, binding, _ = self._bound[path]
+        return lambda: session.run_with_iobinding(binding)
 
 
 def _numpy_dtype(ort_type: str) -> np.dtype[Any]:
@@ -190,7 +237,12 @@ class OnnxRuntimeBackend:
         got = [i.name for i in session.get_inputs()]
         if got != expected:
             raise EngineBuildError(f"{request.cell_id}: ONNX inputs {got} differ from the config's {expected}")
-        runner = OnnxRuntimeRunner(session, request.outputs)
+        graph_session = None
+        if ep == "cuda":
+            cuda_name, cuda_options = providers[0]
+            graph_providers = [(cuda_name, {**cuda_options, "enable_cuda_graph": "1"})]
+            graph_session = lambda: ort.InferenceSession(str(path), options, providers=graph_providers)
+        runner = OnnxRuntimeRunner(session, request.outputs, graph_session)
         facts = onnx_facts(path)
         return LoadedEngine(runner=runner, facts=replace(facts, detail={**facts.detail, "providers": active}),
                             artifact=path)

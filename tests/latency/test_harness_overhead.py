@@ -25,8 +25,9 @@ pytestmark = pytest.mark.latency
 ROUNDS, WARMUP = 200, 20
 
 
-# The paths that practitioners' bare loops measure: eager torch, a CUDA-graph replay, ORT IO binding.
-PATHS = [("torch", "model"), ("torch", "graph"), ("onnxruntime", "model")]
+# The paths that practitioners' bare loops measure: eager torch, a CUDA-graph replay, ORT IO binding (plain
+# and as ORT's own CUDA graph).
+PATHS = [("torch", "model"), ("torch", "graph"), ("onnxruntime", "model"), ("onnxruntime", "graph")]
 
 
 class _PairedRound:

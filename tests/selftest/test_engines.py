@@ -154,6 +154,36 @@ def test_onnxruntime_execution_provider_skips_name_the_reason(device, precision,
     assert reason in (get_backend("onnxruntime").skip_reason(request) or "")
 
 
+class _SessionOn:
+    """Just enough of an InferenceSession to reach the runner's path checks."""
+
+    def __init__(self, providers):
+        self._providers = providers
+
+    def get_providers(self):
+        return self._providers
+
+    def get_inputs(self):
+        from types import SimpleNamespace
+
+        return [SimpleNamespace(name="image", type="tensor(float)")]
+
+
+@pytest.mark.parametrize("providers,path,reason", [
+    (["CPUExecutionProvider"], "model", "needs a CUDA execution provider"),
+    (["CPUExecutionProvider"], "graph", "needs a CUDA execution provider"),
+    (["TensorrtExecutionProvider", "CUDAExecutionProvider"], "graph", "with the CUDA EP only"),
+    (["CUDAExecutionProvider"], "stream", "no such path"),
+])
+def test_onnxruntime_device_paths_say_why_they_cannot_run(providers, path, reason):
+    from engines.base import CellUnavailable
+    from engines.onnxrt.backend import OnnxRuntimeRunner
+
+    runner = OnnxRuntimeRunner(_SessionOn(providers), ("out",))  # no graph session: as for the TensorRT EP
+    with pytest.raises(CellUnavailable, match=reason):
+        runner.prepare_path(path, {"image": np.ones((1, 1, 8, 8), np.float32)})
+
+
 @pytest.mark.parametrize("precision", ["fp16", "bf16"])
 def test_torch_reduced_precision_on_cpu_is_close_not_identical(cache, feed, precision):
     build = _build(cache)
