@@ -22,9 +22,10 @@ def busy_wait(seconds: float) -> float:
     start = time.perf_counter()
     if seconds <= 0.0:
         return 0.0
-    end = start + seconds
+    # Compare the elapsed time, not the clock with start + seconds: that sum rounds, and the loop could
+    # then end an ulp short of ``seconds`` (a CI run saw 0.0019999999999527 for 0.002).
     now = start
-    while now < end:
+    while now - start < seconds:
         now = time.perf_counter()
     return now - start
 
