@@ -141,8 +141,12 @@ class Backend(Protocol):
 
     name: str
 
+    def unsupported_reason(self, request: EngineRequest) -> str | None:
+        """Why the engine has no such cell by design (torch int8, TF32 on a CPU), or None. Needs no library."""
+        ...
+
     def skip_reason(self, request: EngineRequest) -> str | None:
-        """Why this cell cannot run on this machine (library missing, precision unsupported), or None."""
+        """Why this cell cannot run on this machine (library, provider or device missing), or None."""
         ...
 
     def load(self, request: EngineRequest, artifacts: ModelArtifacts, cache: ArtifactCache) -> LoadedEngine:
@@ -154,5 +158,15 @@ class EngineBuildError(RuntimeError):
     """A build failed; the message names the cell and carries the tool's own error text."""
 
 
+UNSUPPORTED = "unsupported"
+UNAVAILABLE = "unavailable"
+
+
 class CellUnavailable(Exception):
-    """A cell that cannot run here for a reason known only at build time (e.g. no kernel for a dtype)."""
+    """A cell or latency path that cannot run here. ``code`` says which kind of reason (suite.verdict.REASONS):
+    ``unsupported``, the engine has no such path by design; ``unavailable``, something it needs is missing
+    on this machine (a library, a provider, a device)."""
+
+    def __init__(self, message: str, code: str = UNAVAILABLE) -> None:
+        super().__init__(message)
+        self.code = code

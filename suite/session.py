@@ -17,7 +17,7 @@ import numpy as np
 
 from engines import get_backend
 from engines.artifacts import ModelBuild
-from engines.base import CellUnavailable, EngineRequest, LoadedEngine
+from engines.base import UNAVAILABLE, UNSUPPORTED, CellUnavailable, EngineRequest, LoadedEngine
 from suite.cache import ArtifactCache
 from suite.config import ModelConfig, SuiteConfig, resolve
 from suite.timing import GpuMonitor, TimedCall
@@ -97,9 +97,12 @@ class SuiteSession:
             request = self.request(cell)
             backend = get_backend(cell.engine)
             try:
+                reason = backend.unsupported_reason(request)
+                if reason:
+                    raise CellUnavailable(reason, UNSUPPORTED)
                 reason = backend.skip_reason(request)
                 if reason:
-                    raise CellUnavailable(reason)
+                    raise CellUnavailable(reason, UNAVAILABLE)
                 self._engines[cell] = backend.load(request, self.build(cell.model), self.cache)
             except BaseException as exc:
                 if isinstance(exc, (KeyboardInterrupt, SystemExit)):
@@ -135,7 +138,7 @@ class SuiteSession:
     def timed_call(self, cell: Cell, engine: LoadedEngine, feed: dict[str, np.ndarray], path: str) -> TimedCall:
         """The per-round callable for a latency case; a path the engine cannot time is a skip."""
         if path != "all" and not self.device.startswith("cuda"):
-            raise CellUnavailable(f"latency-{path} keeps tensors on a CUDA device; {self.device} has none")
+            raise CellUnavailable(f"latency-{path} keeps tensors on a CUDA device; {self.device} has none", UNSUPPORTED)
         return TimedCall(engine.runner, path, feed)
 
     def gpu_monitor(self, cell: Cell) -> GpuMonitor:

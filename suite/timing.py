@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from engines.base import CellUnavailable, Feed, Runner
+from engines.base import UNSUPPORTED, CellUnavailable, Feed, Runner
 
 PATHS: tuple[str, ...] = ("all", "model", "graph")
 HOST_CLOCK = "host perf_counter (outputs copied back to host, so the call has completed)"
@@ -32,7 +32,8 @@ class TimedCall:
             return
         prepare = getattr(runner, "prepare_path", None)
         if prepare is None:
-            raise CellUnavailable(f"latency-{path} needs a device-resident runner; {type(runner).__name__} has none")
+            raise CellUnavailable(f"latency-{path} needs a device-resident runner; {type(runner).__name__} has none",
+                                  UNSUPPORTED)
         self.clock = str(prepare(path, feed))  # raises CellUnavailable where the engine cannot
         run_path = runner.run_path  # type: ignore[attr-defined]
         self._call = lambda: float(run_path(path))

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from engines.base import (
+    UNSUPPORTED,
     CellUnavailable,
     EngineBuildError,
     EngineFacts,
@@ -115,7 +116,7 @@ class InductorRunner(TorchRunner):
     def prepare_path(self, path: str, feed: Feed) -> str:
         if path == "graph":
             raise CellUnavailable("latency-graph: capturing a loaded AOTInductor package in a CUDA graph "
-                                  "invalidates the capture (seen on H200, torch 2.11); not measured")
+                                  "invalidates the capture (seen on H200, torch 2.11); not measured", UNSUPPORTED)
         return super().prepare_path(path, feed)
 
 
@@ -136,11 +137,14 @@ def _check_loads_in_child(package: Path, request: EngineRequest, cxx: str) -> No
 class InductorBackend:
     name = "inductor"
 
-    def skip_reason(self, request: EngineRequest) -> str | None:
+    def unsupported_reason(self, request: EngineRequest) -> str | None:
         chosen = tuple(request.options.get("precisions", ("fp32",)))
         if request.precision not in PRECISIONS or request.precision not in chosen:
             return (f"inductor runs {', '.join(chosen)} here (engine_options.inductor.precisions; possible: "
                     f"{', '.join(PRECISIONS)}): each package is a long compile")
+        return None
+
+    def skip_reason(self, request: EngineRequest) -> str | None:
         if request.device.startswith("cuda") and not torch.cuda.is_available():
             return f"torch {torch.__version__} sees no CUDA device for {request.device}"
         if not hasattr(torch._inductor, "aoti_compile_and_package"):

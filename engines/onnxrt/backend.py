@@ -10,7 +10,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from engines.base import CellUnavailable, EngineBuildError, EngineRequest, Feed, LoadedEngine, ModelArtifacts
+from engines.base import (
+    UNSUPPORTED,
+    CellUnavailable,
+    EngineBuildError,
+    EngineRequest,
+    Feed,
+    LoadedEngine,
+    ModelArtifacts,
+)
 from engines.feeds import check_feed
 from engines.onnx.export import onnx_facts
 
@@ -54,13 +62,14 @@ class OnnxRuntimeRunner:
         in its first runs, and its replay must give the plain session's outputs, or the case fails.
         """
         if path not in ("model", "graph"):
-            raise CellUnavailable(f"latency-{path}: onnxruntime has no such path")
+            raise CellUnavailable(f"latency-{path}: onnxruntime has no such path", UNSUPPORTED)
         providers = self.session.get_providers()
         if "CUDAExecutionProvider" not in providers and "TensorrtExecutionProvider" not in providers:
-            raise CellUnavailable(f"latency-{path} needs a CUDA execution provider; the session runs on {providers}")
+            raise CellUnavailable(f"latency-{path} needs a CUDA execution provider; the session runs on {providers}",
+                                  UNSUPPORTED)
         if path == "graph" and self._graph_session is None:
             raise CellUnavailable(f"latency-graph: the suite captures ONNX Runtime CUDA graphs with the CUDA EP only; "
-                                  f"this session runs on {providers}")
+                                  f"this session runs on {providers}", UNSUPPORTED)
         check_feed(feed, self.input_names)
         device_id = int(self.session.get_provider_options().get("CUDAExecutionProvider", {}).get("device_id", 0))
         binding, values, outputs = self._bind(self.session, feed, device_id, None)
@@ -75,7 +84,7 @@ class OnnxRuntimeRunner:
             session = self._graph_session()
         except Exception as exc:  # ORT refuses graphs whose nodes are not all on the CUDA EP
             raise CellUnavailable(f"latency-graph: onnxruntime {ort.__version__} cannot capture this model in a "
-                                  f"CUDA graph: {str(exc).splitlines()[0]}") from exc
+                                  f"CUDA graph: {str(exc).splitlines()[0]}", UNSUPPORTED) from exc
         graph_outputs = [ort.OrtValue.ortvalue_from_shape_and_type(v.shape(), _numpy_dtype(v.data_type()), "cuda",
                                                                     device_id) for v in outputs]
         graph_binding, graph_values, _ = self._bind(session, feed, device_id, graph_outputs)
@@ -189,13 +198,24 @@ class OnnxRuntimeBackend:
         path.mkdir(parents=True, exist_ok=True)
         return path
 
+    def unsupported_reason(self, request: EngineRequest) -> str | None:
+        try:
+            ep = execution_provider(request)
+        except ValueError as exc:
+            return str(exc)
+        if ep != "cpu" and request.device == "cpu":
+            return f"the {EXECUTION_PROVIDERS[ep]} needs a CUDA device: run with --device cuda:0"
+        if request.precision not in PRECISIONS_BY_EP[ep]:
+            why = _WHY_NOT.get((ep, request.precision), "not supported")
+            return f"onnxruntime {EXECUTION_PROVIDERS[ep]} has no {request.precision} path ({why})"
+        return None
+
     def skip_reason(self, request: EngineRequest) -> str | None:
         try:
             import onnxruntime as ort
         except ImportError as exc:
             return f"onnxruntime is not importable ({exc}); pip install onnxruntime (or onnxruntime-gpu)"
         try:
-            ep = execution_provider(request)
             providers = self.providers(request)
         except (CellUnavailable, ValueError) as exc:
             return str(exc)
@@ -204,9 +224,6 @@ class OnnxRuntimeBackend:
         if missing:
             return (f"onnxruntime {ort.__version__} lacks {', '.join(missing)} "
                     f"(available: {', '.join(ort.get_available_providers())})")
-        if request.precision not in PRECISIONS_BY_EP[ep]:
-            why = _WHY_NOT.get((ep, request.precision), "not supported")
-            return f"onnxruntime {EXECUTION_PROVIDERS[ep]} has no {request.precision} path ({why})"
         return None
 
     def load(self, request: EngineRequest, artifacts: ModelArtifacts, cache: ArtifactCache) -> LoadedEngine:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from engines.base import CellUnavailable, EngineFacts, EngineRequest, Feed, LoadedEngine, ModelArtifacts
+from engines.base import UNSUPPORTED, CellUnavailable, EngineFacts, EngineRequest, Feed, LoadedEngine, ModelArtifacts
 from engines.feeds import check_feed
 
 if TYPE_CHECKING:
@@ -89,7 +89,7 @@ class TorchRunner:
     def prepare_path(self, path: str, feed: Feed) -> str:
         """Stage inputs on the device once; for ``graph``, capture one forward into a CUDA graph."""
         if self.device.type != "cuda":
-            raise CellUnavailable(f"latency-{path} needs a CUDA device; torch runs on {self.device}")
+            raise CellUnavailable(f"latency-{path} needs a CUDA device; torch runs on {self.device}", UNSUPPORTED)
         check_feed(feed, self.input_names)
         self._static = [self._tensor(feed[n]) for n in self.input_names]
         self._events = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
@@ -172,12 +172,15 @@ class TorchBackend:
 
     name = "torch"
 
-    def skip_reason(self, request: EngineRequest) -> str | None:
+    def unsupported_reason(self, request: EngineRequest) -> str | None:
         if request.precision == "int8":
             return "torch eager has no int8 engine; int8 is judged on onnxruntime and tensorrt (QDQ model)"
+        if request.device == "cpu" and request.precision == "tf32":
+            return "TF32 is a CUDA tensor-core math mode; there is no CPU path"
+        return None
+
+    def skip_reason(self, request: EngineRequest) -> str | None:
         if request.device == "cpu":
-            if request.precision == "tf32":
-                return "TF32 is a CUDA tensor-core math mode; there is no CPU path"
             return None
         if not torch.cuda.is_available():
             return f"torch {torch.__version__} sees no CUDA device for {request.device}"

@@ -412,6 +412,13 @@ class TensorRTBackend:
 
     name = "tensorrt"
 
+    def unsupported_reason(self, request: EngineRequest) -> str | None:
+        if request.precision not in PRECISIONS:
+            return f"unknown precision {request.precision!r}; valid: {', '.join(PRECISIONS)}"
+        if cuda_device_index(request.device) is None:
+            return f"TensorRT needs a CUDA device: run with --device cuda:0 (this run uses --device {request.device})"
+        return None
+
     def skip_reason(self, request: EngineRequest) -> str | None:
         if request.precision not in PRECISIONS:
             return f"unknown precision {request.precision!r}; valid: {', '.join(PRECISIONS)}"

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from engines.base import CellUnavailable, Feed, ShapeProfile
+from engines.base import UNSUPPORTED, CellUnavailable, Feed, ShapeProfile
 from engines.cuda.runtime import DeviceBuffer, EventTimer, Releasable, Stream
 from engines.trt.settings import TensorSpec, check_feed_shapes
 
@@ -190,7 +190,7 @@ class TensorRTRunner(Releasable):
         """The suite's latency-model path: stage once, then time launches with CUDA events on our stream."""
         if path != "model":
             raise CellUnavailable(f"latency-{path}: CUDA-graph capture of execute_async_v3 is not built yet "
-                                  "for the tensorrt runner")
+                                  "for the tensorrt runner", UNSUPPORTED)
         self.stage(feed)
         self._timer = EventTimer()
         return "cuda events (cuda.bindings) on the runner's stream around execute_async_v3"

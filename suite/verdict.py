@@ -1,0 +1,252 @@
+"""The run's verdict: every requested check ends passed, failed or not judged, and why.
+
+Why one module: a nightly gate makes one promise, that a green run judged everything it was asked
+to and found nothing wrong. That promise cannot be kept by exit-code logic spread over plugins, so
+every test outcome, skip, gate comparison, requirement and interruption reports here, and the exit
+code, the terminal's last block, the HTML report's first section and the --suite-results file are
+all read from here.
+
+A check is one collected test item (with the gate comparisons made inside it) or one run-level
+fact (an interruption, pytest-benchmark's own compare). Its state:
+
+* ``passed``: it ran and every figure was within its limits;
+* ``failed``: it ran and something was wrong, or something it needed and the user required could
+  not run. A *known failure* (declared in the config, with the pattern it must match) that fails as
+  declared is counted apart and does not fail the run;
+* ``not judged``: it did not produce a verdict, for one of ``REASONS``. A run with a not-judged
+  check exits non-zero unless the user accepted that reason by name (``--accept-not-judged``, or
+  ``[run] accept_not_judged`` in the config). A run that judged nothing never exits 0.
+
+Skips carry their reason code in the message (``not judged (unavailable): ...``), so the verdict
+reads the same from a test report in this process and from one sent by a pytest-xdist worker.
+Gate comparisons ride on the test report's ``user_properties`` for the same reason.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+
+PASSED, FAILED, NOT_JUDGED = "passed", "failed", "not judged"
+
+#: Why a check was not judged. The keys are what --accept-not-judged and [run] accept_not_judged name.
+REASONS: dict[str, str] = {
+    "unsupported": "the engine has no such path by design (torch int8; TF32, bf16 or device-resident latency "
+                   "where the device has none)",
+    "unavailable": "a library, execution provider or device the check needs is missing on this machine",
+    "no-data": "the model declares no data set for this check (e.g. no accuracy_dataset)",
+    "no-baseline": "a gate was asked for, and its baseline has no counterpart for this case",
+    "busy": "other processes used the CPUs while this case was timed, in every attempt",
+    "inconclusive": "the latency interval was too wide to tell a change of the threshold's size from none",
+    "benchmark-disabled": "--benchmark-disable: the case ran once as a smoke test and was not timed",
+    "interrupted": "the run stopped before this check ended",
+    "skipped": "skipped without a reason code (a plain pytest.skip)",
+}
+
+USER_PROPERTY = "suite_check"
+_SKIP_TAG = re.compile(r"not judged \(([a-z0-9-]+)\)")
+
+
+class NotJudgedReasonError(ValueError):
+    """An unknown reason code; the message lists the valid ones."""
+
+
+def check_reasons(names: Iterable[str], where: str) -> tuple[str, ...]:
+    """Validate reason codes (for options and config keys); 'none' alone means the empty list."""
+    names = tuple(n.strip() for n in names if n.strip())
+    if names == ("none",):
+        return ()
+    unknown = [n for n in names if n not in REASONS]
+    if unknown:
+        raise NotJudgedReasonError(f"{where}: unknown reason(s) {', '.join(map(repr, unknown))}; valid: "
+                                   f"{', '.join(REASONS)} (or none)")
+    return names
+
+
+def skip_message(reason: str, text: str) -> str:
+    """The message of a skip that reports a not-judged check: the code first, then the words."""
+    if reason not in REASONS:
+        raise NotJudgedReasonError(f"unknown not-judged reason {reason!r}; valid: {', '.join(REASONS)}")
+    return f"not judged ({reason}): {text}"
+
+
+def skip(reason: str, text: str) -> NoReturn:
+    """pytest.skip with a reason code the verdict understands."""
+    import pytest
+
+    pytest.skip(skip_message(reason, text))
+
+
+def reason_of_skip(message: str) -> str:
+    match = _SKIP_TAG.search(message)
+    return match.group(1) if match and match.group(1) in REASONS else "skipped"
+
+
+@dataclass(frozen=True)
+class Component:
+    """One comparison made inside a test (a gate's verdict on one case or record)."""
+
+    label: str
+    state: str
+    reason: str | None = None
+    detail: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"label": self.label, "state": self.state, "reason": self.reason, "detail": self.detail}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Component:
+        return cls(str(d["label"]), str(d["state"]), d.get("reason"), str(d.get("detail", "")))
+
+
+def report_component(node: Any, component: Component) -> None:
+    """Attach a comparison to a test item; it travels with the item's report (also from xdist workers)."""
+    node.user_properties.append((USER_PROPERTY, component.as_dict()))
+
+
+@dataclass
+class Check:
+    id: str
+    state: str
+    reason: str | None = None
+    detail: str = ""
+    known_failure: bool = False
+    components: list[Component] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "state": self.state, "reason": self.reason, "detail": self.detail,
+                "known_failure": self.known_failure, "components": [c.as_dict() for c in self.components]}
+
+
+@dataclass
+class Ledger:
+    """Every check of the run, keyed by test node id (or a run-level name), and the accepted reasons."""
+
+    accepted: tuple[str, ...] = ()
+    checks: dict[str, Check] = field(default_factory=dict)
+    expected: int | None = None  # checks collected; those never reported end 'interrupted' if the run stops
+    interrupted: str | None = None
+
+    # ---- reporting --------------------------------------------------------------------------------
+    def add(self, check_id: str, state: str, reason: str | None = None, detail: str = "",
+            known_failure: bool = False) -> Check:
+        """Record a check's outcome; a later, worse outcome of the same check (teardown error) wins."""
+        if state not in (PASSED, FAILED, NOT_JUDGED):
+            raise ValueError(f"unknown state {state!r}")
+        if state == NOT_JUDGED and reason not in REASONS:
+            raise NotJudgedReasonError(f"{check_id}: unknown not-judged reason {reason!r}")
+        old = self.checks.get(check_id)
+        if old is not None and _rank(old.state) >= _rank(state):
+            return old
+        check = Check(check_id, state, reason if state == NOT_JUDGED else None, detail, known_failure,
+                      old.components if old else [])
+        self.checks[check_id] = check
+        return check
+
+    def add_report(self, report: Any) -> None:
+        """A pytest TestReport (this process's or a worker's): its outcome and the components it carries."""
+        when, outcome = report.when, report.outcome
+        if when == "call" or outcome != "passed":
+            detail = _first_line(getattr(report, "longreprtext", "") or "")
+            if outcome == "passed":
+                self.add(report.nodeid, PASSED)
+            elif outcome == "skipped" and hasattr(report, "wasxfail"):
+                self.add(report.nodeid, FAILED, detail=str(report.wasxfail), known_failure=True)
+            elif outcome == "skipped":
+                message = _skip_text(report)
+                self.add(report.nodeid, NOT_JUDGED, reason_of_skip(message), message)
+            else:
+                self.add(report.nodeid, FAILED, detail=detail or f"{when} failed")
+        components = [Component.from_dict(v) for k, v in getattr(report, "user_properties", ()) if k == USER_PROPERTY]
+        check = self.checks.get(report.nodeid)
+        if check is None or not components:
+            return
+        known = {(c.label, c.state) for c in check.components}
+        check.components.extend(c for c in components if (c.label, c.state) not in known)
+        if check.state == PASSED:
+            worst = max(components, key=lambda c: _rank(c.state))
+            if worst.state == NOT_JUDGED:
+                check.state, check.reason, check.detail = NOT_JUDGED, worst.reason, f"{worst.label}: {worst.detail}"
+
+    def mark_interrupted(self, why: str, collected: Iterable[str]) -> None:
+        """Checks that were collected and never reported end 'interrupted'."""
+        self.interrupted = why
+        for nodeid in collected:
+            if nodeid not in self.checks:
+                self.add(nodeid, NOT_JUDGED, "interrupted", why)
+
+    # ---- reading ------------------------------------------------------------------------------------
+    def by_state(self, state: str, known_failure: bool = False) -> list[Check]:
+        return [c for c in self.checks.values() if c.state == state and c.known_failure == known_failure]
+
+    def not_judged_by_reason(self) -> dict[str, list[Check]]:
+        out: dict[str, list[Check]] = {}
+        for c in self.by_state(NOT_JUDGED):
+            out.setdefault(str(c.reason), []).append(c)
+        return dict(sorted(out.items()))
+
+    def unaccepted(self) -> dict[str, list[Check]]:
+        return {r: cs for r, cs in self.not_judged_by_reason().items() if r not in self.accepted}
+
+    @property
+    def judged(self) -> int:
+        return len(self.by_state(PASSED)) + len(self.by_state(FAILED)) + len(self.by_state(FAILED, True))
+
+    def outcome(self) -> tuple[str, list[str]]:
+        """('passed' | 'failed' | 'not judged', the reasons in words), the run's one-word answer."""
+        why: list[str] = []
+        failed = self.by_state(FAILED)
+        if failed:
+            why.append(f"{len(failed)} check(s) failed")
+        if self.interrupted:
+            why.append(f"the run was interrupted ({self.interrupted})")
+        for reason, checks in self.unaccepted().items():
+            why.append(f"{len(checks)} not judged ({reason}), a reason not accepted")
+        if self.checks and not self.judged:
+            why.append("nothing was judged: every check ended without a verdict")
+        if failed:
+            return FAILED, why
+        if why:
+            return NOT_JUDGED, why
+        return PASSED, why
+
+    def exit_status(self, pytest_status: int) -> int:
+        """pytest's status, raised to 1 (tests failed) when the verdict is not 'passed'. Interrupted (2),
+        internal (3) and usage (4) errors keep their codes; so does 'no tests collected' (5)."""
+        if pytest_status != 0:
+            return pytest_status
+        return 0 if self.outcome()[0] == PASSED else 1
+
+    def as_dict(self) -> dict[str, Any]:
+        verdict, why = self.outcome()
+        return {
+            "verdict": verdict, "why": why, "accepted": list(self.accepted), "interrupted": self.interrupted,
+            "counts": {"passed": len(self.by_state(PASSED)), "failed": len(self.by_state(FAILED)),
+                       "known_failures": len(self.by_state(FAILED, True)),
+                       "not_judged": {r: len(cs) for r, cs in self.not_judged_by_reason().items()}},
+            "failed": [c.as_dict() for c in self.by_state(FAILED)],
+            "known_failures": [c.as_dict() for c in self.by_state(FAILED, True)],
+            "not_judged": {r: [c.as_dict() for c in cs] for r, cs in self.not_judged_by_reason().items()},
+            "reasons": {r: REASONS[r] for r in self.not_judged_by_reason()},
+        }
+
+
+def _rank(state: str) -> int:
+    return {PASSED: 0, NOT_JUDGED: 1, FAILED: 2}[state]
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith(("def ", "@", ">")):
+            return line[:300]
+    return ""
+
+
+def _skip_text(report: Any) -> str:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    return _first_line(str(longrepr))
