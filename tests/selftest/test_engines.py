@@ -134,24 +134,27 @@ def test_feed_errors_are_clear(cache, feed):
         _run(_build(cache), cache, "onnxruntime", "fp32", {"image": feed["image"]})
 
 
-def test_onnxruntime_cpu_skips_bf16_with_reason():
+def test_onnxruntime_cpu_has_no_bf16_by_design():
     request = EngineRequest("tiny", "onnxruntime", "bf16", "cpu", INPUTS, ("out",), ShapeProfile(1, 1, 1))
-    assert "no bf16" in get_backend("onnxruntime").skip_reason(request)
+    assert "no bf16" in get_backend("onnxruntime").unsupported_reason(request)
+    assert get_backend("onnxruntime").skip_reason(request) is None
 
 
-@pytest.mark.parametrize("device,precision,options,reason", [
-    ("cpu", "fp16", {"execution_provider": "tensorrt"}, "needs a CUDA device"),
-    ("cpu", "fp32", {"execution_provider": "cuda"}, "needs a CUDA device"),
-    ("cuda:0", "fp16", {"execution_provider": "tensorrt"}, "lacks TensorrtExecutionProvider"),
-    ("cpu", "fp32", {"execution_provider": "directml"}, "valid: cpu, cuda, tensorrt"),
+@pytest.mark.parametrize("device,precision,options,reason,kind", [
+    ("cpu", "fp16", {"execution_provider": "tensorrt"}, "needs a CUDA device", "unsupported"),
+    ("cpu", "fp32", {"execution_provider": "cuda"}, "needs a CUDA device", "unsupported"),
+    ("cuda:0", "fp16", {"execution_provider": "tensorrt"}, "lacks TensorrtExecutionProvider", "unavailable"),
+    ("cpu", "fp32", {"execution_provider": "directml"}, "valid: cpu, cuda, tensorrt", "unsupported"),
 ])
-def test_onnxruntime_execution_provider_skips_name_the_reason(device, precision, options, reason):
+def test_onnxruntime_execution_provider_skips_name_the_reason(device, precision, options, reason, kind):
     import onnxruntime as ort
 
     if reason.startswith("lacks") and "TensorrtExecutionProvider" in ort.get_available_providers():
         pytest.skip("this onnxruntime has the TensorRT EP; the skip path cannot be exercised here")
     request = EngineRequest("tiny", "onnxruntime", precision, device, INPUTS, ("out",), PROFILE, options)
-    assert reason in (get_backend("onnxruntime").skip_reason(request) or "")
+    backend = get_backend("onnxruntime")
+    said = backend.unsupported_reason(request) if kind == "unsupported" else backend.skip_reason(request)
+    assert reason in (said or "")
 
 
 class _SessionOn:
