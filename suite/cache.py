@@ -3,9 +3,27 @@
 Why: a stale artifact silently reused after an upgrade is the worst failure a regression suite can
 have, so an entry's address is a hash of *everything* that changes its content (the caller lists it),
 every file is checksummed in a manifest, and a corrupt or truncated entry is detected and rebuilt.
-Entries are built in a private temporary directory and moved into place with one atomic rename, so
-an interrupted build never leaves a half-written entry behind, and two processes (pytest-xdist)
-building the same entry both end up with a complete one.
+
+Layout: ``ROOT/KIND/KEY/`` holds an entry's files plus ``manifest.json``; ``KEY`` is
+``digest({"kind": kind, **parts})``. The manifest records that key object (``manifest["key"]``), the
+label (not part of the address), and each file's size and SHA-256.
+
+Checks (``verify_entry``): the manifest must be a JSON object whose ``key`` hashes to the directory's
+name (an entry copied over another's directory is caught, and the differing fields are named), whose
+``files`` is a non-empty object of ``{"bytes": int, "sha256": hex}``, and every file must match. Any
+failure is ``CacheEntryCorrupt`` with the reason; ``get_or_build`` reports it and rebuilds.
+
+Concurrency: a nightly fleet shares one cache directory and an engine build takes minutes, so each
+entry has a lock file ``ROOT/KIND/KEY.lock`` (``filelock.FileLock``: ``flock``, which the kernel
+releases when its holder dies, so a killed builder never leaves a lock that deadlocks). A valid
+entry is read without the lock; a miss takes the lock, looks again (another process may have built
+it meanwhile: a hit) and only then builds. A process that has to wait emits a "wait" event naming the
+builder and the lock. Entries are built in a private temporary directory
+``.tmp-KEY-pidPID@HOST-XXXX`` and moved into place with one atomic rename, so an interrupted build
+never leaves a half-written entry. Temporary directories of killed builders are removed by the next
+build in the same KIND directory, when nobody holds their entry's lock and their owner is a dead
+process on this host or (owner on another host, or unknown) they are older than ``STALE_TMP_AGE_S``.
+Lock files are left in place: removing one while another process waits on it would break the lock.
 """
 
 from __future__ import annotations
@@ -13,17 +31,25 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
+import socket
 import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import asdict, dataclass, field
+from pathlib import Path, PurePosixPath
 from typing import Any
 
+from filelock import FileLock, Timeout
+
 MANIFEST = "manifest.json"
+MANIFEST_FORMAT = 2  # 2: "key" is exactly the addressed object, "label" sits beside it
+STALE_TMP_AGE_S = 24 * 3600.0  # an unowned temporary directory older than this is a killed build's
 _CHUNK = 1 << 20
+_TMP_RE = re.compile(r"^\.tmp-(?P<key>[0-9a-f]{64})-pid(?P<pid>\d+)@(?P<host>[A-Za-z0-9._-]*)-[A-Za-z0-9_]+$")
+_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 
 
 def canonical_json(parts: Any) -> str:
@@ -62,7 +88,11 @@ def bytes_sha256(chunks: Iterable[bytes]) -> str:
 
 
 class CacheEntryCorrupt(Exception):
-    """An entry exists but its manifest or files do not match (truncated write, edited file...)."""
+    """An entry exists but its manifest or files do not match (truncated write, edited file, wrong key...)."""
+
+
+class CacheUnusable(ValueError):
+    """The cache root cannot hold entries (a file, not creatable, not writable): a usage error, not a bug."""
 
 
 @dataclass
@@ -70,7 +100,7 @@ class CacheEvent:
     kind: str
     label: str
     key: str
-    action: str  # "hit", "start" (a build begins), "build", "rebuild-corrupt"
+    action: str  # "hit", "start" (a build begins), "build", "rebuild-corrupt", "wait" (another process builds it)
     seconds: float = 0.0
     detail: str = ""
 
@@ -81,13 +111,59 @@ class CacheStats:
     builds: int = 0
     build_seconds: float = 0.0
     events: list[CacheEvent] = field(default_factory=list)
+    waits: int = 0
+    wait_seconds: float = 0.0
 
     @property
     def corrupt_rebuilds(self) -> list[CacheEvent]:
         return [e for e in self.events if e.action == "rebuild-corrupt"]
 
     def summary_line(self) -> str:
-        return f"engine cache: {self.hits} hits, {self.builds} builds, {self.build_seconds:.1f} s building"
+        line = f"engine cache: {self.hits} hits, {self.builds} builds, {self.build_seconds:.1f} s building"
+        if self.waits:
+            line += f", {self.waits} wait{'s' if self.waits != 1 else ''} ({self.wait_seconds:.1f} s)"
+        return line
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-able form, so pytest-xdist workers can send their stats to the controller.
+
+        Hit events are left out (the count says all); build and corrupt-rebuild events are kept.
+        """
+        return {"hits": self.hits, "builds": self.builds, "build_seconds": self.build_seconds,
+                "waits": self.waits, "wait_seconds": self.wait_seconds,
+                "events": [asdict(e) for e in self.events if e.action != "hit"]}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> CacheStats:
+        """Inverse of ``as_dict``; a malformed record is a ValueError naming the field."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"cache stats record is a {type(data).__name__}, not a mapping")
+        stats = cls()
+        for name, kinds in (("hits", (int,)), ("builds", (int,)), ("waits", (int,)),
+                            ("build_seconds", (int, float)), ("wait_seconds", (int, float))):
+            value = data.get(name, 0)
+            if isinstance(value, bool) or not isinstance(value, kinds) or value < 0:
+                what = "a count" if kinds == (int,) else "a number of seconds"
+                raise ValueError(f"cache stats record: {name} is {value!r}, not {what}")
+            setattr(stats, name, value if kinds == (int,) else float(value))
+        events = data.get("events", [])
+        if not isinstance(events, list):
+            raise ValueError(f"cache stats record: events is a {type(events).__name__}, not a list")
+        for i, event in enumerate(events):
+            try:
+                stats.events.append(CacheEvent(**event))
+            except TypeError as exc:
+                raise ValueError(f"cache stats record: events[{i}] is not a cache event ({exc}): {event!r}") from exc
+        return stats
+
+    def __add__(self, other: CacheStats) -> CacheStats:
+        """Stats of several processes added up: ``sum(workers, CacheStats())``."""
+        if not isinstance(other, CacheStats):
+            return NotImplemented
+        return CacheStats(hits=self.hits + other.hits, builds=self.builds + other.builds,
+                          build_seconds=self.build_seconds + other.build_seconds,
+                          events=[*self.events, *other.events], waits=self.waits + other.waits,
+                          wait_seconds=self.wait_seconds + other.wait_seconds)
 
 
 class ArtifactCache:
@@ -97,6 +173,22 @@ class ArtifactCache:
         self.root = Path(root)
         self.stats = CacheStats()
         self._on_event = on_event
+
+    def ensure_usable(self) -> None:
+        """Create the root if needed and prove it writable, so a bad --engine-cache fails at start-up, once."""
+        root = self.root
+        if root.exists() and not root.is_dir():
+            raise CacheUnusable(f"engine cache {root} is a file, not a directory")
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise CacheUnusable(f"engine cache {root} cannot be created: {exc.strerror or exc}") from exc
+        try:
+            fd, probe = tempfile.mkstemp(prefix=".probe-", dir=root)
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as exc:
+            raise CacheUnusable(f"engine cache {root} is not writable: {exc.strerror or exc}") from exc
 
     def entry_dir(self, kind: str, parts: Mapping[str, Any]) -> Path:
         return self.root / kind / digest({"kind": kind, **parts})
@@ -111,35 +203,69 @@ class ArtifactCache:
         """Return the directory of a valid entry for ``parts``, building it with ``build(tmpdir)`` if needed.
 
         ``build`` writes its files into the directory it is given; on success they are checksummed and
-        the directory is moved into place atomically. On failure nothing is left in the cache.
+        the directory is moved into place atomically. On failure nothing is left in the cache. At most
+        one process builds an entry at a time (its lock); the others wait and then use that one's.
         """
         final = self.entry_dir(kind, parts)
         key = final.name
         label = label or kind
-        action = "build"
-        detail = ""
-        if final.exists():
-            try:
-                verify_entry(final)
-            except CacheEntryCorrupt as exc:
-                action, detail = "rebuild-corrupt", str(exc)
-                _remove(final)
-            else:
-                self.stats.hits += 1
-                self._emit(CacheEvent(kind, label, key, "hit"))
-                return final
+        address = {"kind": kind, **parts}
+        if _check(final, address) is None:
+            return self._hit(kind, label, key)
         final.parent.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(final.parent / f"{key}.lock"))
+        self._acquire(lock, kind, label, key)
+        try:
+            problem = _check(final, address)
+            if problem is None:
+                return self._hit(kind, label, key)  # another process built it while we waited
+            action, detail = ("rebuild-corrupt", problem) if problem else ("build", "")
+            if problem:
+                _move_aside(final, key)
+            _sweep_stale_tmp(final.parent, held_key=key)
+            return self._build(final, address, build, label, action, detail)
+        finally:
+            lock.release()
+
+    def _hit(self, kind: str, label: str, key: str) -> Path:
+        self.stats.hits += 1
+        self._emit(CacheEvent(kind, label, key, "hit"))
+        return self.root / kind / key
+
+    def _acquire(self, lock: FileLock, kind: str, label: str, key: str) -> None:
+        """Take the entry's lock; if another process holds it, say so once and count the wait."""
+        try:
+            lock.acquire(blocking=False)
+            return
+        except Timeout:
+            pass
+        start = time.perf_counter()
+        holder = _describe_builder(Path(lock.lock_file).parent, key)
+        if self._on_event is not None:
+            self._on_event(CacheEvent(kind, label, key, "wait",
+                                      detail=f"{label} is being built by {holder}; waiting on {lock.lock_file}"))
+        lock.acquire()
+        self.stats.waits += 1
+        self.stats.wait_seconds += time.perf_counter() - start
+
+    def _build(self, final: Path, address: Mapping[str, Any], build: Callable[[Path], None], label: str,
+               action: str, detail: str) -> Path:
+        kind, key = final.parent.name, final.name
+        stored = json.loads(canonical_json(address))
+        if digest(stored) != key:
+            raise TypeError(f"cache key of {label} ({kind}) hashes differently once stored as JSON, so its entry "
+                            f"could never be verified; use string dict keys in its parts: {canonical_json(address)}")
         if self._on_event is not None:
             self._on_event(CacheEvent(kind, label, key, "start", detail=detail))
-        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key[:12]}-{uuid.uuid4().hex[:8]}-", dir=final.parent))
+        tmp = Path(tempfile.mkdtemp(prefix=_tmp_prefix(key), dir=final.parent))
         start = time.perf_counter()
         try:
             build(tmp)
-            _write_manifest(tmp, {"kind": kind, "label": label, **parts})
+            _write_manifest(tmp, stored, label)
             try:
                 os.rename(tmp, final)
             except OSError:
-                # Another process finished the same entry first; theirs is as good as ours.
+                # A process that does not take the lock (an older suite) finished it first; theirs is as good.
                 if not final.exists():
                     raise
                 verify_entry(final)
@@ -159,24 +285,60 @@ class ArtifactCache:
             self._on_event(event)
 
 
-def _write_manifest(directory: Path, parts: Mapping[str, Any]) -> None:
+def _check(final: Path, address: Mapping[str, Any]) -> str | None:
+    """None: a valid entry; "": no entry; otherwise why the entry there is corrupt."""
+    if not os.path.lexists(final):
+        return ""
+    try:
+        verify_entry(final, expected_key=address)
+    except CacheEntryCorrupt as exc:
+        return str(exc)
+    return None
+
+
+def _write_manifest(directory: Path, key: Any, label: str) -> None:
     files = {}
     for path in sorted(p for p in directory.rglob("*") if p.is_file()):
         rel = path.relative_to(directory).as_posix()
         files[rel] = {"sha256": file_sha256(path), "bytes": path.stat().st_size}
     if not files:
-        raise RuntimeError(f"cache build for {parts.get('label') or parts.get('kind')} wrote no files")
-    manifest = {"key": json.loads(canonical_json(parts)), "files": files, "created": time.time()}
+        raise RuntimeError(f"cache build for {label} wrote no files into {directory}")
+    if MANIFEST in files:
+        raise RuntimeError(f"cache build for {label} wrote {MANIFEST}, a name the cache reserves, into {directory}")
+    manifest = {"format": MANIFEST_FORMAT, "key": key, "label": label, "files": files, "created": time.time()}
     (directory / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
 
 
-def verify_entry(directory: Path) -> dict[str, Any]:
-    """Check every file against the manifest; raise CacheEntryCorrupt naming the first problem."""
+def verify_entry(directory: Path, expected_key: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Check the manifest's key and every file; raise CacheEntryCorrupt naming the first problem.
+
+    ``expected_key`` (``{"kind": kind, **parts}``), when given, lets a key mismatch name the fields
+    that differ; without it the mismatch is still caught (the key must hash to the directory's name).
+    """
+    directory = Path(directory)
     try:
-        manifest = json.loads((directory / MANIFEST).read_text())
-        files = manifest["files"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise CacheEntryCorrupt(f"{directory}: unreadable manifest ({exc})") from exc
+        text = (directory / MANIFEST).read_text()
+    except FileNotFoundError as exc:
+        raise CacheEntryCorrupt(f"{directory}: no {MANIFEST} (unreadable manifest)") from exc
+    except OSError as exc:
+        raise CacheEntryCorrupt(f"{directory}: unreadable manifest ({exc.strerror or exc})") from exc
+    except ValueError as exc:
+        raise CacheEntryCorrupt(f"{directory}: unreadable manifest, not UTF-8 text ({exc})") from exc
+    try:
+        manifest = json.loads(text)
+    except ValueError as exc:
+        raise CacheEntryCorrupt(f"{directory}: unreadable manifest, not JSON ({exc})") from exc
+    if not isinstance(manifest, dict):
+        raise CacheEntryCorrupt(f"{directory}: manifest is a JSON {_json_type(manifest)}, not an object")
+    _check_key(directory, manifest, expected_key)
+    files = manifest.get("files")
+    if not isinstance(files, dict):
+        what = "missing" if "files" not in manifest else f"a JSON {_json_type(files)}, not an object"
+        raise CacheEntryCorrupt(f"{directory}: manifest files is {what}")
+    if not files:
+        raise CacheEntryCorrupt(f"{directory}: manifest lists no files (an entry has at least one)")
+    for rel, meta in files.items():
+        _check_file_meta(directory, rel, meta)
     for rel, meta in files.items():
         path = directory / rel
         if not path.is_file():
@@ -189,5 +351,159 @@ def verify_entry(directory: Path) -> dict[str, Any]:
     return dict(manifest)
 
 
+def _check_key(directory: Path, manifest: dict[str, Any], expected_key: Mapping[str, Any] | None) -> None:
+    if "key" not in manifest:
+        raise CacheEntryCorrupt(f"{directory}: manifest has no key")
+    recorded = manifest["key"]
+    if "format" not in manifest and isinstance(recorded, dict):
+        # Written before format 2, which stored the label inside the key; the label is not addressed.
+        recorded = {k: v for k, v in recorded.items() if k != "label"}
+    if digest(recorded) == directory.name:
+        return
+    where = f"{directory}: manifest key belongs to another entry ({digest(recorded)[:12]}...)"
+    if expected_key is None:
+        raise CacheEntryCorrupt(f"{where}: {_short(recorded, 200)}")
+    wanted = json.loads(canonical_json(expected_key))
+    raise CacheEntryCorrupt(f"{where}; differs in {_key_differences(recorded, wanted)}")
+
+
+def _check_file_meta(directory: Path, rel: str, meta: Any) -> None:
+    parts = PurePosixPath(rel).parts
+    if not rel or rel.startswith("/") or ".." in parts or rel == MANIFEST:
+        raise CacheEntryCorrupt(f"{directory}: manifest lists file {rel!r}, which is not a file inside the entry")
+    if not isinstance(meta, dict):
+        raise CacheEntryCorrupt(f"{directory}: manifest entry of {rel} is a JSON {_json_type(meta)}, not an object")
+    size, sha = meta.get("bytes"), meta.get("sha256")
+    if "bytes" not in meta or isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        shown = "missing" if "bytes" not in meta else repr(size)
+        raise CacheEntryCorrupt(f"{directory}: manifest bytes of {rel} is {shown}, not a byte count")
+    if not isinstance(sha, str) or not _SHA256_RE.match(sha):
+        shown = "missing" if "sha256" not in meta else _short(sha, 80)
+        raise CacheEntryCorrupt(f"{directory}: manifest sha256 of {rel} is {shown}, not a hex SHA-256")
+
+
+def _key_differences(recorded: Any, expected: Any, limit: int = 4) -> str:
+    """'precision (manifest 'fp32', wanted 'int8'), ...': the fields that tell the two keys apart."""
+    diffs: list[str] = []
+    _diff(recorded, expected, "", diffs)
+    if not diffs:
+        return "no field, yet its digest differs (a key that changes when stored as JSON)"
+    more = f" and {len(diffs) - limit} more" if len(diffs) > limit else ""
+    return ", ".join(diffs[:limit]) + more
+
+
+_ABSENT = object()
+
+
+def _diff(mine: Any, wanted: Any, path: str, out: list[str]) -> None:
+    if isinstance(mine, dict) and isinstance(wanted, dict):
+        for k in sorted(set(mine) | set(wanted)):
+            _diff(mine.get(k, _ABSENT), wanted.get(k, _ABSENT), f"{path}.{k}" if path else k, out)
+    elif mine != wanted or type(mine) is not type(wanted):
+        show = lambda v: "absent" if v is _ABSENT else _short(v, 60)
+        out.append(f"{path or 'the whole key'} (manifest {show(mine)}, wanted {show(wanted)})")
+
+
+def _short(value: Any, width: int) -> str:
+    text = json.dumps(value, sort_keys=True) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _json_type(value: Any) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
+        type(value), "number")
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9.-]", "_", socket.gethostname())[:64] or "unknown"
+
+
+def _tmp_prefix(key: str) -> str:
+    """``.tmp-KEY-pidPID@HOST-``: who made a temporary directory, so a dead owner's can be told apart."""
+    return f".tmp-{key}-pid{os.getpid()}@{_host()}-"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, another user's
+    return True
+
+
+def _owner(tmp: Path) -> tuple[str | None, int | None, str | None]:
+    """(entry key, pid, host) from a temporary directory's name; Nones when it does not follow the pattern."""
+    m = _TMP_RE.match(tmp.name)
+    return (m["key"], int(m["pid"]), m["host"]) if m else (None, None, None)
+
+
+def _describe_builder(kind_dir: Path, key: str) -> str:
+    """'pid 4242 on gpu-07 (for 12 s)' from the builder's temporary directory, when it has made one."""
+    for tmp in sorted(kind_dir.glob(f".tmp-{key}-*")):
+        owner_key, pid, host = _owner(tmp)
+        if owner_key == key and pid is not None and (host != _host() or _pid_alive(pid)):
+            try:
+                age = f" (for {time.time() - tmp.stat().st_mtime:.0f} s)"
+            except OSError:
+                age = ""
+            return f"pid {pid} on {host}{age}"
+    return "another process (it has not started writing yet)"
+
+
+def _sweep_stale_tmp(kind_dir: Path, held_key: str) -> None:
+    """Remove killed builders' temporary directories; never one whose owner may still be writing it.
+
+    Stale means: nobody holds its entry's lock (a live builder always does) and either its owner is a
+    dead process on this host, or (another host, or a name without an owner) it is older than
+    ``STALE_TMP_AGE_S``. The age limit covers filesystems where locks do not reach other hosts.
+    """
+    try:
+        candidates = [p for p in kind_dir.iterdir() if p.name.startswith(".tmp-")]
+    except OSError:
+        return
+    now, here = time.time(), _host()
+    for tmp in candidates:
+        key, pid, host = _owner(tmp)
+        try:
+            old = now - tmp.lstat().st_mtime > STALE_TMP_AGE_S
+        except OSError:
+            continue  # already gone
+        dead_here = host == here and pid is not None and pid != os.getpid() and not _pid_alive(pid)
+        if not (dead_here or old):
+            continue
+        if key is None or key == held_key:
+            if key is None and not old:
+                continue
+            _remove(tmp)
+            continue
+        other = FileLock(str(kind_dir / f"{key}.lock"))
+        try:
+            other.acquire(blocking=False)
+        except Timeout:
+            continue  # its entry is being built right now: perhaps by the owner, in another pid namespace
+        try:
+            _remove(tmp)
+        finally:
+            other.release()
+
+
+def _move_aside(final: Path, key: str) -> None:
+    """Take a corrupt entry out of its address atomically, then delete it (a sweep finishes if we die)."""
+    trash = final.parent / f"{_tmp_prefix(key)}corrupt{uuid.uuid4().hex[:8]}"
+    try:
+        os.rename(final, trash)
+    except FileNotFoundError:
+        return
+    _remove(trash)
+
+
 def _remove(path: Path) -> None:
-    shutil.rmtree(path, ignore_errors=True)
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        try:
+            path.unlink()
+        except OSError:
+            pass

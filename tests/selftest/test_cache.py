@@ -98,7 +98,8 @@ def test_failed_build_leaves_nothing_behind(tmp_path):
 
     with pytest.raises(RuntimeError, match="builder crashed"):
         cache.get_or_build("engine", BASE, broken)
-    assert list((tmp_path / "engine").iterdir()) == []
+    left = sorted(p.name for p in (tmp_path / "engine").iterdir())
+    assert left == [f"{cache.entry_dir('engine', BASE).name}.lock"], "only the entry's lock file may remain"
     assert cache.stats.builds == 0
 
 
