@@ -66,7 +66,8 @@ def topk_accuracy(logits: npt.ArrayLike, labels: npt.ArrayLike, ks: Sequence[int
 class AccuracyThreshold:
     """Accuracy requirements; ``None`` disables a check. All values are fractions.
 
-    ``max_top1_drop`` / ``max_top5_drop`` are absolute drops from the
+    ``min_top1`` / ``min_top5`` are absolute floors on the engine's own
+    accuracy; ``max_top1_drop`` / ``max_top5_drop`` are absolute drops from the
     reference (0.005 = half a percentage point); ``min_top1_ratio`` is the
     MLPerf rule ``engine_top1 >= ratio * reference_top1`` (e.g. 0.99).
     """
@@ -75,9 +76,10 @@ class AccuracyThreshold:
     max_top1_drop: float | None = None
     min_top1_ratio: float | None = None
     max_top5_drop: float | None = None
+    min_top5: float | None = None
 
     def __post_init__(self) -> None:
-        for name in ("min_top1", "max_top1_drop", "max_top5_drop"):
+        for name in ("min_top1", "min_top5", "max_top1_drop", "max_top5_drop"):
             v = getattr(self, name)
             if v is not None and not (0.0 <= v <= 1.0):
                 raise ValueError(f"{name} must be a fraction in [0, 1], got {v!r}")
@@ -131,6 +133,7 @@ class AccuracyVerdict:
             f"max top-1 drop {_pts_opt(th.max_top1_drop)}",
             f"min top-1 ratio {'-' if th.min_top1_ratio is None else f'{th.min_top1_ratio:g}'}",
             f"max top-5 drop {_pts_opt(th.max_top5_drop)}",
+            f"min top-5 {_pct_opt(th.min_top5)}",
         ]
         lines.append("  thresholds: " + ", ".join(parts))
         lines.append(
@@ -192,6 +195,8 @@ def judge_accuracy(
         failures.append(f"reference logits have {ref_nonfinite_rows} rows with NaN/Inf (counted wrong)")
     if threshold.min_top1 is not None and not (top1 >= threshold.min_top1 - _EPS):
         failures.append(f"top-1 {_pct(top1)} < {_pct(threshold.min_top1)} required")
+    if threshold.min_top5 is not None and not (top5 >= threshold.min_top5 - _EPS):
+        failures.append(f"top-5 {_pct(top5)} < {_pct(threshold.min_top5)} required")
     if ref_top1 is not None and threshold.max_top1_drop is not None:
         drop = ref_top1 - top1
         if not (drop <= threshold.max_top1_drop + _EPS):
