@@ -1,28 +1,40 @@
 """``suite.toml``: the models, engines, precisions and thresholds under test, declared, not coded.
 
 Why strict: a typo in a nightly gating config must not silently drop a model or loosen a threshold,
-so every unknown key, engine, precision or dataset is a usage error that names the entry and lists
-what is valid.
+so every key is checked for its type and value when the file is read, and every mistake is one
+``ConfigError`` that names the key (``[models.digits_cnn].batch_sizes[0]``), the value, and what is
+valid; never a traceback from deep inside an engine, and never a setting that is read and ignored.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import importlib
+import math
+import re
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from engines.base import PRECISIONS, InputSpec, ShapeProfile
 from metrics import AccuracyThreshold, Tolerance
 from suite.inputs import DISTRIBUTIONS
+from suite.verdict import NotJudgedReasonError, check_reasons
 
 ENGINES: tuple[str, ...] = ("torch", "onnxruntime", "inductor", "tensorrt")
 CALIBRATION_METHODS: tuple[str, ...] = ("minmax", "entropy", "percentile")
+#: What ``[run] requires`` may name besides the engines.
+REQUIREMENTS: tuple[str, ...] = ("cuda", *ENGINES)
+#: The checks a known failure may cover (``checks``); the default is all of them.
+KNOWN_FAILURE_CHECKS: tuple[str, ...] = ("accuracy", "parity")
+EXECUTION_PROVIDERS: tuple[str, ...] = ("cpu", "cuda", "tensorrt")
 
-_TOP_KEYS = {"defaults", "precision", "int8", "latency", "engine_options", "models"}
+_TOP_KEYS = {"defaults", "precision", "int8", "latency", "engine_options", "models", "run"}
 _DEFAULT_KEYS = {"batch_sizes", "latency_batch_sizes", "opt_batch", "precisions", "engines", "parity_samples"}
 _MODEL_KEYS = {
     "factory", "inputs", "outputs", "batch_sizes", "latency_batch_sizes", "opt_batch", "precisions", "engines",
@@ -32,9 +44,12 @@ _MODEL_KEYS = {
 _INPUT_KEYS = {"name", "shape", "dtype", "low", "high"}
 _PRECISION_KEYS = {"parity", "accuracy", "generated"}
 _PARITY_KEYS = set(Tolerance.__dataclass_fields__)
-_ACCURACY_KEYS = set(AccuracyThreshold.__dataclass_fields__) - {"min_top1"}
+# min_top1/min_top5 are per model (absolute floors), the rest per precision (relative to the reference).
+_ACCURACY_KEYS = set(AccuracyThreshold.__dataclass_fields__) - {"min_top1", "min_top5"}
 _INT8_KEYS = {"method", "samples", "percentile", "per_channel"}
-_LATENCY_KEYS = {"rounds", "warmup_fraction", "min_time_s"}
+_LATENCY_KEYS = {"rounds", "warmup_fraction"}
+_RUN_KEYS = {"requires", "accept_not_judged"}
+_KNOWN_FAILURE_KEYS = {"reason", "match", "checks"}
 # What each backend reads from [engine_options.ENGINE] (README "Configuration reference"); a typo is an error,
 # not an option silently ignored.
 _ENGINE_OPTION_KEYS = {
@@ -43,6 +58,14 @@ _ENGINE_OPTION_KEYS = {
     "inductor": {"precisions", "cxx"},
     "tensorrt": {"workspace_mb", "builder_optimization_level"},
 }
+# Keys that existed once: say why they are gone instead of only "unknown".
+_REMOVED_KEYS = {
+    "min_time_s": "min_time_s was removed: it was never read (a latency case runs [latency].rounds rounds)",
+}
+_KNOWN_FAILURE_FORM = ('{ reason = "what fails, measured how, since when", match = "REGEX over the failure '
+                       'message", checks = ["parity"] }')
+# Input dtypes: numeric types torch, ONNX and TensorRT all take (synthetic data is drawn in [low, high]).
+INPUT_DTYPES: tuple[str, ...] = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8")
 
 
 class ConfigError(ValueError):
@@ -67,7 +90,20 @@ class Int8Options:
 class LatencyOptions:
     rounds: int = 30
     warmup_fraction: float = 0.1
-    min_time_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class KnownFailure:
+    """A cell expected to fail in a stated way: only a failure whose message matches ``match`` (a regular
+    expression, searched) in one of ``checks`` is the known one; any other failure of the cell counts."""
+
+    reason: str
+    match: str
+    checks: tuple[str, ...] = KNOWN_FAILURE_CHECKS
+
+    def covers(self, check: str, message: str) -> bool:
+        """Is this failure message, from this kind of check, the one declared?"""
+        return check in self.checks and re.search(self.match, message) is not None
 
 
 @dataclass(frozen=True)
@@ -93,7 +129,7 @@ class ModelConfig:
     int8: Int8Options
     engine_options: Mapping[str, Mapping[str, Any]]
     description: str = ""
-    known_failures: Mapping[str, str] = field(default_factory=dict)
+    known_failures: Mapping[str, KnownFailure] = field(default_factory=dict)
 
     @property
     def profile(self) -> ShapeProfile:
@@ -111,6 +147,10 @@ class SuiteConfig:
     path: Path
     models: Mapping[str, ModelConfig]
     latency: LatencyOptions = field(default_factory=LatencyOptions)
+    #: [run] requires: "cuda" and engine names this config cannot do without.
+    requires: tuple[str, ...] = ()
+    #: [run] accept_not_judged: reason codes (suite.verdict.REASONS) a green run may carry.
+    accept_not_judged: tuple[str, ...] = ()
 
     def select(self, models: list[str] | None, engines: list[str] | None,
                precisions: list[str] | None) -> SuiteConfig:
@@ -124,14 +164,8 @@ class SuiteConfig:
                 continue
             eng = tuple(e for e in model.engines if not engines or e in engines)
             prec = tuple(p for p in model.precisions if not precisions or p in precisions)
-            chosen[name] = _replace(model, engines=eng, precisions=prec)
-        return SuiteConfig(self.path, chosen, self.latency)
-
-
-def _replace(model: ModelConfig, **changes: Any) -> ModelConfig:
-    import dataclasses
-
-    return dataclasses.replace(model, **changes)
+            chosen[name] = dataclasses.replace(model, engines=eng, precisions=prec)
+        return dataclasses.replace(self, models=chosen)
 
 
 def _check_names(option: str, given: list[str] | None, valid: list[str]) -> None:
@@ -170,37 +204,128 @@ def load_config(path: Path | str) -> SuiteConfig:
     return parse_config(raw, path)
 
 
+# =========================================================================== command-line options
+
+
+def parse_batch_sizes_option(text: str, models: Iterable[ModelConfig] | Mapping[str, ModelConfig],
+                             option: str = "--latency-batch-sizes") -> tuple[int, ...]:
+    """``--latency-batch-sizes=1,8``: positive integers, each inside at least one selected model's
+    batch_sizes range, so that an option never silently selects nothing."""
+    chosen = list(models.values()) if isinstance(models, Mapping) else list(models)
+    parts = [p.strip() for p in str(text).split(",") if p.strip()]
+    if not parts:
+        raise ConfigError(f"{option}: give at least one batch size, e.g. {option}=1,8")
+    sizes: list[int] = []
+    for part in parts:
+        try:
+            batch = int(part)
+        except ValueError:
+            raise ConfigError(f"{option}: {part!r} is not an integer batch size") from None
+        if batch < 1:
+            raise ConfigError(f"{option}: batch size {batch} must be >= 1")
+        if batch not in sizes:
+            sizes.append(batch)
+    for batch in sizes:
+        if not any(min(m.batch_sizes) <= batch <= max(m.batch_sizes) for m in chosen):
+            ranges = ", ".join(f"{m.name} {min(m.batch_sizes)}..{max(m.batch_sizes)}" for m in chosen)
+            raise ConfigError(f"{option}: batch size {batch} is outside the batch_sizes range of every selected "
+                              f"model ({ranges or 'no model selected'}), so no latency case would run")
+    return tuple(sizes)
+
+
+def check_rounds_option(value: Any, option: str = "--latency-rounds") -> int:
+    """``--latency-rounds``: an integer >= 2 (one round has no spread); 0 must not mean 'the default'."""
+    if isinstance(value, str):
+        try:
+            value = int(value.strip())
+        except ValueError:
+            raise ConfigError(f"{option}: {value!r} is not an integer") from None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{option}: expected an integer >= 2, got {value!r}")
+    if value < 2:
+        raise ConfigError(f"{option}: {value} rounds; a latency case needs at least 2 timed rounds")
+    return value
+
+
+# =========================================================================== parsing
+
+
 def parse_config(raw: Mapping[str, Any], path: Path = Path("<memory>")) -> SuiteConfig:
     _check_keys(str(path), raw, _TOP_KEYS)
-    defaults = dict(raw.get("defaults", {}))
-    _check_keys("[defaults]", defaults, _DEFAULT_KEYS)
+    defaults = _parse_defaults(_table("[defaults]", raw.get("defaults", {})))
     precision_defaults = _default_precision_tables()
-    for prec, table in raw.get("precision", {}).items():
+    for prec, table in _table("[precision]", raw.get("precision", {})).items():
         _check_choice("[precision]", prec, PRECISIONS)
         _merge_precision(precision_defaults[prec], table, f"[precision.{prec}]")
-    int8_defaults = dict(raw.get("int8", {}))
-    _check_keys("[int8]", int8_defaults, _INT8_KEYS)
-    latency_raw = dict(raw.get("latency", {}))
-    _check_keys("[latency]", latency_raw, _LATENCY_KEYS)
-    latency = LatencyOptions(**latency_raw)
-    if latency.rounds < 2 or not 0 <= latency.warmup_fraction < 1:
-        raise ConfigError(f"[latency]: rounds must be >= 2 and 0 <= warmup_fraction < 1, got {latency}")
-    engine_defaults = dict(raw.get("engine_options", {}))
+    int8_defaults = _parse_int8("[int8]", raw.get("int8", {}))
+    latency = _parse_latency(raw.get("latency", {}))
+    engine_defaults = _table("[engine_options]", raw.get("engine_options", {}))
     # engine_options are passed to the backend as they are, and keyed into its cache entries.
     for eng, opts in engine_defaults.items():
         _check_choice("[engine_options]", eng, ENGINES)
-        _check_keys(f"[engine_options.{eng}]", opts, _ENGINE_OPTION_KEYS[eng])
-    models_raw = raw.get("models", {})
+        _check_engine_options(f"[engine_options.{eng}]", eng, opts)
+    models_raw = _table("[models]", raw.get("models", {}))
     if not models_raw:
         raise ConfigError(f"{path}: no [models.NAME] entries")
     models = {
         name: _parse_model(name, entry, defaults, precision_defaults, int8_defaults, engine_defaults)
         for name, entry in models_raw.items()
     }
-    return SuiteConfig(path, models, latency)
+    requires, accept = _parse_run(raw.get("run", {}), models)
+    return SuiteConfig(path, models, latency, requires, accept)
 
 
-def _default_precision_tables() -> dict[str, dict[str, dict[str, Any]]]:
+def _parse_defaults(table: Mapping[str, Any]) -> dict[str, Any]:
+    """[defaults], checked where it is written: a model inheriting a bad value must not be blamed for it."""
+    _check_keys("[defaults]", table, _DEFAULT_KEYS)
+    out: dict[str, Any] = {}
+    for key in ("batch_sizes", "latency_batch_sizes"):
+        if key in table:
+            out[key] = _batch_list(f"[defaults].{key}", table[key])
+    if "opt_batch" in table:
+        out["opt_batch"] = _int("[defaults].opt_batch", table["opt_batch"], lo=1)
+    if "precisions" in table:
+        out["precisions"] = _choice_list("[defaults].precisions", table["precisions"], PRECISIONS)
+    if "engines" in table:
+        out["engines"] = _choice_list("[defaults].engines", table["engines"], ENGINES)
+    if "parity_samples" in table:
+        out["parity_samples"] = _int("[defaults].parity_samples", table["parity_samples"], lo=1)
+    return out
+
+
+def _parse_latency(table: Any) -> LatencyOptions:
+    table = _table("[latency]", table)
+    _check_keys("[latency]", table, _LATENCY_KEYS)
+    out = LatencyOptions()
+    if "rounds" in table:
+        out = dataclasses.replace(out, rounds=_int("[latency].rounds", table["rounds"], lo=2))
+    if "warmup_fraction" in table:
+        out = dataclasses.replace(out, warmup_fraction=_number("[latency].warmup_fraction", table["warmup_fraction"],
+                                                               0.0, 1.0, hi_open=True))
+    return out
+
+
+def _parse_run(table: Any, models: Mapping[str, ModelConfig]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    table = _table("[run]", table)
+    _check_keys("[run]", table, _RUN_KEYS)
+    requires = _choice_list("[run].requires", table.get("requires", []), REQUIREMENTS, allow_empty=True)
+    used = {e for m in models.values() for e in m.engines}
+    for i, name in enumerate(requires):
+        if name != "cuda" and name not in used:
+            raise ConfigError(f"[run].requires[{i}]: engine {name!r} is required but no model lists it in "
+                              f"engines, so the requirement could never be checked")
+    where = "[run].accept_not_judged"
+    reasons = _list(where, table.get("accept_not_judged", []), allow_empty=True)
+    for i, reason in enumerate(reasons):
+        _string(f"{where}[{i}]", reason)
+    try:
+        accept = check_reasons(reasons, where)
+    except NotJudgedReasonError as exc:
+        raise ConfigError(str(exc)) from None
+    return requires, accept
+
+
+def _default_precision_tables() -> dict[str, dict[str, Any]]:
     """Defaults per precision, documented in the README: loose enough for honest reduced precision,
     tight enough that a broken engine fails."""
     return {
@@ -232,114 +357,220 @@ def _default_precision_tables() -> dict[str, dict[str, dict[str, Any]]]:
     }
 
 
-def _merge_precision(target: dict[str, dict[str, Any]], table: Mapping[str, Any], where: str) -> None:
+def _merge_precision(target: dict[str, Any], table: Any, where: str) -> None:
+    table = _table(where, table)
     _check_keys(where, table, _PRECISION_KEYS)
-    parity = dict(table.get("parity", {}))
-    accuracy = dict(table.get("accuracy", {}))
+    parity = _table(f"{where}.parity", table.get("parity", {}))
+    accuracy = _table(f"{where}.accuracy", table.get("accuracy", {}))
     _check_keys(f"{where}.parity", parity, _PARITY_KEYS)
     _check_keys(f"{where}.accuracy", accuracy, _ACCURACY_KEYS)
-    generated = table.get("generated")
-    if generated is not None:
-        for d in generated:
-            _check_choice(f"{where}.generated", d, DISTRIBUTIONS)
-        target["generated"] = list(generated)
+    # Each threshold is checked alone by the class that enforces it, so its error names this key.
+    for key, value in parity.items():
+        _threshold(f"{where}.parity.{key}", Tolerance, key, value)
+    for key, value in accuracy.items():
+        _threshold(f"{where}.accuracy.{key}", AccuracyThreshold, key, value)
+    if "generated" in table:
+        target["generated"] = list(_choice_list(f"{where}.generated", table["generated"], DISTRIBUTIONS))
     target["parity"].update(parity)
     target["accuracy"].update(accuracy)
 
 
+def _threshold(where: str, cls: Any, key: str, value: Any) -> None:
+    _number(where, value)
+    try:
+        cls(**{key: value})
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def _parse_int8(where: str, table: Any, base: Int8Options | None = None) -> Int8Options:
+    table = _table(where, table)
+    _check_keys(where, table, _INT8_KEYS)
+    out = base or Int8Options()
+    if "method" in table:
+        _check_choice(f"{where}.method", _string(f"{where}.method", table["method"]), CALIBRATION_METHODS)
+        out = dataclasses.replace(out, method=table["method"])
+    if "samples" in table:
+        out = dataclasses.replace(out, samples=_int(f"{where}.samples", table["samples"], lo=1))
+    if "percentile" in table:
+        out = dataclasses.replace(out, percentile=_number(f"{where}.percentile", table["percentile"], 0.0, 100.0,
+                                                          lo_open=True))
+    if "per_channel" in table:
+        out = dataclasses.replace(out, per_channel=_bool(f"{where}.per_channel", table["per_channel"]))
+    return out
+
+
+def _check_engine_options(where: str, engine: str, opts: Any) -> None:
+    """Types and values of what each backend reads, checked here so a backend never sees a bad one."""
+    opts = _table(where, opts)
+    _check_keys(where, opts, _ENGINE_OPTION_KEYS[engine])
+    for key, value in opts.items():
+        at = f"{where}.{key}"
+        if key == "channels_last":
+            _bool(at, value)
+        elif key == "execution_provider":
+            _check_choice(at, _string(at, value), EXECUTION_PROVIDERS)
+        elif key == "intra_op_threads":
+            _int(at, value, lo=1)
+        elif key == "precisions":
+            _choice_list(at, value, PRECISIONS)
+        elif key == "cxx":
+            _string(at, value)
+        elif key == "workspace_mb":
+            _int(at, value, lo=1)
+        elif key == "builder_optimization_level":
+            _int(at, value, lo=0, hi=5)
+
+
 def _parse_model(
     name: str,
-    entry: Mapping[str, Any],
+    entry: Any,
     defaults: Mapping[str, Any],
-    precision_defaults: Mapping[str, dict[str, dict[str, Any]]],
-    int8_defaults: Mapping[str, Any],
+    precision_defaults: Mapping[str, dict[str, Any]],
+    int8_defaults: Int8Options,
     engine_defaults: Mapping[str, Mapping[str, Any]],
 ) -> ModelConfig:
     where = f"[models.{name}]"
+    entry = _table(where, entry)
     _check_keys(where, entry, _MODEL_KEYS)
     for required in ("factory", "inputs", "outputs"):
         if required not in entry:
             raise ConfigError(f"{where}: missing required key {required!r}")
-    merged = {**defaults, **entry}
-    inputs = tuple(_parse_input(f"{where}.inputs[{i}]", spec) for i, spec in enumerate(entry["inputs"]))
-    if not inputs:
-        raise ConfigError(f"{where}: inputs must list at least one input")
+
+    def origin(key: str) -> str:
+        """Where a value came from: the model's own key, or [defaults] when it inherited one."""
+        return f"{where}.{key}" if key in entry or key not in defaults else f"[defaults].{key} (used by {where})"
+
+    factory = _ref(f"{where}.factory", entry["factory"])
+    inputs_raw = _list(f"{where}.inputs", entry["inputs"])
+    inputs = tuple(_parse_input(f"{where}.inputs[{i}]", spec) for i, spec in enumerate(inputs_raw))
     names = [i.name for i in inputs]
     if len(set(names)) != len(names):
-        raise ConfigError(f"{where}: duplicate input names {names}")
-    outputs = tuple(str(o) for o in entry["outputs"])
-    if not outputs:
-        raise ConfigError(f"{where}: outputs must name at least one output")
-    batch_sizes = tuple(int(b) for b in merged.get("batch_sizes", (1, 8, 32)))
-    if not batch_sizes or min(batch_sizes) < 1:
-        raise ConfigError(f"{where}: batch_sizes must be positive integers, got {list(batch_sizes)}")
-    latency_batches = tuple(int(b) for b in entry.get("latency_batch_sizes",
-                                                      defaults.get("latency_batch_sizes", batch_sizes)))
-    outside = [b for b in latency_batches if not min(batch_sizes) <= b <= max(batch_sizes)]
+        raise ConfigError(f"{where}.inputs: duplicate input names {names}")
+    outputs = tuple(_string(f"{where}.outputs[{i}]", o) for i, o in enumerate(_list(f"{where}.outputs",
+                                                                                     entry["outputs"])))
+    if len(set(outputs)) != len(outputs):
+        raise ConfigError(f"{where}.outputs: duplicate output names {list(outputs)}")
+
+    batch_sizes = (_batch_list(f"{where}.batch_sizes", entry["batch_sizes"]) if "batch_sizes" in entry
+                   else defaults.get("batch_sizes", (1, 8, 32)))
+    lo, hi = min(batch_sizes), max(batch_sizes)
+    if "latency_batch_sizes" in entry:
+        latency_batches = _batch_list(f"{where}.latency_batch_sizes", entry["latency_batch_sizes"])
+    else:
+        latency_batches = defaults.get("latency_batch_sizes", batch_sizes)
+    outside = [b for b in latency_batches if not lo <= b <= hi]
     if outside:
-        raise ConfigError(f"{where}: latency_batch_sizes {outside} fall outside batch_sizes {list(batch_sizes)}")
-    precisions = tuple(merged.get("precisions", ("fp32",)))
-    for p in precisions:
-        _check_choice(f"{where}.precisions", p, PRECISIONS)
-    engines = tuple(merged.get("engines", ("torch", "onnxruntime")))
-    for e in engines:
-        _check_choice(f"{where}.engines", e, ENGINES)
+        raise ConfigError(f"{origin('latency_batch_sizes')}: latency_batch_sizes {outside} fall outside "
+                          f"batch_sizes {list(batch_sizes)} (range {lo}..{hi})")
+    opt_batch = _int(f"{where}.opt_batch", entry["opt_batch"], lo=1) if "opt_batch" in entry \
+        else defaults.get("opt_batch")
+    if opt_batch is not None and not lo <= opt_batch <= hi:
+        raise ConfigError(f"{origin('opt_batch')}: opt_batch {opt_batch} is outside batch_sizes "
+                          f"{list(batch_sizes)} (range {lo}..{hi}); the shape profile needs min <= opt <= max")
+    precisions = (_choice_list(f"{where}.precisions", entry["precisions"], PRECISIONS) if "precisions" in entry
+                  else defaults.get("precisions", ("fp32",)))
+    engines = (_choice_list(f"{where}.engines", entry["engines"], ENGINES) if "engines" in entry
+               else defaults.get("engines", ("torch", "onnxruntime")))
+    parity_samples = (_int(f"{where}.parity_samples", entry["parity_samples"], lo=1) if "parity_samples" in entry
+                      else defaults.get("parity_samples", 64))
+
+    datasets = {key: _ref(f"{where}.{key}", entry[key]) if key in entry else None
+                for key in ("accuracy_dataset", "parity_dataset", "calibration_dataset")}
+    min_top1 = _number(f"{where}.min_top1", entry["min_top1"], 0.0, 1.0) if "min_top1" in entry else None
+    min_top5 = _number(f"{where}.min_top5", entry["min_top5"], 0.0, 1.0) if "min_top5" in entry else None
+    for key in ("min_top1", "min_top5"):
+        if key in entry and datasets["accuracy_dataset"] is None:
+            raise ConfigError(f"{where}.{key}: set, but the model has no accuracy_dataset, so it would never "
+                              "be checked")
+    description = _string(f"{where}.description", entry["description"], allow_empty=True) \
+        if "description" in entry else ""
+
     tables = copy.deepcopy(dict(precision_defaults))
-    for prec, table in entry.get("precision", {}).items():
+    for prec, table in _table(f"{where}.precision", entry.get("precision", {})).items():
         _check_choice(f"{where}.precision", prec, PRECISIONS)
         _merge_precision(tables[prec], table, f"{where}.precision.{prec}")
     try:
         tolerances = {p: Tolerance(**tables[p]["parity"]) for p in PRECISIONS}
         generated = {p: tuple(tables[p].get("generated", DISTRIBUTIONS)) for p in PRECISIONS}
-        accuracy = {p: AccuracyThreshold(min_top1=entry.get("min_top1"), **tables[p]["accuracy"])
+        accuracy = {p: AccuracyThreshold(min_top1=min_top1, min_top5=min_top5, **tables[p]["accuracy"])
                     for p in PRECISIONS}
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError) as exc:  # unreachable after the per-key checks; kept as a clear error
         raise ConfigError(f"{where}: bad threshold ({exc})") from exc
-    int8_raw = {**int8_defaults, **entry.get("int8", {})}
-    _check_keys(f"{where}.int8", int8_raw, _INT8_KEYS)
-    int8 = Int8Options(**int8_raw)
-    _check_choice(f"{where}.int8.method", int8.method, CALIBRATION_METHODS)
-    if int8.samples < 1:
-        raise ConfigError(f"{where}.int8.samples must be >= 1, got {int8.samples}")
+
+    int8 = _parse_int8(f"{where}.int8", entry.get("int8", {}), int8_defaults)
     engine_options = {e: dict(engine_defaults.get(e, {})) for e in ENGINES}
-    for eng, opts in entry.get("engine_options", {}).items():
+    for eng, opts in _table(f"{where}.engine_options", entry.get("engine_options", {})).items():
         _check_choice(f"{where}.engine_options", eng, ENGINES)
-        _check_keys(f"{where}.engine_options.{eng}", opts, _ENGINE_OPTION_KEYS[eng])
+        _check_engine_options(f"{where}.engine_options.{eng}", eng, opts)
         engine_options[eng].update(opts)
-    known = dict(entry.get("known_failures", {}))
-    for cell_key, reason in known.items():
-        engine, _, precision = cell_key.partition("-")
-        _check_choice(f"{where}.known_failures", engine, ENGINES)
-        _check_choice(f"{where}.known_failures", precision, PRECISIONS)
-        if not str(reason).strip():
-            raise ConfigError(f"{where}.known_failures.{cell_key}: give the reason (what fails, since when)")
-    accuracy_dataset = entry.get("accuracy_dataset")
-    if "int8" in precisions and not entry.get("calibration_dataset"):
+
+    if "int8" in precisions and not datasets["calibration_dataset"]:
         raise ConfigError(f"{where}: precision int8 needs calibration_dataset (data drawn from the model's dataset)")
+    known = _parse_known_failures(f"{where}.known_failures", entry.get("known_failures", {}), engines, precisions,
+                                  datasets["accuracy_dataset"])
     return ModelConfig(
         name=name,
-        factory=str(entry["factory"]),
+        factory=factory,
         inputs=inputs,
         outputs=outputs,
         batch_sizes=batch_sizes,
         latency_batch_sizes=latency_batches,
-        opt_batch=merged.get("opt_batch"),
+        opt_batch=opt_batch,
         precisions=precisions,
         engines=engines,
-        accuracy_dataset=accuracy_dataset,
-        parity_dataset=entry.get("parity_dataset", accuracy_dataset),
-        calibration_dataset=entry.get("calibration_dataset"),
-        min_top1=entry.get("min_top1"),
-        min_top5=entry.get("min_top5"),
-        parity_samples=int(merged.get("parity_samples", 64)),
+        accuracy_dataset=datasets["accuracy_dataset"],
+        parity_dataset=datasets["parity_dataset"] or datasets["accuracy_dataset"],
+        calibration_dataset=datasets["calibration_dataset"],
+        min_top1=min_top1,
+        min_top5=min_top5,
+        parity_samples=parity_samples,
         tolerances=tolerances,
         accuracy_thresholds=accuracy,
         generated=generated,
         int8=int8,
         engine_options=engine_options,
-        description=str(entry.get("description", "")),
+        description=description,
         known_failures=known,
     )
+
+
+def _parse_known_failures(where: str, table: Any, engines: tuple[str, ...], precisions: tuple[str, ...],
+                          accuracy_dataset: str | None) -> dict[str, KnownFailure]:
+    """Each entry says what is expected to fail and how, so that it cannot hide another failure."""
+    out: dict[str, KnownFailure] = {}
+    for cell_key, spec in _table(where, table).items():
+        at = f"{where}.{cell_key}"
+        engine, _, precision = cell_key.partition("-")
+        _check_choice(f"{at} (engine)", engine, ENGINES)
+        _check_choice(f"{at} (precision)", precision, PRECISIONS)
+        if engine not in engines or precision not in precisions:
+            raise ConfigError(f"{at}: the model does not run {cell_key} (engines {list(engines)}, precisions "
+                              f"{list(precisions)}); the entry would never apply")
+        if isinstance(spec, str):
+            raise ConfigError(f"{at} = {spec!r}: a plain reason is the old form, which hid any failure of the "
+                              f"cell; write {cell_key} = {_KNOWN_FAILURE_FORM}")
+        spec = _table(at, spec)
+        _check_keys(at, spec, _KNOWN_FAILURE_KEYS)
+        for required in ("reason", "match"):
+            if required not in spec:
+                raise ConfigError(f"{at}: missing required key {required!r}; the form is {_KNOWN_FAILURE_FORM}")
+        reason = _string(f"{at}.reason", spec["reason"])
+        pattern = _string(f"{at}.match", spec["match"])
+        try:
+            compiled = re.compile(pattern)
+        except re.error as exc:
+            raise ConfigError(f"{at}.match = {pattern!r}: not a valid regular expression ({exc})") from None
+        if compiled.search("") is not None:
+            raise ConfigError(f"{at}.match = {pattern!r}: matches an empty message, so it would match any failure; "
+                              "match text of the expected failure (e.g. the figure that fails)")
+        checks = (_choice_list(f"{at}.checks", spec["checks"], KNOWN_FAILURE_CHECKS) if "checks" in spec
+                  else KNOWN_FAILURE_CHECKS)
+        if "checks" in spec and "accuracy" in checks and accuracy_dataset is None:
+            raise ConfigError(f"{at}.checks: 'accuracy' listed, but the model has no accuracy_dataset, so it has "
+                              "no accuracy check")
+        out[cell_key] = KnownFailure(reason=reason, match=pattern, checks=checks)
+    return out
 
 
 def _parse_input(where: str, spec: Any) -> InputSpec:
@@ -348,29 +579,124 @@ def _parse_input(where: str, spec: Any) -> InputSpec:
     _check_keys(where, spec, _INPUT_KEYS)
     if "name" not in spec or "shape" not in spec:
         raise ConfigError(f"{where}: needs name and shape (without the batch axis)")
+    name = _string(f"{where}.name", spec["name"])
+    shape = tuple(_int(f"{where}.shape[{j}]", d, lo=1, what="a dimension")
+                  for j, d in enumerate(_list(f"{where}.shape", spec["shape"], allow_empty=True)))
+    dtype_name = _string(f"{where}.dtype", spec.get("dtype", "float32"))
     try:
-        import numpy as np
+        dtype = np.dtype(dtype_name)
+    except (TypeError, ValueError):
+        dtype = None
+    if dtype is None or dtype.name not in INPUT_DTYPES:
+        raise ConfigError(f"{where}.dtype: unknown dtype {dtype_name!r}; valid: {', '.join(INPUT_DTYPES)}")
+    low = _number(f"{where}.low", spec.get("low", 0.0))
+    high = _number(f"{where}.high", spec.get("high", 1.0))
+    if not low < high:
+        raise ConfigError(f"{where}: low {low!r} must be below high {high!r} (synthetic inputs are drawn between)")
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        for key, value in (("low", low), ("high", high)):
+            if not float(value).is_integer() or not info.min <= value <= info.max:
+                raise ConfigError(f"{where}.{key}: {value!r} is not an integer within {dtype.name} "
+                                  f"[{info.min}, {info.max}]")
+    else:
+        limit = float(np.finfo(dtype).max)
+        for key, value in (("low", low), ("high", high)):
+            if abs(value) > limit:
+                raise ConfigError(f"{where}.{key}: {value!r} does not fit in {dtype.name} (max {limit:g})")
+    return InputSpec(name=name, shape=shape, dtype=dtype.name, low=float(low), high=float(high))
 
-        np.dtype(spec.get("dtype", "float32"))
-    except TypeError as exc:
-        raise ConfigError(f"{where}: unknown dtype {spec.get('dtype')!r}") from exc
-    return InputSpec(
-        name=str(spec["name"]),
-        shape=tuple(int(d) for d in spec["shape"]),
-        dtype=str(spec.get("dtype", "float32")),
-        low=float(spec.get("low", 0.0)),
-        high=float(spec.get("high", 1.0)),
-    )
+
+# =========================================================================== typed values
 
 
 def _check_keys(where: str, table: Any, valid: set[str]) -> None:
     if not isinstance(table, Mapping):
         raise ConfigError(f"{where}: expected a table, got {table!r}")
     unknown = sorted(set(table) - valid)
+    removed = [_REMOVED_KEYS[k] for k in unknown if k in _REMOVED_KEYS]
+    if removed:
+        raise ConfigError(f"{where}: {'; '.join(removed)}; delete it")
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; valid: {', '.join(sorted(valid))}")
 
 
-def _check_choice(where: str, value: str, valid: tuple[str, ...]) -> None:
+def _check_choice(where: str, value: Any, valid: tuple[str, ...]) -> None:
     if value not in valid:
         raise ConfigError(f"{where}: unknown {value!r}; valid: {', '.join(valid)}")
+
+
+def _table(where: str, value: Any) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where}: expected a table, got {value!r}")
+    return value
+
+
+def _list(where: str, value: Any, allow_empty: bool = False) -> list[Any]:
+    if not isinstance(value, list):
+        raise ConfigError(f"{where}: expected a list, got {value!r}")
+    if not value and not allow_empty:
+        raise ConfigError(f"{where}: must not be empty, got []")
+    return value
+
+
+def _string(where: str, value: Any, allow_empty: bool = False) -> str:
+    if not isinstance(value, str) or (not allow_empty and not value.strip()):
+        raise ConfigError(f"{where}: expected a non-empty string, got {value!r}")
+    return value
+
+
+def _bool(where: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{where}: expected true or false, got {value!r}")
+    return value
+
+
+def _int(where: str, value: Any, lo: int | None = None, hi: int | None = None, what: str = "an integer") -> int:
+    """TOML integers only: a bool, float or string where a count belongs is a mistake, not a 1."""
+    bounds = (f" in [{lo}, {hi}]" if hi is not None else f" >= {lo}") if lo is not None else ""
+    if isinstance(value, bool) or not isinstance(value, int) or (lo is not None and value < lo) \
+            or (hi is not None and value > hi):
+        kind = what if what == "an integer" else f"{what} (an integer)"
+        raise ConfigError(f"{where}: expected {kind}{bounds}, got {value!r}")
+    return value
+
+
+def _number(where: str, value: Any, lo: float | None = None, hi: float | None = None,
+            lo_open: bool = False, hi_open: bool = False) -> float:
+    """A finite int or float (not a bool), optionally within a range."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or (lo is not None and (value <= lo if lo_open else value < lo)) \
+            or (hi is not None and (value >= hi if hi_open else value > hi)):
+        bounds = ""
+        if lo is not None and hi is not None:
+            bounds = f" in {'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
+        raise ConfigError(f"{where}: expected a finite number{bounds}, got {value!r}")
+    return value
+
+
+def _batch_list(where: str, value: Any) -> tuple[int, ...]:
+    sizes = tuple(_int(f"{where}[{i}]", b, lo=1, what="a batch size") for i, b in enumerate(_list(where, value)))
+    repeated = sorted({b for b in sizes if sizes.count(b) > 1})
+    if repeated:
+        raise ConfigError(f"{where}: {repeated} listed more than once in {list(sizes)}")
+    return sizes
+
+
+def _choice_list(where: str, value: Any, valid: tuple[str, ...], allow_empty: bool = False) -> tuple[str, ...]:
+    items = _list(where, value, allow_empty)
+    for i, item in enumerate(items):
+        _check_choice(f"{where}[{i}]", item, valid)
+    repeated = sorted({v for v in items if items.count(v) > 1})
+    if repeated:
+        raise ConfigError(f"{where}: {', '.join(map(repr, repeated))} listed more than once")
+    return tuple(items)
+
+
+def _ref(where: str, value: Any) -> str:
+    """A ``package.module:callable`` reference; imported later (preflight), its form is checked now."""
+    ref = _string(where, value)
+    module_name, sep, attr = ref.partition(":")
+    if not sep or not module_name.strip() or not attr.strip():
+        raise ConfigError(f"{where}: {ref!r} is not of the form 'package.module:callable'")
+    return ref
