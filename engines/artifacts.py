@@ -46,7 +46,7 @@ class ModelBuild:
     def __init__(
         self,
         name: str,
-        factory: Callable[[ArtifactCache], torch.nn.Module],
+        factory: Callable[..., torch.nn.Module],  # make() or make(cache)
         inputs: tuple[InputSpec, ...],
         outputs: tuple[str, ...],
         cache: ArtifactCache,
@@ -69,11 +69,9 @@ class ModelBuild:
 
     def torch_module(self) -> torch.nn.Module:
         if self._module is None:
-            module = self._factory(self.cache)
-            if not isinstance(module, torch.nn.Module):
-                raise TypeError(f"factory of model {self.name!r} returned {type(module).__name__}, "
-                                "expected a torch.nn.Module")
-            self._module = module.eval()
+            from suite.preflight import make_module  # make() or make(cache), as preflight calls it
+
+            self._module = make_module(self._factory, self.cache, self.name)
         return self._module
 
     def model_digest(self) -> str:

@@ -1,0 +1,341 @@
+"""Start-up check of each selected model ("first contact"), before any engine is built.
+
+Why: a config whose ``inputs`` do not fit its model (``shape = [10]`` for a ``Linear(16, 4)``), a
+factory that cannot be imported, or a dataset whose feeds are named differently used to surface as
+an error in every one of the model's cells, each a long traceback from inside an exporter or engine.
+Here each model is made once, run once on a small synthetic batch and its datasets looked at, and the
+first mistake is one ``PreflightError`` naming the model, the config key, the declared inputs and the
+model's own complaint (the last line of its exception).
+
+Why cached: the smoke forward's verdict depends only on the module (its digest), what the config
+declares about it and the torch version, so a positive result is stored in the artifact cache under
+those and a later run with nothing changed skips the forward. The dataset checks are not cached: once
+a dataset is loaded (which the run needs anyway) they are a few shape comparisons, cheaper than the
+digest that would key them.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+
+from engines.base import InputSpec
+from engines.pytorch import model_digest
+from suite.cache import ArtifactCache
+from suite.config import ConfigError, ModelConfig, SuiteConfig, resolve
+
+#: Part of the cache key: bump it when the checks change, so that stored positive results are redone.
+PREFLIGHT_VERSION = 1
+_DATASET_KEYS = ("accuracy_dataset", "parity_dataset", "calibration_dataset")
+
+
+class PreflightError(ConfigError):
+    """A model failed its start-up check; ``model`` and ``key`` say which entry of the config to fix."""
+
+    def __init__(self, message: str, model: str, key: str) -> None:
+        super().__init__(message)
+        self.model = model
+        self.key = key
+
+
+class FactorySignatureError(TypeError):
+    """A factory whose parameters are neither none nor one (the cache)."""
+
+
+class NotAModuleError(TypeError):
+    """A factory returned something other than a torch.nn.Module."""
+
+
+class ModelSource(Protocol):
+    """Where preflight gets a model: the session's ``ModelBuild`` fits, so the module is made once."""
+
+    def torch_module(self) -> Any: ...
+
+    def model_digest(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class CheckedModel:
+    """A model that passed: its digest, the batch it was run at, and whether the cache vouched for it."""
+
+    name: str
+    digest: str
+    batch: int
+    cached: bool
+    seconds: float
+
+
+# =========================================================================== factories
+
+
+def call_factory(factory: Callable[..., Any], cache: ArtifactCache) -> Any:
+    """Call a model factory as the config allows: ``make()`` or ``make(cache)``.
+
+    Why not always ``make(cache)``: a factory that needs no cached weights is most naturally written
+    without the argument, and calling it with one used to fail with a TypeError from engine code.
+    """
+    try:
+        params = list(inspect.signature(factory).parameters.values())
+    except (TypeError, ValueError):  # no signature to read (some builtins): the documented form
+        return factory(cache)
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p.name for p in positional if p.default is p.empty]
+    required += [p.name for p in params if p.kind == p.KEYWORD_ONLY and p.default is p.empty]
+    if len(required) > 1 or any(p.kind == p.KEYWORD_ONLY and p.default is p.empty for p in params):
+        name = getattr(factory, "__qualname__", repr(factory))
+        raise FactorySignatureError(f"{name}() requires {', '.join(required)}; a factory takes no argument or one "
+                                    "(the suite's ArtifactCache)")
+    if positional or any(p.kind == p.VAR_POSITIONAL for p in params):
+        return factory(cache)
+    return factory()
+
+
+def make_module(factory: Callable[..., Any], cache: ArtifactCache, model: str) -> torch.nn.Module:
+    """The one way a configured model is made (preflight and engines.artifacts.ModelBuild alike):
+    call the factory, insist on a torch.nn.Module, and put it in eval mode."""
+    module = call_factory(factory, cache)
+    if not isinstance(module, torch.nn.Module):
+        raise NotAModuleError(f"the factory of model {model!r} returned {type(module).__name__}, "
+                              "not a torch.nn.Module")
+    return module.eval()
+
+
+class _FactoryModel:
+    """The default ModelSource when no session is given: resolve, call and digest, each once."""
+
+    def __init__(self, model: ModelConfig, cache: ArtifactCache) -> None:
+        self.model = model
+        self.cache = cache
+        self._module: torch.nn.Module | None = None
+        self._digest: str | None = None
+
+    def torch_module(self) -> Any:
+        if self._module is None:
+            factory = resolve(self.model.factory, f"[models.{self.model.name}].factory")
+            self._module = make_module(factory, self.cache, self.model.name)
+        return self._module
+
+    def model_digest(self) -> str:
+        if self._digest is None:
+            self._digest = model_digest(self.torch_module())
+        return self._digest
+
+
+# =========================================================================== the check
+
+
+def check_models(
+    config: SuiteConfig,
+    cache: ArtifactCache,
+    device: str = "cpu",
+    *,
+    build_for: Callable[[str], ModelSource] | None = None,
+    dataset_for: Callable[[str], Any] | None = None,
+) -> dict[str, CheckedModel]:
+    """Check every model of ``config``; raise PreflightError at the first mistake.
+
+    ``build_for(name)`` and ``dataset_for(ref)`` let the caller share what it builds anyway (pass the
+    session's ``build`` and ``dataset``): then each module and dataset is made once per run. Without
+    them preflight makes its own.
+    """
+    built: dict[str, Any] = {}
+
+    def default_dataset(ref: str) -> Any:
+        if ref not in built:
+            built[ref] = resolve(ref, f"dataset {ref}")(cache)
+        return built[ref]
+
+    datasets = dataset_for or default_dataset
+
+    def source(model: ModelConfig) -> ModelSource:
+        return build_for(model.name) if build_for else _FactoryModel(model, cache)
+
+    return {name: _check_model(model, cache, device, source, datasets) for name, model in config.models.items()}
+
+
+def _check_model(model: ModelConfig, cache: ArtifactCache, device: str,
+                 source: Callable[[ModelConfig], ModelSource], datasets: Callable[[str], Any]) -> CheckedModel:
+    start = time.perf_counter()
+    where = f"[models.{model.name}]"
+    declared = _describe_inputs(model.inputs)
+
+    def fail(key: str, problem: str, show_value: bool = True) -> PreflightError:
+        """One line: the key (with its value, unless that is the inputs we list anyway), what is wrong, the inputs."""
+        value = getattr(model, key)
+        value = list(value) if isinstance(value, tuple) else value
+        at = f"{where}.{key} = {value!r}" if show_value else f"{where}.{key}"
+        return PreflightError(f"{at}: {problem}; declared inputs: {declared}", model.name, key)
+
+    factory = "factory"
+    try:
+        made = source(model)
+        module = made.torch_module()
+    except (FactorySignatureError, NotAModuleError) as exc:
+        raise fail(factory, str(exc)) from None
+    except ConfigError as exc:  # cannot import the module, no such callable
+        raise fail(factory, _strip_where(str(exc), f"{where}.factory")) from None
+    except Exception as exc:
+        raise fail(factory, f"the factory raised {_last_line(exc)}") from None
+    if not isinstance(module, torch.nn.Module):  # a caller's own ModelSource
+        raise fail(factory, f"the factory returned {type(module).__name__}, not a torch.nn.Module")
+    try:
+        digest = made.model_digest()
+    except Exception as exc:
+        raise fail(factory, f"cannot hash the module's architecture and weights: {_last_line(exc)}") from None
+
+    batch = model.profile.min_batch
+    run_on = _usable_device(device)
+    parts = {"version": PREFLIGHT_VERSION, "model": model.name, "model_digest": digest,
+             "inputs": [vars(i) for i in model.inputs], "outputs": list(model.outputs), "batch": batch,
+             "device": run_on, "torch": torch.__version__}
+
+    def build(directory: Path) -> None:
+        shapes = _smoke_forward(model, module, batch, run_on, fail)
+        (directory / "passed.json").write_text(json.dumps({"outputs": shapes}, sort_keys=True))
+
+    hits = cache.stats.hits
+    cache.get_or_build("preflight", parts, build, label=f"check {model.name} (smoke forward at batch {batch})")
+    cached = cache.stats.hits > hits
+    _check_datasets(model, datasets, fail)
+    return CheckedModel(model.name, digest, batch, cached, time.perf_counter() - start)
+
+
+def _smoke_forward(model: ModelConfig, module: torch.nn.Module, batch: int, device: str,
+                   fail: Callable[..., PreflightError]) -> dict[str, list[int]]:
+    """One forward at the profile's smallest batch; the outputs must be what ``outputs`` names."""
+    feed = smoke_feed(model.inputs, batch)
+    if device != "cpu":
+        module = copy.deepcopy(module).to(device)  # the session's module stays on the CPU for exports
+    try:
+        args = [torch.from_numpy(feed[spec.name]).to(device) for spec in model.inputs]
+        with torch.inference_mode():
+            out = module(*args)
+    except Exception as exc:
+        raise fail("inputs", f"the smoke forward on a synthetic batch of {batch} failed: {_last_line(exc)}",
+                   show_value=False) from None
+    named = _named_outputs(out, model, fail)
+    shapes = {}
+    for name, tensor in named.items():
+        shape = tuple(tensor.shape)
+        if not shape or shape[0] != batch:
+            raise fail("outputs", f"output {name!r} has shape {list(shape)} for a batch of {batch}; every output "
+                                  "needs the batch axis first", show_value=False)
+        shapes[name] = list(shape)
+    return shapes
+
+
+def _named_outputs(out: Any, model: ModelConfig, fail: Callable[..., PreflightError]) -> dict[str, Any]:
+    """The module's return value by configured name, as engines.pytorch's runner maps it."""
+    names = list(model.outputs)
+    key = "outputs"
+    if isinstance(out, torch.Tensor):
+        got, values = "1 output (a tensor)", [out]
+    elif isinstance(out, Mapping):
+        missing = [n for n in names if n not in out]
+        if missing:
+            keys = ", ".join(map(repr, out)) or "none"
+            raise fail(key, f"the model returns a dict without {', '.join(map(repr, missing))}; its keys: {keys}")
+        values = [out[n] for n in names]
+        got = None
+    elif isinstance(out, (tuple, list)):
+        got, values = f"{len(out)} outputs (a {type(out).__name__})", list(out)
+    else:
+        raise fail(key, f"the model returns {type(out).__name__}; expected a tensor, a tuple of tensors or a dict")
+    if got is not None and len(values) != len(names):
+        raise fail(key, f"the model returns {got}, the config names {len(names)}")
+    for name, value in zip(names, values, strict=True):
+        if not isinstance(value, torch.Tensor):
+            raise fail(key, f"output {name!r} is {type(value).__name__}, not a tensor")
+    return dict(zip(names, values, strict=True))
+
+
+def _check_datasets(model: ModelConfig, datasets: Callable[[str], Any],
+                    fail: Callable[..., PreflightError]) -> None:
+    """Each dataset the model names: callable, with exactly the declared inputs, and labels row for row."""
+    expected = {spec.name: tuple(spec.shape) for spec in model.inputs}
+    for attr in _DATASET_KEYS:
+        ref = getattr(model, attr)
+        if ref is None:
+            continue
+        key = attr
+        try:
+            data = datasets(ref)
+        except ConfigError as exc:
+            raise fail(key, _strip_where(str(exc), f"dataset {ref}")) from None
+        except Exception as exc:
+            raise fail(key, f"the dataset raised {_last_line(exc)}") from None
+        feeds = getattr(data, "feeds", None)
+        if not isinstance(feeds, Mapping):
+            raise fail(key, f"returned {type(data).__name__}, not a dataset with named feeds "
+                            "(fixtures.data.Dataset)")
+        if sorted(feeds) != sorted(expected):
+            raise fail(key, f"its feeds are named {sorted(feeds)}; inputs declare {sorted(expected)}")
+        rows: dict[str, int] = {}
+        for name, want in expected.items():
+            shape = tuple(np.shape(feeds[name]))
+            if not shape:
+                raise fail(key, f"feed {name!r} is a scalar; it needs a batch axis of rows")
+            if shape[1:] != want:
+                raise fail(key, f"feed {name!r} has rows of shape {list(shape[1:])}; inputs declare {list(want)}")
+            rows[name] = shape[0]
+        if len(set(rows.values())) != 1:
+            raise fail(key, f"its feeds have different numbers of rows: {rows}")
+        n_rows = next(iter(rows.values()))
+        labels = getattr(data, "labels", None)
+        if labels is not None and len(labels) != n_rows:
+            raise fail(key, f"{len(labels)} labels for {n_rows} rows")
+        if attr == "accuracy_dataset" and labels is None:
+            raise fail(key, "the dataset has no labels; top-1/top-5 accuracy needs them")
+
+
+# =========================================================================== helpers
+
+
+def smoke_feed(inputs: tuple[InputSpec, ...], batch: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """A synthetic batch within each input's declared range and dtype, never all zeros (a zero input
+    can pass through a model that is wired wrongly)."""
+    rng = np.random.default_rng(seed)
+    feed = {}
+    for spec in inputs:
+        dtype = np.dtype(spec.dtype)
+        shape = spec.batch_shape(batch)
+        if dtype.kind in "iu":
+            arr = rng.integers(int(spec.low), int(spec.high), size=shape, dtype=dtype, endpoint=True)
+        else:
+            arr = rng.uniform(spec.low, spec.high, size=shape).astype(dtype)
+        if arr.size and not arr.any():
+            arr.flat[0] = spec.high if spec.high != 0 else spec.low
+        feed[spec.name] = arr
+    return feed
+
+
+def _usable_device(device: str) -> str:
+    """Run where the session will run, when that device exists; otherwise on the CPU (the run's own
+    device check reports a missing GPU; this check is about the model and its config)."""
+    if device.startswith("cuda") and torch.cuda.is_available():
+        return device
+    return "cpu"
+
+
+def _describe_inputs(inputs: tuple[InputSpec, ...]) -> str:
+    return ", ".join(f"{i.name} {i.dtype} {list(i.shape)} in [{i.low:g}, {i.high:g}]" for i in inputs)
+
+
+def _last_line(exc: BaseException) -> str:
+    """The exception's type and the last non-empty line of its message: what the model says went wrong."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return f"{type(exc).__name__}: {lines[-1]}" if lines else type(exc).__name__
+
+
+def _strip_where(message: str, where: str) -> str:
+    """resolve()'s message starts with the location we already name."""
+    return message.removeprefix(f"{where}: ")
