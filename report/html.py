@@ -1,12 +1,19 @@
 """HTML fragments of the suite's report: pure functions from the run's plain data to markup.
 
-Inputs are what the run already writes (the --suite-results shape plus the gate's results), so the
-same functions render a live session's report and a saved one, and the tests can feed them by hand.
+Inputs are what the run already writes (the --suite-results shape plus the gate's results, the
+verdict and how the run was made), so the same functions render a live session's report and a saved
+one, and the tests can feed them by hand.
 
-Per model: the table practitioners publish (rows engine x precision; latency-all mean/max,
-latency-model mean/max, throughput, size, top-1, top-5, isclose %, MAE), the top-10 rank
-MAE/disagreement table and the plots. Then "changed since baseline" and the environment, with a
-baseline from another environment flagged in red at the top.
+Order, for the reader who opens the report after an upgrade (docs/report.md):
+
+1. the verdict: passed / failed / not judged, why, the counts, the failed checks, what was not judged
+   and whether that reason was accepted, known failures, latency regressions;
+2. the run: the environment that matters (GPU, driver, CUDA, cuDNN, torch, ONNX Runtime, TensorRT),
+   config, engine options, commit, the gates' coverage, wall time per phase;
+3. per model: the practitioners' table per batch size (rows engine x precision x path), latency and
+   throughput figures, the harness-overhead table that vouches for them, GPU over time, parity per
+   data set (and worst layers where localized), the top-10 rank table;
+4. changed since baseline, and the full environment fingerprint.
 """
 
 from __future__ import annotations
@@ -19,29 +26,60 @@ from typing import Any
 
 STYLE = """
 <style>
-.suite-report { flex: 1 1 100%; max-width: 1400px; font-size: 13px; color: #222; }
-.suite-report h2, .suite-report h3 { color: #111; }
-.suite-report table.suite caption { text-align: left; font-weight: bold; white-space: nowrap; padding: 2px 0; }
+.suite-report { max-width: 1500px; font-size: 13px; color: #222; }
+.suite-report h2, .suite-report h3, .suite-report h4 { color: #111; }
 .suite-report h2 { margin-top: 28px; border-bottom: 1px solid #ccc; }
 .suite-report h3 { margin: 18px 0 6px; }
-.suite-report table.suite { border-collapse: collapse; margin: 6px 0 12px; }
+.suite-report h4 { margin: 10px 0 4px; }
+.suite-report table.suite { border-collapse: collapse; margin: 6px 0 14px; }
+.suite-report table.suite caption { text-align: left; font-weight: bold; padding: 2px 0 4px; max-width: 1400px; }
+.suite-report table.suite caption .detail { display: block; font-weight: normal; color: #444; }
 .suite-report table.suite th, .suite-report table.suite td {
-  border: 1px solid #ccc; padding: 3px 8px; text-align: right; }
+  border: 1px solid #ccc; padding: 3px 8px; text-align: right; vertical-align: top; }
 .suite-report table.suite th { background: #f0f0f0; color: #111; }
 .suite-report table.suite td.name, .suite-report table.suite th.name { text-align: left; }
+.suite-report table.run th { white-space: nowrap; }
+.suite-report table.suite td .unit { display: block; color: #666; font-size: 11px; }
 .suite-report .warning { border: 3px solid #c00; background: #fee; padding: 8px 12px; margin: 10px 0; }
 .suite-report .warning h3 { color: #c00; margin-top: 0; }
 .suite-report .knob { border: 2px solid #c80; background: #ffe; padding: 6px 12px; }
-.suite-report tr.regression td, .suite-report tr.drift td { background: #fdd; }
+.suite-report tr.regression td, .suite-report tr.drift td, .suite-report tr.over-limit td { background: #fdd; }
 .suite-report tr.improvement td { background: #dfd; }
-.suite-report tr.busy td, .suite-report tr.inconclusive td { background: #ffd; }
-.suite-report img.plot { max-width: 100%; margin: 4px 12px 4px 0; border: 1px solid #ddd; }
+.suite-report tr.busy td, .suite-report tr.inconclusive td, .suite-report tr.no-baseline td { background: #ffd; }
+.suite-report figure.plot { margin: 8px 0 16px; }
+.suite-report figure.plot img { max-width: 100%; border: 1px solid #ddd; }
+.suite-report figure.plot figcaption { max-width: 1100px; color: #333; margin-top: 4px; }
 .suite-report .note { color: #555; }
+.suite-report section.verdict { padding: 8px 16px 12px; margin: 8px 0 16px; border-left: 10px solid #888; }
+.suite-report section.verdict h2 { margin-top: 4px; border: none; }
+.suite-report section.verdict .word { font-size: 26px; font-weight: bold; text-transform: uppercase; }
+.suite-report section.verdict-passed { border-color: #1a7f37; background: #effaf1; }
+.suite-report section.verdict-passed .word { color: #1a7f37; }
+.suite-report section.verdict-failed { border-color: #c00; background: #fff0f0; }
+.suite-report section.verdict-failed .word { color: #c00; }
+.suite-report section.verdict-not-judged { border-color: #d08000; background: #fff7e6; }
+.suite-report section.verdict-not-judged .word { color: #a05a00; }
+.suite-report section.verdict-unknown .word { color: #555; }
+.suite-report .accepted { color: #1a7f37; font-weight: bold; }
+.suite-report .not-accepted { color: #a05a00; font-weight: bold; }
+.suite-report ul.checks { margin: 2px 0 8px; }
+.suite-report code { font-size: 12px; }
+/* pytest-html's own "Environment" block: the suite's fingerprint is in this report; the block only
+   holds what was passed with --metadata (or CI variables), and is hidden when that is nothing. */
+#environment:empty, #environment-header:has(+ #environment:empty) { display: none; }
 </style>
 """
 
 ENGINE_ORDER = ("torch", "onnxruntime", "inductor", "tensorrt")
 PRECISION_ORDER = ("fp32", "tf32", "fp16", "bf16", "int8")
+PATH_ORDER = ("all", "model", "graph")
+
+#: What each latency path times (tests/latency/test_latency.py).
+PATH_MEANING = {
+    "all": "host arrays in and out, host<->device copies included: what an application sees",
+    "model": "inputs and outputs resident on the device: engine time alone",
+    "graph": "a captured CUDA graph replayed",
+}
 
 
 def cell_sort_key(engine: str, precision: str) -> tuple[int, str, int, str]:
@@ -51,20 +89,43 @@ def cell_sort_key(engine: str, precision: str) -> tuple[int, str, int, str]:
     return e, engine, p, precision
 
 
-PRACTITIONER_COLUMNS = ("engine", "precision", "latency-all mean (ms)", "latency-all max (ms)",
-                        "latency-model mean (ms)", "latency-model max (ms)", "throughput (items/s)", "size (MB)",
-                        "top-1 (%)", "top-5 (%)", "isclose (%)", "MAE")
+def path_sort_key(path: str) -> tuple[int, str]:
+    return (PATH_ORDER.index(path) if path in PATH_ORDER else len(PATH_ORDER)), path
+
+
+#: Columns of every practitioners' table, in order (a baseline, NVML figures and ``bound`` add more).
+PRACTITIONER_COLUMNS = ("engine", "precision", "layers", "parameters", "size (MB)", "path", "median (ms)",
+                        "mean (ms)", "p99 (ms)", "max (ms)", "throughput (items/s)", "top-1 (%)", "top-5 (%)",
+                        "isclose (%)", "MAE")
+BOUND_COLUMN = "bound"
+BASELINE_COLUMNS = ("baseline median (ms)", "change")
+GPU_COLUMNS = ("peak GPU memory (MiB)", "mean GPU util (%)")
+
+_COLUMN_TITLES = {
+    "layers": "what each engine counts: leaf modules (torch, inductor), ONNX nodes, TensorRT layers",
+    "median (ms)": "median round after warm-up: the figure the latency gate compares",
+    "throughput (items/s)": "batch size / median round",
+    "baseline median (ms)": "the latency baseline's median for the same model, engine, precision, batch and path",
+    "change": "current / baseline median - 1, and the gate's verdict (see 'Changed since baseline')",
+    "bound": "whether the case is limited by the device or by the host launching work",
+    "peak GPU memory (MiB)": "NVML: most device memory in use during the case",
+    "mean GPU util (%)": "NVML: mean share of time a kernel ran during the case",
+    "isclose (%)": "parity against PyTorch fp32 on the model's data set (generated inputs: parity tables below)",
+}
 
 
 def render_report(records: Sequence[Mapping[str, Any]], engines: Mapping[str, Mapping[str, Any]],
                   environment: Mapping[str, Any], gate: Mapping[str, Any] | None = None,
+                  verdict: Mapping[str, Any] | None = None, run_info: Mapping[str, Any] | None = None,
                   with_plots: bool = True) -> str:
-    """The whole suite section: warnings, per-model tables and plots, changes, environment."""
+    """The whole suite section: verdict, the run, per-model tables and figures, changes, environment."""
     parts = [STYLE, '<div class="suite-report">']
+    parts.append(verdict_section(verdict, gate))
     parts.append(environment_warning(gate))
     parts.append(knob_warning(gate))
+    parts.append(run_section(environment, run_info, gate))
     for model in models_of(records, engines):
-        parts.append(model_section(model, records, engines, with_plots))
+        parts.append(model_section(model, records, engines, gate, with_plots))
     parts.append(changes_section(gate))
     parts.append(environment_section(environment, gate))
     parts.append("</div>")
@@ -77,7 +138,7 @@ def models_of(records: Iterable[Mapping[str, Any]], engines: Mapping[str, Any]) 
     return sorted(seen)
 
 
-# =========================================================================== per model
+# =========================================================================== formatting
 
 
 def _fmt(value: Any, digits: int = 3) -> str:
@@ -85,20 +146,263 @@ def _fmt(value: Any, digits: int = 3) -> str:
         return "-"
     if isinstance(value, str):
         return escape(value)
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
     v = float(value)
     if not math.isfinite(v):
         return "-"
     if v == 0.0:
         return "0"
-    if abs(v) < 1.0:
-        return f"{v:.{digits}g}"
+    if abs(v) < 1.0:  # `digits` significant digits, trailing zeros kept down to 0.001 (0.700, not 0.7)
+        return f"{v:#.{digits}g}" if abs(v) >= 1e-3 else f"{v:.{digits}g}"
     # `digits`+1 significant digits at least, never scientific notation, thousands separated.
     decimals = max(0, digits - int(math.floor(math.log10(abs(v)))))
     return f"{v:,.{decimals}f}"
 
 
+def _pct(value: Any, digits: int = 2) -> str:
+    return "-" if value is None else f"{float(value):+.{digits}f}%"
+
+
+def _text(value: Any) -> str:
+    """A run_info / environment value as one line of text: mappings as key=value, lists comma-separated."""
+    if value is None:
+        return "-"
+    if isinstance(value, Mapping):
+        return "; ".join(f"{k}: {_text(v)}" if isinstance(v, Mapping) else f"{k}={_text(v)}"
+                         for k, v in value.items()) or "none"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_text(v) for v in value) or "none"
+    return str(value)
+
+
+def _first_line(text: Any) -> str:
+    for line in str(text or "").splitlines():
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+def _seconds(value: Any) -> str:
+    s = float(value)
+    if s >= 120:
+        return f"{s / 60:.1f} min"
+    return f"{s:.1f} s"
+
+
+# =========================================================================== verdict
+
+
+VERDICT_CLASS = {"passed": "passed", "failed": "failed", "not judged": "not-judged"}
+#: Collapse a list of checks behind <details> beyond this many.
+SHOW_CHECKS = 12
+
+
+def verdict_section(verdict: Mapping[str, Any] | None, gate: Mapping[str, Any] | None) -> str:
+    """The run's one-word answer and everything behind it (suite/verdict.py ``Ledger.as_dict``)."""
+    if not verdict:
+        return ('<section id="suite-verdict" class="verdict verdict-unknown"><h2>Verdict: <span class="word">'
+                'not recorded</span></h2><p class="note">This run recorded no verdict (the suite\'s ledger did not '
+                "reach the report); read the test outcomes below.</p>"
+                + _regressions(gate) + "</section>")
+    word = str(verdict.get("verdict", "not judged"))
+    parts = [f'<section id="suite-verdict" class="verdict verdict-{VERDICT_CLASS.get(word, "unknown")}" '
+             f'data-verdict="{escape(word)}"><h2>Verdict: <span class="word">{escape(word)}</span></h2>']
+    why = verdict.get("why") or []
+    if why:
+        parts.append('<ul class="why">' + "".join(f"<li>{escape(str(w))}</li>" for w in why) + "</ul>")
+    elif word == "passed":
+        parts.append("<p>Every check that was judged passed, and every check not judged was so for a reason "
+                     "that was accepted.</p>")
+    parts.append(_counts(verdict))
+    if verdict.get("interrupted"):
+        parts.append(f'<p class="not-accepted">The run was interrupted: {escape(str(verdict["interrupted"]))}; '
+                     "checks that never ended are not judged (interrupted).</p>")
+    failed = verdict.get("failed") or []
+    if failed:
+        parts.append(f"<h3>Failed checks ({len(failed)})</h3>" + _check_list(failed, "failed"))
+    parts.append(_regressions(gate))
+    not_judged = verdict.get("not_judged") or {}
+    if not_judged:
+        accepted = set(verdict.get("accepted") or [])
+        reasons = verdict.get("reasons") or {}
+        total = sum(len(v) for v in not_judged.values())
+        parts.append(f"<h3>Not judged ({total})</h3>")
+        for reason, checks in not_judged.items():
+            ok = reason in accepted
+            status = ('<span class="accepted">accepted</span>: does not fail the run' if ok else
+                      '<span class="not-accepted">not accepted</span>: the run cannot pass (accept it with '
+                      f"<code>--accept-not-judged {escape(reason)}</code> if it is expected here)")
+            parts.append(f'<div class="not-judged-reason" data-reason="{escape(reason)}" '
+                         f'data-accepted="{"yes" if ok else "no"}"><h4>{escape(reason)}: {len(checks)} '
+                         f"check{'s' if len(checks) != 1 else ''}; {status}</h4>"
+                         f'<p class="note">{escape(str(reasons.get(reason, "")))}</p>'
+                         f"{_check_list(checks, 'not-judged')}</div>")
+    known = verdict.get("known_failures") or []
+    if known:
+        parts.append(f"<h3>Known failures ({len(known)})</h3><p class=\"note\">Declared in the config; they fail as "
+                     "declared and do not fail the run (the day one passes, the run fails until its entry is "
+                     "removed).</p>" + _check_list(known, "known-failure"))
+    parts.append("</section>")
+    return "\n".join(p for p in parts if p)
+
+
+def _counts(verdict: Mapping[str, Any]) -> str:
+    counts = verdict.get("counts") or {}
+    nj = counts.get("not_judged") or {}
+    nj_total = sum(nj.values()) if isinstance(nj, Mapping) else int(nj or 0)
+    items = [f"{counts.get('passed', 0)} passed", f"{counts.get('failed', 0)} failed",
+             f"{counts.get('known_failures', 0)} known failure{'s' if counts.get('known_failures', 0) != 1 else ''}",
+             f"{nj_total} not judged" + (" (" + ", ".join(f"{escape(str(r))} {n}" for r, n in nj.items()) + ")"
+                                         if isinstance(nj, Mapping) and nj else "")]
+    accepted = verdict.get("accepted") or []
+    text = '<p class="counts"><b>Checks:</b> ' + " &middot; ".join(items) + "."
+    if accepted:
+        text += " Accepted not-judged reasons: " + ", ".join(f"<code>{escape(str(a))}</code>" for a in accepted) + "."
+    return text + "</p>"
+
+
+def _check_list(checks: Sequence[Mapping[str, Any]], kind: str) -> str:
+    items = []
+    for c in checks:
+        detail = _first_line(c.get("detail"))
+        # the comparisons behind the outcome, unless the detail already names the one that decided it
+        bad = [comp for comp in c.get("components") or [] if comp.get("state") in ("failed", "not judged")
+               and str(comp.get("label")) not in detail]
+        sub = ""
+        if bad:
+            sub = "<ul>" + "".join(f"<li><code>{escape(str(comp.get('label')))}</code> {escape(str(comp.get('state')))}"
+                                   + (f": {escape(_first_line(comp.get('detail')))}" if comp.get("detail") else "")
+                                   + "</li>" for comp in bad) + "</ul>"
+        items.append(f'<li class="check" data-check="{escape(str(c.get("id")))}"><code>{escape(str(c.get("id")))}'
+                     f"</code>" + (f": {escape(detail)}" if detail else "") + sub + "</li>")
+    if len(items) <= SHOW_CHECKS:
+        return f'<ul class="checks {kind}">' + "".join(items) + "</ul>"
+    return (f'<ul class="checks {kind}">' + "".join(items[:SHOW_CHECKS]) + "</ul>"
+            f"<details><summary>{len(items) - SHOW_CHECKS} more</summary><ul class=\"checks {kind}\">"
+            + "".join(items[SHOW_CHECKS:]) + "</ul></details>")
+
+
+def _regressions(gate: Mapping[str, Any] | None) -> str:
+    found = [o for o in (gate or {}).get("latency") or [] if o.get("status") == "regression"]
+    if not found:
+        return ""
+    rows = "".join(f'<tr class="regression"><td class="name">{escape(str(o.get("label")))}</td>'
+                   f"<td>{_fmt(o.get('baseline_median_ms'), 4)}</td><td>{_fmt(o.get('current_median_ms'), 4)}</td>"
+                   f"<td>{_pct(o.get('change_pct'))}</td>"
+                   f"<td>{_interval(o)}</td></tr>" for o in found)
+    return (f"<h3>Latency regressions ({len(found)})</h3>"
+            '<table class="suite verdict-regressions"><thead><tr><th class="name">case</th>'
+            "<th>baseline median (ms)</th><th>current median (ms)</th><th>change</th><th>CI of ratio</th></tr>"
+            f"</thead><tbody>{rows}</tbody></table>")
+
+
+def _interval(o: Mapping[str, Any]) -> str:
+    if o.get("ci_low") is None or o.get("ci_high") is None:
+        return "-"
+    return f"[{float(o['ci_low']):.3f}, {float(o['ci_high']):.3f}]"
+
+
+# =========================================================================== the run
+
+
+#: (label, fingerprint keys) of the environment that decides whether figures compare.
+KEY_ENVIRONMENT = (("device", ("device",)), ("GPU", ("gpu_name",)),
+                   ("compute capability", ("gpu_compute_capability",)), ("driver", ("driver",)),
+                   ("CUDA runtime", ("cuda_runtime",)), ("cuDNN", ("cudnn",)), ("torch", ("torch",)),
+                   ("ONNX Runtime", ("onnxruntime", "onnxruntime-gpu")), ("TensorRT", ("tensorrt",)),
+                   ("CPU", ("cpu",)))
+RUN_KEYS = (("config", "config file"), ("engine_options", "engine options"), ("git_commit", "git commit"),
+            ("command", "command"), ("device", "device requested"), ("workers", "workers"))
+_RUN_SHOWN = {k for k, _ in RUN_KEYS} | {"phases", "wall_s"}
+
+
+def run_section(environment: Mapping[str, Any], run_info: Mapping[str, Any] | None,
+                gate: Mapping[str, Any] | None) -> str:
+    """The environment that matters, how the run was made, the gates' coverage and the wall time."""
+    run_info = run_info or {}
+    diffs = (gate or {}).get("environment_differences") or {}
+    differing = {k for d in diffs.values() for k in d.get("keys", {})}
+    rows = []
+    for label, keys in KEY_ENVIRONMENT:
+        present = [k for k in keys if environment.get(k) not in (None, "")]
+        value = " / ".join(f"{_text(environment[k])}" + (f" ({k})" if len(keys) > 1 else "") for k in present)
+        cls = "drift" if any(k in differing for k in keys) else ""
+        rows.append(f'<tr class="{cls}" data-key="{escape(keys[0])}"><th class="name">{escape(label)}</th>'
+                    f'<td class="name">{escape(value) if present else "-"}</td></tr>')
+    for key, label in RUN_KEYS:
+        if key in run_info:
+            rows.append(f'<tr data-key="{escape(key)}"><th class="name">{escape(label)}</th>'
+                        f'<td class="name">{_run_value(key, run_info[key])}</td></tr>')
+    for key in ("latency_baseline", "accuracy_baseline"):
+        if (gate or {}).get(key):
+            rows.append(f'<tr data-key="{key}"><th class="name">{key.replace("_", " ")}</th>'
+                        f'<td class="name"><code>{escape(str(gate[key]))}</code></td></tr>')  # type: ignore[index]
+    for key, value in run_info.items():
+        if key not in _RUN_SHOWN:
+            rows.append(f'<tr data-key="{escape(str(key))}"><th class="name">{escape(str(key).replace("_", " "))}'
+                        f'</th><td class="name">{escape(_text(value))}</td></tr>')
+    parts = ['<h2 id="suite-run">The run</h2>',
+             '<table class="suite run"><caption>What was tested, where and how<span class="detail">'
+             "The environment keys that decide whether figures compare (the full fingerprint is at the end); "
+             "'-': not in this run's fingerprint (not installed, or not a CUDA run); red: differs from a "
+             "baseline's.</span></caption>"
+             f"<tbody>{''.join(rows)}</tbody></table>"]
+    parts.append(coverage_text(gate))
+    parts.append(phases_table(run_info))
+    return "\n".join(p for p in parts if p)
+
+
+def _run_value(key: str, value: Any) -> str:
+    if key == "engine_options":
+        if not value:
+            return "none (engines' defaults)"
+        if isinstance(value, Mapping):
+            return "<br>".join(f"<b>{escape(str(k))}</b>: {escape(_text(v))}" for k, v in value.items())
+    if key in ("config", "command", "git_commit"):
+        return f"<code>{escape(_text(value))}</code>"
+    return escape(_text(value))
+
+
+COVERAGE_NAMES = {"latency": ("latency gate", "cases"), "accuracy": ("accuracy/parity drift gate", "records")}
+
+
+def coverage_text(gate: Mapping[str, Any] | None) -> str:
+    """``gate["coverage"]``: {"latency": {"gated", "cases", "without_baseline", "absent_from_run"}, ...}."""
+    coverage = (gate or {}).get("coverage") or {}
+    if not coverage:
+        return ""
+    items = []
+    for which, c in coverage.items():
+        name, unit = COVERAGE_NAMES.get(which, (f"{which} gate", "cases"))
+        text = f"<b>{escape(name)}</b>: gated {c.get('gated', 0)} of {c.get('cases', 0)} {unit}"
+        text += f"; {c.get('without_baseline', 0)} without baseline"
+        if c.get("absent_from_run") is not None:
+            text += f"; {c['absent_from_run']} baseline {unit} absent from this run"
+        items.append(f'<li data-gate="{escape(str(which))}">{text}</li>')
+    return '<h3>Gate coverage</h3><ul class="coverage">' + "".join(items) + "</ul>"
+
+
+def phases_table(run_info: Mapping[str, Any]) -> str:
+    phases = run_info.get("phases") or {}
+    if not phases and run_info.get("wall_s") is None:
+        return ""
+    rows = "".join(f'<tr><td class="name">{escape(str(k))}</td><td>{_seconds(v)}</td></tr>'
+                   for k, v in phases.items() if v is not None)
+    if run_info.get("wall_s") is not None:
+        rows += f'<tr><td class="name"><b>whole run</b></td><td><b>{_seconds(run_info["wall_s"])}</b></td></tr>'
+    return ('<table class="suite phases"><caption>Wall time per phase</caption><thead><tr>'
+            f'<th class="name">phase</th><th>wall time</th></tr></thead><tbody>{rows}</tbody></table>')
+
+
+# =========================================================================== per model
+
+
 def _cells(model: str, records: Iterable[Mapping[str, Any]], engines: Mapping[str, Any]) -> list[tuple[str, str]]:
-    cells = {(str(r["engine"]), str(r["precision"])) for r in records if r.get("model") == model and "engine" in r}
+    cells = {(str(r["engine"]), str(r["precision"])) for r in records
+             if r.get("model") == model and "engine" in r and r.get("kind") != "harness_overhead"}
     for cell_id in engines:
         model_name, _, rest = cell_id.partition("-")
         if model_name == model and "-" in rest:
@@ -107,54 +411,201 @@ def _cells(model: str, records: Iterable[Mapping[str, Any]], engines: Mapping[st
     return sorted(cells, key=lambda c: cell_sort_key(*c))
 
 
+def is_generated(dataset: Any) -> bool:
+    return str(dataset or "").startswith("generated:")
+
+
+def dataset_text(dataset: Any) -> str:
+    d = str(dataset or "")
+    return f"generated inputs ({d.partition(':')[2]})" if is_generated(d) else (d or "-")
+
+
+def _latency_outcomes(gate: Mapping[str, Any] | None) -> dict[str, Mapping[str, Any]]:
+    return {str(o.get("label")): o for o in (gate or {}).get("latency") or []}
+
+
+def _clock_caption(rows: Iterable[Mapping[str, Any]]) -> str:
+    by_path: dict[str, set[str]] = defaultdict(set)
+    for r in rows:
+        by_path[str(r.get("path", "all"))].add(str(r.get("clock") or "clock not recorded"))
+    items = []
+    for path in sorted(by_path, key=path_sort_key):
+        meaning = PATH_MEANING.get(path, "")
+        items.append(f"latency-{escape(path)}" + (f" ({escape(meaning)})" if meaning else "")
+                     + "; clock: " + " | ".join(escape(c) for c in sorted(by_path[path])))
+    return ". ".join(items)
+
+
 def practitioners_table(model: str, records: Sequence[Mapping[str, Any]], engines: Mapping[str, Mapping[str, Any]],
-                        batch: int | None) -> str:
-    """Rows engine x precision; '-' where a figure was not measured in this run."""
-    latency: dict[tuple[str, str, str], Mapping[str, Any]] = {}
+                        batch: int | None, gate: Mapping[str, Any] | None = None) -> str:
+    """Rows engine x precision x latency path at one batch size; cell-level figures (layers, parameters,
+    size, accuracy, parity on the model's data set) span the cell's path rows. '-': not measured here."""
+    latency: dict[tuple[str, str], list[Mapping[str, Any]]] = defaultdict(list)
     accuracy: dict[tuple[str, str], Mapping[str, Any]] = {}
     parity: dict[tuple[str, str], Mapping[str, Any]] = {}
+    model_latency = []
     for r in records:
         if r.get("model") != model:
             continue
         cell = (str(r.get("engine")), str(r.get("precision")))
-        if r.get("kind") == "latency" and batch is not None and int(r.get("batch_size", -1)) == batch:
-            latency[(*cell, str(r.get("path", "all")))] = r
+        if r.get("kind") == "latency":
+            model_latency.append(r)
+            if batch is not None and int(r.get("batch_size", -1)) == batch:
+                latency[cell].append(r)
         elif r.get("kind") == "accuracy":
             accuracy.setdefault(cell, r)
-        elif r.get("kind") == "parity":
+        elif r.get("kind") == "parity" and not is_generated(r.get("dataset")):
             parity.setdefault(cell, r)
-    head = "".join(f'<th class="name">{c}</th>' if i < 2 else f"<th>{c}</th>"
-                   for i, c in enumerate(PRACTITIONER_COLUMNS))
-    rows = []
+    with_bound = any("bound" in r for r in model_latency)
+    with_gpu = any((r.get("gpu") or {}).get("peak_memory_mib") is not None for r in model_latency)
+    with_baseline = bool((gate or {}).get("latency_baseline"))
+    outcomes = _latency_outcomes(gate)
+    latency_columns = ["path", "median (ms)", "mean (ms)", "p99 (ms)", "max (ms)", "throughput (items/s)"]
+    latency_columns += [BOUND_COLUMN] * with_bound + list(BASELINE_COLUMNS) * with_baseline
+    latency_columns += list(GPU_COLUMNS) * with_gpu
+    columns = ["engine", "precision", "layers", "parameters", "size (MB)", *latency_columns,
+               "top-1 (%)", "top-5 (%)", "isclose (%)", "MAE"]
+    head = "".join(f'<th class="{"name" if c in ("engine", "precision", "path", "change") else ""}"'
+                   + (f' title="{escape(_COLUMN_TITLES[c])}"' if c in _COLUMN_TITLES else "") + f">{c}</th>"
+                   for c in columns)
+    body = []
+    pct = (lambda v: None if v is None else 100.0 * float(v))
     for engine, precision in _cells(model, records, engines):
-        lat_all = latency.get((engine, precision, "all"), {})
-        lat_model = latency.get((engine, precision, "model"), {})
+        rows = sorted(latency.get((engine, precision), []), key=lambda r: path_sort_key(str(r.get("path", "all"))))
+        facts = engines.get(f"{model}-{engine}-{precision}", {})
         acc = accuracy.get((engine, precision), {})
         par = parity.get((engine, precision), {})
-        facts = engines.get(f"{model}-{engine}-{precision}", {})
-        reference = engine == "torch" and precision == "fp32"
-        pct = (lambda v: None if v is None else 100.0 * float(v))
-        values = [
-            lat_all.get("mean_ms"), lat_all.get("max_ms"), lat_model.get("mean_ms"), lat_model.get("max_ms"),
-            lat_all.get("throughput_per_s") or lat_model.get("throughput_per_s"), facts.get("size_mb"),
-            pct(acc.get("top1")), pct(acc.get("top5")),
-            "reference" if reference and not par else par.get("isclose_pct"),
-            "reference" if reference and not par else par.get("mae"),
-        ]
-        tds = "".join(f"<td>{_fmt(v)}</td>" for v in values)
-        rows.append(f'<tr data-cell="{escape(model)}-{escape(engine)}-{escape(precision)}">'
-                    f'<td class="name">{escape(engine)}</td><td class="name">{escape(precision)}</td>{tds}</tr>')
-    caption = f"{escape(model)}" + ("" if batch is None else f", batch {batch}")
-    return (f'<table class="suite practitioners" data-model="{escape(model)}"><caption>{caption}</caption>'
-            f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
+        reference = engine == "torch" and precision == "fp32" and not par
+        span = max(1, len(rows))
+        rs = f' rowspan="{span}"' if span > 1 else ""
+        layers = _fmt(facts.get("layers"))
+        if facts.get("layers") is not None and facts.get("layer_kind"):
+            layers += f'<span class="unit">{escape(str(facts["layer_kind"]))}</span>'
+        lead = (f'<td class="name"{rs}>{escape(engine)}</td><td class="name"{rs}>{escape(precision)}</td>'
+                f"<td{rs}>{layers}</td><td{rs}>{_fmt(facts.get('parameters'))}</td>"
+                f"<td{rs}>{_fmt(facts.get('size_mb'))}</td>")
+        tail = "".join(f"<td{rs}>{v}</td>" for v in (
+            _fmt(pct(acc.get("top1"))), _fmt(pct(acc.get("top5"))),
+            "reference" if reference else _fmt(par.get("isclose_pct")),
+            "reference" if reference else _fmt(par.get("mae"))))
+        for i, r in enumerate(rows or [{}]):
+            path = str(r.get("path", "all")) if r else None
+            cls, tds = "", []
+            if r:
+                tds = [f'<td class="name">{escape(str(path))}</td>'] + [
+                    f"<td>{_fmt(r.get(k))}</td>" for k in ("median_ms", "mean_ms", "p99_ms", "max_ms",
+                                                          "throughput_per_s")]
+            else:
+                tds = ['<td class="name">-</td>'] + ["<td>-</td>"] * 5
+            if with_bound:
+                tds.append(f'<td class="name">{_fmt(r.get("bound"))}</td>')
+            if with_baseline:
+                o = outcomes.get(f"{model}-{engine}-{precision}-bs{batch}-{path}") if r else None
+                cls, base, change = _baseline_cells(o)
+                tds += [f"<td>{base}</td>", f'<td class="name">{change}</td>']
+            if with_gpu:
+                gpu = r.get("gpu") or {}
+                tds += [f"<td>{_fmt(gpu.get('peak_memory_mib'))}</td>", f"<td>{_fmt(gpu.get('mean_sm_util_pct'))}</td>"]
+            body.append(f'<tr class="{cls}" data-cell="{escape(model)}-{escape(engine)}-{escape(precision)}"'
+                        + (f' data-path="{escape(str(path))}"' if r else "") + ">"
+                        + (lead if i == 0 else "") + "".join(tds) + (tail if i == 0 else "") + "</tr>")
+    title = escape(model) + ("" if batch is None else f", batch {batch}")
+    detail = _clock_caption(latency_row for rows in latency.values() for latency_row in rows) if batch else ""
+    parity_source = sorted({str(r.get("dataset")) for r in parity.values()})
+    notes = [detail] if detail else ["no latency case ran for this model"]
+    if parity_source:
+        notes.append("isclose and MAE against PyTorch fp32 on " + ", ".join(escape(d) for d in parity_source))
+    if with_baseline:
+        notes.append("change: current / baseline median - 1 and the gate's verdict")
+    return (f'<table class="suite practitioners" data-model="{escape(model)}"'
+            + ("" if batch is None else f' data-batch="{batch}"')
+            + f'><caption>{title}<span class="detail">{". ".join(notes)}.</span></caption>'
+            f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
+
+
+def _baseline_cells(o: Mapping[str, Any] | None) -> tuple[str, str, str]:
+    """(row class, baseline median, change) for one case's gate outcome."""
+    if o is None:
+        return "", "-", "-"
+    status = str(o.get("status"))
+    if status == "no-baseline" or o.get("baseline_median_ms") is None:
+        return "no-baseline", "-", escape(status)
+    return (escape(status), _fmt(o.get("baseline_median_ms")),
+            f"{_pct(o.get('change_pct'))} {escape(status)}")
+
+
+def parity_tables(model: str, records: Sequence[Mapping[str, Any]]) -> str:
+    """One table per data set (the model's own first, then generated inputs): rows engine x precision
+    (x output where the model has several), the parity figures against the PyTorch fp32 reference."""
+    by_dataset: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for r in records:
+        if r.get("model") == model and r.get("kind") == "parity":
+            by_dataset[str(r.get("dataset"))].append(r)
+    parts = []
+    for dataset in sorted(by_dataset, key=lambda d: (is_generated(d), d)):
+        rows = sorted(by_dataset[dataset], key=lambda r: (cell_sort_key(str(r.get("engine")), str(r.get("precision"))),
+                                                         str(r.get("name"))))
+        outputs = len({str(r.get("name")) for r in rows}) > 1
+        head = ('<th class="name">engine</th><th class="name">precision</th>' + ('<th class="name">output</th>'
+                if outputs else "") + "<th>isclose (%)</th><th>MAE</th><th>max abs error</th><th>cosine</th>"
+                '<th>top-1 agreement (%)</th><th class="name">verdict</th>')
+        body, localized = [], []
+        for r in rows:
+            failures = r.get("failures") or []
+            passed = r.get("passed")
+            verdict = ("-" if passed is None else "passed" if passed else
+                       "FAILED" + (": " + escape("; ".join(map(str, failures))) if failures else ""))
+            body.append(f'<tr class="{"drift" if passed is False else ""}" data-cell="{escape(str(r.get("cell")))}">'
+                        f'<td class="name">{escape(str(r.get("engine")))}</td>'
+                        f'<td class="name">{escape(str(r.get("precision")))}</td>'
+                        + (f'<td class="name">{escape(str(r.get("name")))}</td>' if outputs else "")
+                        + f"<td>{_fmt(r.get('isclose_pct'))}</td><td>{_fmt(r.get('mae'))}</td>"
+                        f"<td>{_fmt(r.get('max_abs_error'))}</td><td>{_cosine(r.get('cosine'))}</td>"
+                        f"<td>{_fmt(r.get('top1_agreement_pct'))}</td><td class=\"name\">{verdict}</td></tr>")
+            if r.get("localization"):
+                localized.append(localization_table(r))
+        n = next((r.get("shape", [None])[0] for r in rows if r.get("shape")), None)
+        size = f", {n} rows" if n else ""
+        parts.append(f'<table class="suite parity" data-model="{escape(model)}" data-dataset="{escape(dataset)}">'
+                     f"<caption>{escape(model)}: parity against PyTorch fp32 on {escape(dataset_text(dataset))}{size}"
+                     '<span class="detail">isclose: % of output elements within the precision\'s rtol/atol; MAE and '
+                     "max abs error over all elements; cosine of the flattened outputs; top-1 agreement: % of rows "
+                     "whose arg-max matches the reference's.</span></caption>"
+                     f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
+        parts.extend(localized)
+    return "\n".join(parts)
+
+
+def _cosine(value: Any) -> str:
+    if value is None:
+        return "-"
+    v = float(value)
+    return f"{v:.6f}" if math.isfinite(v) else "-"
+
+
+def localization_table(record: Mapping[str, Any]) -> str:
+    """A parity record's ``localization``: its worst layers (name, op, max abs error, cosine, isclose %)."""
+    loc = record.get("localization")
+    rows = (loc.get("layers") or loc.get("rows") or []) if isinstance(loc, Mapping) else (loc or [])
+    body = "".join(f'<tr><td class="name">{escape(str(x.get("name", "-")))}</td>'
+                   f'<td class="name">{escape(str(x.get("op", "-")))}</td><td>{_fmt(x.get("max_abs_error"))}</td>'
+                   f"<td>{_cosine(x.get('cosine'))}</td><td>{_fmt(x.get('isclose_pct'))}</td></tr>"
+                   for x in rows if isinstance(x, Mapping))
+    if not body:
+        return ""
+    return (f'<table class="suite localization" data-cell="{escape(str(record.get("cell")))}"><caption>'
+            f"{escape(str(record.get('cell')))}, output {escape(str(record.get('name')))} on "
+            f"{escape(dataset_text(record.get('dataset')))}: worst layers against the reference's</caption>"
+            '<thead><tr><th class="name">layer</th><th class="name">op</th><th>max abs error</th><th>cosine</th>'
+            f"<th>isclose (%)</th></tr></thead><tbody>{body}</tbody></table>")
 
 
 def rank_table(model: str, records: Sequence[Mapping[str, Any]]) -> str:
     """Top-10 ranks: MAE at the reference's r-th class and % of rows whose r-th class differs, per cell."""
     per_cell: dict[tuple[str, str], Mapping[str, Any]] = {}
-    for r in records:
-        if r.get("model") == model and r.get("kind") == "parity" and r.get("ranks"):
-            per_cell.setdefault((str(r["engine"]), str(r["precision"])), r)
+    for r in sorted((r for r in records if r.get("model") == model and r.get("kind") == "parity" and r.get("ranks")),
+                    key=lambda r: is_generated(r.get("dataset"))):
+        per_cell.setdefault((str(r["engine"]), str(r["precision"])), r)
     if not per_cell:
         return ""
     cells = sorted(per_cell, key=lambda c: cell_sort_key(*c))
@@ -170,27 +621,78 @@ def rank_table(model: str, records: Sequence[Mapping[str, Any]]) -> str:
             else:
                 tds.append("<td>-</td>")
         body.append(f"<tr><td>{i + 1}</td>{''.join(tds)}</tr>")
+    sources = sorted({dataset_text(per_cell[c].get("dataset")) for c in cells})
     return (f'<table class="suite ranks" data-model="{escape(model)}"><caption>{escape(model)}: top-{depth} ranks '
-            f"against the PyTorch fp32 reference</caption><thead><tr>{head}</tr></thead>"
-            f"<tbody>{''.join(body)}</tbody></table>")
+            f"against the PyTorch fp32 reference<span class=\"detail\">On {escape(', '.join(sources))}. Rank r: MAE "
+            "of the output at the reference's r-th class / % of rows whose r-th class differs from the "
+            "reference's.</span></caption>"
+            f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
+
+
+def overhead_table(model: str, records: Sequence[Mapping[str, Any]]) -> str:
+    """``harness_overhead`` records (tests/latency/test_harness_overhead.py): the suite's timed call against
+    a bare loop around the same forward, both in every round, order alternating."""
+    rows = sorted((r for r in records if r.get("kind") == "harness_overhead"
+                   and (r.get("model") or str(r.get("cell", "")).split("-")[0]) == model),
+                  key=lambda r: (cell_sort_key(str(r.get("engine")), str(r.get("precision"))),
+                                 path_sort_key(str(r.get("path", "model"))), int(r.get("batch_size", 0))))
+    if not rows:
+        return ""
+    body = []
+    for r in rows:
+        overhead, limit = r.get("overhead_pct"), r.get("limit_pct")
+        paired = r.get("overhead_low_pct") is not None
+        over = overhead is not None and limit is not None and float(overhead) > float(limit)
+        verdict = "-" if overhead is None or limit is None else ("over the limit" if over else "within")
+        interval = (f"{float(r['overhead_low_pct']):+.2f} .. {float(r['overhead_high_pct']):+.2f}%" if paired else "-")
+        ratio = r.get("ratio_of_medians_pct", None if paired else overhead)
+        body.append(f'<tr class="{"over-limit" if over else ""}" data-cell="{escape(str(r.get("cell")))}">'
+                    f'<td class="name">{escape(str(r.get("cell")))}</td>'
+                    f'<td class="name">{escape(str(r.get("path", "model")))}</td><td>{_fmt(r.get("batch_size"))}</td>'
+                    f"<td>{_fmt(r.get('suite_median_ms'), 4)}</td><td>{_fmt(r.get('bare_median_ms'), 4)}</td>"
+                    f"<td>{_pct(overhead) if paired else '-'}</td><td>{interval}</td><td>{_pct(ratio)}</td>"
+                    f"<td>{_pct(r.get('host_overhead_pct'))}</td>"
+                    f"<td>{'-' if limit is None else f'{float(limit):.0f}%'}</td><td>{_fmt(r.get('rounds'))}</td>"
+                    f'<td class="name">{verdict}</td></tr>')
+    clocks = sorted({str(r.get("clock")) for r in rows if r.get("clock")})
+    return ('<table class="suite overhead" data-model="' + escape(model) + '"><caption>Harness overhead: what the '
+            "latency figures above include beyond the engine's own call<span class=\"detail\">The suite's timed call "
+            "and a bare call of the same forward run in every round, in alternating order "
+            "(tests/latency/test_harness_overhead.py). Overhead: median over rounds of suite/bare - 1, with its 95% "
+            "interval (the gated figure); ratio of medians: the two runs' medians; host overhead: the suite call's "
+            "host time over the bare median - 1 (the Python around each forward). Clock: "
+            + escape(" | ".join(clocks) or "not recorded") + ".</span></caption>"
+            '<thead><tr><th class="name">cell</th><th class="name">path</th><th>batch</th>'
+            "<th>suite median (ms)</th><th>bare median (ms)</th><th>overhead (median round)</th>"
+            "<th>95% interval</th><th>ratio of medians</th><th>host overhead</th><th>limit</th><th>rounds</th>"
+            f'<th class="name">verdict</th></tr></thead><tbody>{"".join(body)}</tbody></table>')
+
+
+def figure_html(uri: str, caption: str, alt: str) -> str:
+    return (f'<figure class="plot"><img class="plot" alt="{escape(alt)}" src="{uri}"/>'
+            f"<figcaption>{escape(caption)}</figcaption></figure>")
 
 
 def model_section(model: str, records: Sequence[Mapping[str, Any]], engines: Mapping[str, Mapping[str, Any]],
-                  with_plots: bool = True) -> str:
+                  gate: Mapping[str, Any] | None = None, with_plots: bool = True) -> str:
     batches = sorted({int(r["batch_size"]) for r in records
                       if r.get("model") == model and r.get("kind") == "latency" and "batch_size" in r})
     parts = [f'<h2 id="model-{escape(model)}">{escape(model)}</h2>']
     shown: Sequence[int | None] = batches or [None]
     for batch in shown:
-        parts.append(practitioners_table(model, records, engines, batch))
-    parts.append(rank_table(model, records))
+        parts.append(practitioners_table(model, records, engines, batch, gate))
+    figures: dict[str, list[tuple[str, str, str]]] = {"latency": [], "gpu": []}
     if with_plots:
         from report import plots  # matplotlib only when a report is rendered, not at every pytest start
 
-        for uri in (plots.latency_plot(records, model), plots.throughput_plot(records, model),
-                    plots.gpu_timeline_plot(records, model)):
-            if uri:
-                parts.append(f'<img class="plot" alt="{escape(model)} plot" src="{uri}"/>')
+        for plot in plots.model_plots(records, model):
+            figures["gpu" if plot.kind == "gpu" else "latency"].append(
+                (plots.to_data_uri(plot.figure), plot.caption, plot.alt))
+    parts.extend(figure_html(*f) for f in figures["latency"])
+    parts.append(overhead_table(model, records))
+    parts.extend(figure_html(*f) for f in figures["gpu"])
+    parts.append(parity_tables(model, records))
+    parts.append(rank_table(model, records))
     return "\n".join(p for p in parts if p)
 
 
@@ -251,8 +753,7 @@ def changes_section(gate: Mapping[str, Any] | None) -> str:
                 others = "-" if o.get("interference") is None else f"{o['interference'] * 100:.0f}%"
                 rows.append(f'<tr class="{escape(o["status"])}"><td class="name">{escape(o["label"])}</td>'
                             f"<td>{_fmt(o.get('baseline_median_ms'), 4)}</td><td>{_fmt(o.get('current_median_ms'), 4)}"
-                            f"</td><td>{o.get('change_pct', 0):+.2f}%</td><td>[{o.get('ci_low', 0):.3f}, "
-                            f"{o.get('ci_high', 0):.3f}]</td><td>{others}</td>"
+                            f"</td><td>{_pct(o.get('change_pct'))}</td><td>{_interval(o)}</td><td>{others}</td>"
                             f'<td class="name">{escape(o["status"])}</td></tr>')
             parts.append(f'<table class="suite latency-changes"><thead>{head}</thead><tbody>{"".join(rows)}'
                          "</tbody></table>")
@@ -292,9 +793,13 @@ def _figure_text(f: Mapping[str, Any]) -> str:
 
 
 def environment_section(environment: Mapping[str, Any], gate: Mapping[str, Any] | None) -> str:
+    """The one environment table of the report: the suite's fingerprint (suite/environment.py)."""
     diffs = (gate or {}).get("environment_differences") or {}
     differing = {k for d in diffs.values() for k in d["keys"]}
     rows = "".join(f'<tr class="{"drift" if k in differing else ""}"><td class="name">{escape(str(k))}</td>'
-                   f'<td class="name">{escape(str(v))}</td></tr>' for k, v in environment.items())
-    return (f'<h2 id="suite-environment">Environment</h2><table class="suite environment"><thead><tr>'
+                   f'<td class="name">{escape(_text(v))}</td></tr>' for k, v in environment.items())
+    return (f'<h2 id="suite-environment">Environment</h2><table class="suite environment"><caption>The run\'s '
+            'environment fingerprint (suite/environment.py)<span class="detail">The same dictionary the results '
+            "file, pytest-benchmark's machine_info and the baseline comparison use; red: differs from a "
+            "baseline's.</span></caption><thead><tr>"
             f'<th class="name">key</th><th class="name">value</th></tr></thead><tbody>{rows}</tbody></table>')

@@ -1,8 +1,10 @@
-"""Plots for the HTML report, rendered with matplotlib's Agg backend into base64 PNG data URIs so the
-report stays one self-contained file.
+"""Figures for the HTML report, drawn with matplotlib's Agg backend and embedded as base64 PNG data URIs
+so the report stays one self-contained file.
 
-Each function takes the suite's plain records (dicts) and returns ``None`` when there is nothing to
-draw, so the report never shows an empty axis.
+Each builder takes the suite's plain records (dicts) and returns :class:`Plot` objects (the matplotlib
+figure, its caption and alt text) or nothing when there is nothing to draw, so the report never shows
+an empty axis and the tests can inspect a figure before it is encoded. Small multiples, never a
+crowded axes: no axes holds more than ``MAX_SERIES`` series (boxes or lines).
 """
 
 from __future__ import annotations
@@ -10,93 +12,277 @@ from __future__ import annotations
 import base64
 import io
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # after matplotlib.use: the backend must be chosen first
+from matplotlib.figure import Figure
 
-from report.html import cell_sort_key
+from report.html import ENGINE_ORDER, PATH_MEANING, PRECISION_ORDER, cell_sort_key, path_sort_key
 
-PATH_STYLE = {"all": "-", "model": "--", "graph": ":"}
+#: The most series (boxes or lines) one axes may hold; more go to further panels.
+MAX_SERIES = 8
+#: A panel whose medians span more than this factor gets a log y axis (and says so).
+LOG_SPAN = 10.0
+#: Which latency path the GPU timeline prefers for a cell: engine time alone first.
+TIMELINE_PATHS = ("model", "graph", "all")
+
+_COLORS = plt.get_cmap("tab10").colors
+
+Cell = tuple[str, str]
 
 
-def to_data_uri(fig: Any) -> str:
+@dataclass
+class Plot:
+    kind: str  # "latency" | "throughput" | "gpu"
+    figure: Figure
+    caption: str
+    alt: str
+
+
+def to_data_uri(fig: Figure) -> str:
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
+    # constrained layout already fits the figure; bbox_inches="tight" would lay it out a second time
+    fig.savefig(buffer, format="png", dpi=90, bbox_inches=None if fig.get_layout_engine() else "tight")
     plt.close(fig)
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def model_plots(records: Sequence[Mapping[str, Any]], model: str) -> list[Plot]:
+    """Every figure of one model, in report order: latency per batch, throughput, GPU over time."""
+    found: list[Plot | None] = [*latency_plots(records, model), throughput_plot(records, model),
+                                gpu_timeline_plot(records, model)]
+    return [p for p in found if p is not None]
+
+
+def series_groups(cells: Iterable[Cell], limit: int = MAX_SERIES) -> list[list[Cell]]:
+    """Cells in practitioners' order, packed into groups of at most ``limit``; an engine's precisions stay
+    together unless the engine alone has more than ``limit``."""
+    by_engine: dict[str, list[Cell]] = defaultdict(list)
+    for cell in sorted(set(cells), key=lambda c: cell_sort_key(*c)):
+        by_engine[cell[0]].append(cell)
+    groups: list[list[Cell]] = []
+    current: list[Cell] = []
+    for engine_cells in by_engine.values():
+        for i in range(0, len(engine_cells), limit):
+            chunk = engine_cells[i:i + limit]
+            if current and len(current) + len(chunk) > limit:
+                groups.append(current)
+                current = []
+            current.extend(chunk)
+    if current:
+        groups.append(current)
+    return groups
 
 
 def _latency(records: Iterable[Mapping[str, Any]], model: str) -> list[Mapping[str, Any]]:
     return [r for r in records if r.get("kind") == "latency" and r.get("model") == model and r.get("samples_s")]
 
 
-def latency_plot(records: Iterable[Mapping[str, Any]], model: str) -> str | None:
-    """Per-round latency (ms) per engine/precision, one panel per batch size and path: box = quartiles,
-    whiskers = 5th/95th percentile, so a wider box is a noisier case."""
+def _cell(r: Mapping[str, Any]) -> Cell:
+    return str(r["engine"]), str(r["precision"])
+
+
+def _path(r: Mapping[str, Any]) -> str:
+    return str(r.get("path", "all"))
+
+
+def _engine_color(engine: str) -> Any:
+    return _COLORS[ENGINE_ORDER.index(engine) if engine in ENGINE_ORDER else len(ENGINE_ORDER) % len(_COLORS)]
+
+
+def _precision_color(precision: str) -> Any:
+    i = PRECISION_ORDER.index(precision) if precision in PRECISION_ORDER else len(PRECISION_ORDER)
+    return _COLORS[i % len(_COLORS)]
+
+
+def _clocks(rows: Iterable[Mapping[str, Any]]) -> str:
+    by_path: dict[str, set[str]] = defaultdict(set)
+    for r in rows:
+        by_path[_path(r)].add(str(r.get("clock") or "not recorded"))
+    return "; ".join(f"latency-{p}: " + " | ".join(sorted(by_path[p])) for p in sorted(by_path, key=path_sort_key))
+
+
+def _paths_text(paths: Sequence[str]) -> str:
+    return "; ".join(f"latency-{p}: {PATH_MEANING.get(p, p)}" for p in paths)
+
+
+def _rounds_text(rows: Sequence[Mapping[str, Any]]) -> str:
+    counts = sorted({len(r["samples_s"]) for r in rows})
+    return str(counts[0]) if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
+
+
+def _empty(ax: Any, text: str) -> None:
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=8, color="#777")
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def latency_plots(records: Sequence[Mapping[str, Any]], model: str) -> list[Plot]:
+    """Per-round latency (ms) as boxes, one per engine/precision: one row of panels per batch size (and
+    group of at most MAX_SERIES cells), one column per path, one y scale per batch size. Box = quartiles,
+    line = median, whiskers = 5th/95th percentile, so a taller box is a noisier case."""
     rows = _latency(records, model)
     if not rows:
-        return None
-    panels: dict[tuple[int, str], list[Mapping[str, Any]]] = defaultdict(list)
-    for r in rows:
-        panels[(int(r["batch_size"]), str(r.get("path", "all")))].append(r)
-    keys = sorted(panels)
-    fig, axes = plt.subplots(1, len(keys), figsize=(max(4.0, 3.2 * len(keys)), 3.4), squeeze=False)
-    for ax, key in zip(axes[0], keys, strict=True):
-        cases = sorted(panels[key], key=lambda r: cell_sort_key(r["engine"], r["precision"]))
-        data = [[s * 1e3 for s in r["samples_s"]] for r in cases]
-        ax.boxplot(data, whis=(5, 95), showfliers=False)
-        ax.set_xticks(range(1, len(cases) + 1), [f"{r['engine']}\n{r['precision']}" for r in cases], fontsize=8)
-        ax.set_title(f"batch {key[0]}, latency-{key[1]}", fontsize=9)
-        ax.set_ylabel("ms per call")
-        ax.grid(axis="y", alpha=0.3)
-    fig.suptitle(f"{model}: latency per engine and precision", fontsize=10)
-    return to_data_uri(fig)
+        return []
+    batches = sorted({int(r["batch_size"]) for r in rows})
+    paths = sorted({_path(r) for r in rows}, key=path_sort_key)
+    groups = series_groups(_cell(r) for r in rows)
+    index = {(*_cell(r), int(r["batch_size"]), _path(r)): r for r in rows}
+    panel_rows = [(batch, group) for batch in batches for group in groups]
+    width = max(len(g) for g in groups)
+    fig, axes = plt.subplots(len(panel_rows), len(paths), squeeze=False, layout="constrained",
+                             figsize=(max(4.5, (1.2 + 0.62 * width) * len(paths)), 0.4 + 2.8 * len(panel_rows)))
+    drawn: dict[int, list[Any]] = defaultdict(list)
+    for ri, (batch, group) in enumerate(panel_rows):
+        for pi, path in enumerate(paths):
+            ax = axes[ri][pi]
+            ax.set_title(f"batch {batch}, latency-{path}", fontsize=9)
+            present = [(i + 1, index[(*c, batch, path)]) for i, c in enumerate(group) if (*c, batch, path) in index]
+            if not present:
+                _empty(ax, "not timed for these cells")
+                continue
+            data = [[s * 1e3 for s in r["samples_s"]] for _, r in present]
+            boxes = ax.boxplot(data, positions=[p for p, _ in present], whis=(5, 95), showfliers=False,
+                               patch_artist=True, widths=0.6, medianprops={"color": "black"})
+            for box, (_, r) in zip(boxes["boxes"], present, strict=True):
+                box.set_facecolor(_engine_color(str(r["engine"])))
+                box.set_alpha(0.55)
+            ax.set_xticks(range(1, len(group) + 1), [f"{e}\n{p}" for e, p in group], fontsize=7)
+            ax.set_xlim(0.4, len(group) + 0.6)
+            ax.tick_params(axis="y", labelsize=7)
+            ax.grid(axis="y", alpha=0.3)
+            drawn[batch].append(ax)
+    logged = []
+    for batch, batch_axes in drawn.items():  # one scale per batch size, so its panels compare by eye
+        medians = [float(r["median_ms"]) for r in rows if int(r["batch_size"]) == batch and r.get("median_ms")]
+        log = bool(medians) and min(medians) > 0 and max(medians) / min(medians) > LOG_SPAN
+        for ax in batch_axes:
+            if log:
+                ax.set_yscale("log")
+            ax.set_ylabel("ms per round" + (" (log scale)" if log else ""), fontsize=8)
+        low = min(ax.get_ylim()[0] for ax in batch_axes)
+        high = max(ax.get_ylim()[1] for ax in batch_axes)
+        for ax in batch_axes:
+            ax.set_ylim(low, high)
+        if log:
+            logged.append(batch)
+    fig.suptitle(f"{model}: time per round", fontsize=10)
+    caption = (f"{model}: the time of each timed round after warm-up, in ms, one box per engine and precision; one "
+               "row of panels per batch size" + (f" (cells split over rows of at most {MAX_SERIES})" if len(groups) > 1
+                                                 else "")
+               + (", one column per latency path" if len(paths) > 1 else "")
+               + "; the panels of one batch size share their y scale. Box: quartiles; line: median (the figure the "
+               "latency gate compares); whiskers: 5th to 95th percentile; rounds beyond them are not drawn. "
+               f"{_rounds_text(rows)} rounds per case. Paths: {_paths_text(paths)}. Clocks: {_clocks(rows)}."
+               + (f" Log scale at batch {', '.join(map(str, logged))}, where medians differ more than {LOG_SPAN:g}x."
+                  if logged else ""))
+    return [Plot("latency", fig, caption, f"{model} latency per round")]
 
 
-def throughput_plot(records: Iterable[Mapping[str, Any]], model: str) -> str | None:
-    """Items per second against batch size, one line per engine/precision (and path)."""
+def throughput_plot(records: Sequence[Mapping[str, Any]], model: str) -> Plot | None:
+    """Items per second against batch size, one line per engine/precision, one column per path, one row
+    per group of at most MAX_SERIES cells. Only where the model was timed at two batch sizes or more."""
     rows = [r for r in _latency(records, model) if r.get("throughput_per_s")]
+    if len({int(r["batch_size"]) for r in rows}) < 2:
+        return None
+    paths = sorted({_path(r) for r in rows}, key=path_sort_key)
+    groups = series_groups(_cell(r) for r in rows)
     series: dict[tuple[str, str, str], list[tuple[int, float]]] = defaultdict(list)
     for r in rows:
-        series[(r["engine"], r["precision"], str(r.get("path", "all")))].append(
-            (int(r["batch_size"]), float(r["throughput_per_s"])))
-    if not series:
-        return None
-    fig, ax = plt.subplots(figsize=(5.5, 3.4))
-    for (engine, precision, path), points in sorted(series.items(),
-                                                    key=lambda kv: (cell_sort_key(kv[0][0], kv[0][1]), kv[0][2])):
-        points.sort()
-        ax.plot([p[0] for p in points], [p[1] for p in points], PATH_STYLE.get(path, "-"), marker="o",
-                label=f"{engine} {precision} ({path})")
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("batch size")
-    ax.set_ylabel("items / s (batch / median)")
-    ax.set_title(f"{model}: throughput vs batch size", fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    return to_data_uri(fig)
+        series[(*_cell(r), _path(r))].append((int(r["batch_size"]), float(r["throughput_per_s"])))
+    fig, axes = plt.subplots(len(groups), len(paths), squeeze=False, sharex=True, sharey=True, layout="constrained",
+                             figsize=(4.6 * len(paths), 0.4 + 3.2 * len(groups)))
+    values = [float(r["throughput_per_s"]) for r in rows]
+    log = min(values) > 0 and max(values) / min(values) > LOG_SPAN
+    for gi, group in enumerate(groups):
+        for pi, path in enumerate(paths):
+            ax = axes[gi][pi]
+            drawn = [(c, sorted(series[(*c, path)])) for c in group if series.get((*c, path))]
+            if not drawn:
+                _empty(ax, f"latency-{path} not timed\nfor these cells")
+                continue
+            for i, ((engine, precision), points) in enumerate(drawn):
+                ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", color=_COLORS[i % len(_COLORS)],
+                        label=f"{engine} {precision}")
+            ax.set_xscale("log", base=2)
+            if log:
+                ax.set_yscale("log")
+            ax.set_xlabel("batch size", fontsize=8)
+            ax.set_ylabel("items / s" + (" (log scale)" if log else ""), fontsize=8)
+            ax.set_title(f"latency-{path}", fontsize=9)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7)
+    fig.suptitle(f"{model}: throughput against batch size", fontsize=10)
+    caption = (f"{model}: throughput (items per second = batch size / median round) against batch size (log2 axis), "
+               "one line per engine and precision" + (", one column per latency path" if len(paths) > 1 else "")
+               + (f", cells split over {len(groups)} rows of at most {MAX_SERIES}" if len(groups) > 1 else "")
+               + "; every panel shares one scale" + (f", logarithmic (the figures span more than {LOG_SPAN:g}x)" if log
+                                                     else "")
+               + f". Paths: {_paths_text(paths)}.")
+    return Plot("throughput", fig, caption, f"{model} throughput against batch size")
 
 
-def gpu_timeline_plot(records: Iterable[Mapping[str, Any]], model: str) -> str | None:
-    """GPU memory in use and NVML utilization over each latency case's run (where a timeline exists)."""
-    rows = [r for r in _latency(records, model) if ((r.get("gpu") or {}).get("timeline") or {}).get("t_s")]
-    if not rows:
+def timeline_cases(records: Sequence[Mapping[str, Any]], model: str) -> list[Mapping[str, Any]]:
+    """One latency case per engine/precision that carries a GPU timeline: its largest batch, on the
+    device-resident path where it was timed (model, else graph, else all)."""
+    best: dict[Cell, Mapping[str, Any]] = {}
+
+    def rank(r: Mapping[str, Any]) -> tuple[int, int]:
+        path = _path(r)
+        return int(r["batch_size"]), -(TIMELINE_PATHS.index(path) if path in TIMELINE_PATHS else len(TIMELINE_PATHS))
+
+    for r in _latency(records, model):
+        if not ((r.get("gpu") or {}).get("timeline") or {}).get("t_s"):
+            continue
+        cell = _cell(r)
+        if cell not in best or rank(r) > rank(best[cell]):
+            best[cell] = r
+    return [best[c] for c in sorted(best, key=lambda c: cell_sort_key(*c))]
+
+
+def gpu_timeline_plot(records: Sequence[Mapping[str, Any]], model: str) -> Plot | None:
+    """GPU memory in use (top row) and NVML utilization (bottom row) over one case per engine/precision
+    (``timeline_cases``); one column per engine, one line per precision. Every case's peak memory and
+    mean utilization are columns of the practitioners' tables."""
+    cases = timeline_cases(records, model)
+    if not cases:
         return None
-    fig, (mem, util) = plt.subplots(1, 2, figsize=(10.0, 3.4))
-    for r in sorted(rows, key=lambda r: (cell_sort_key(r["engine"], r["precision"]), r["batch_size"])):
-        t = r["gpu"]["timeline"]
-        label = f"{r['engine']} {r['precision']} bs{r['batch_size']} {r.get('path', 'all')}"
-        mem.plot(t["t_s"], t.get("memory_mib", []), label=label)
-        util.plot(t["t_s"], t.get("sm_util_pct", []), label=label)
-    mem.set_title("GPU memory in use (MiB)", fontsize=9)
-    util.set_title("GPU utilization (% of time a kernel ran, NVML)", fontsize=9)
-    for ax in (mem, util):
-        ax.set_xlabel("s since the case started")
-        ax.grid(alpha=0.3)
-    util.legend(fontsize=6)
-    fig.suptitle(f"{model}: GPU over time", fontsize=10)
-    return to_data_uri(fig)
+    columns: list[list[Mapping[str, Any]]] = []
+    by_engine: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for r in cases:
+        by_engine[str(r["engine"])].append(r)
+    for engine_cases in by_engine.values():
+        columns.extend(engine_cases[i:i + MAX_SERIES] for i in range(0, len(engine_cases), MAX_SERIES))
+    fig, axes = plt.subplots(2, len(columns), squeeze=False, figsize=(max(5.0, 3.8 * len(columns)), 5.8),
+                             sharey="row", layout="constrained")
+    for ci, column in enumerate(columns):
+        mem, util = axes[0][ci], axes[1][ci]
+        for r in column:
+            t = r["gpu"]["timeline"]
+            label = f"{r['precision']} bs{r['batch_size']} {_path(r)}"
+            color = _precision_color(str(r["precision"]))
+            mem.plot(t["t_s"], t.get("memory_mib", []), color=color, label=label)
+            util.plot(t["t_s"], t.get("sm_util_pct", []), color=color, label=label)
+        mem.set_title(f"{column[0]['engine']}: memory in use (MiB)", fontsize=9)
+        util.set_title(f"{column[0]['engine']}: GPU utilization (%)", fontsize=9)
+        mem.set_ylim(bottom=0)
+        util.set_ylim(0, 105)
+        util.set_xlabel("s since the case started", fontsize=8)
+        for ax in (mem, util):
+            ax.grid(alpha=0.3)
+            ax.tick_params(labelsize=7)
+        mem.legend(fontsize=7)
+    fig.suptitle(f"{model}: GPU over time, one case per engine and precision", fontsize=10)
+    sources = sorted({str((r.get("gpu") or {}).get("source")) for r in cases if (r.get("gpu") or {}).get("source")})
+    caption = (f"{model}: device memory in use (MiB, all processes, as nvidia-smi shows; top row) and GPU "
+               "utilization (NVML: % of time at least one kernel was running; bottom row) while one latency case "
+               "per engine and precision ran, warm-up rounds included: its largest batch, on the device-resident "
+               "path where it was timed (model, else graph, else all), as each legend says. One column per engine. "
+               "Peak memory and mean utilization of every case are columns of the tables above."
+               + (f" Source: {', '.join(sources)}." if sources else ""))
+    return Plot("gpu", fig, caption, f"{model} GPU memory and utilization over time")

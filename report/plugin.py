@@ -1,9 +1,17 @@
-"""pytest-html hooks: the suite's sections inside the one file written by
+"""pytest-html hooks: the suite's report inside the one file written by
 ``--html=report.html --self-contained-html``.
 
 Why inside pytest-html rather than a second file: people open one report after an upgrade; the test
-outcomes, the practitioners' tables, the plots and the baseline changes belong together. The hooks
-are optional, so the plugin is harmless where pytest-html is not installed.
+outcomes, the verdict, the practitioners' tables, the figures and the baseline changes belong
+together. The suite's report goes at the top of pytest-html's summary (the verdict first), above its
+filters and results table. The hooks are optional, so the plugin is harmless where pytest-html (or
+pytest-metadata) is not installed.
+
+One environment table: pytest-metadata fills pytest-html's "Environment" block with Python, the
+platform, pytest, pluggy and the plugins, which repeats (and can disagree with) the suite's
+fingerprint. ``pytest_metadata`` below drops those keys, so the block holds only what the user passed
+with ``--metadata`` (and CI variables) and is hidden when that is nothing; the fingerprint is the
+report's own environment table.
 """
 
 from __future__ import annotations
@@ -14,8 +22,20 @@ import pytest
 
 from report.html import render_report
 
+#: The keys pytest-metadata adds by itself that describe the environment (see the module docstring).
+PYTEST_METADATA_ENVIRONMENT = ("Python", "Platform", "Packages", "Plugins")
 
-def _suite_data(config: pytest.Config) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any], dict[str, Any]]:
+SuiteData = tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any] | None,
+                  dict[str, Any] | None]
+
+
+def _suite_data(config: pytest.Config) -> SuiteData:
+    """Everything the report shows, as plain data: (records, engines, environment, gate, verdict, run_info).
+
+    The one place that reads the live session, so a run split over pytest-xdist workers can gather the
+    same data elsewhere and replace only this function. verdict: ``suite.verdict.Ledger.as_dict()``;
+    run_info: how the run was made (config, engine_options, git_commit, command, device, workers, phases);
+    each None where the run did not record it."""
     from suite.environment import fingerprint
     from suite.gate_plugin import gate_of
     from suite.plugin import suite_session
@@ -25,7 +45,18 @@ def _suite_data(config: pytest.Config) -> tuple[list[dict[str, Any]], dict[str, 
     gate = gate_of(config)
     if gate is not None:
         gate.finish(session.records)
-    return session.records, engines, fingerprint(session.device), (gate.as_dict() if gate else {})
+    verdict = getattr(config, "_suite_verdict", None)
+    run_info = getattr(config, "_suite_run_info", None)
+    return (session.records, engines, fingerprint(session.device), (gate.as_dict() if gate else {}), verdict,
+            run_info)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_metadata(metadata: dict[str, Any], config: pytest.Config) -> None:
+    """pytest-metadata's environment keys out of pytest-html's block (also on xdist workers, whose
+    metadata the controller merges): the suite's fingerprint is the report's one environment table."""
+    for key in PYTEST_METADATA_ENVIRONMENT:
+        metadata.pop(key, None)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -36,5 +67,5 @@ def pytest_html_report_title(report: Any) -> None:
 @pytest.hookimpl(optionalhook=True)
 def pytest_html_results_summary(prefix: list[str], summary: list[str], postfix: list[str],
                                 session: pytest.Session) -> None:
-    records, engines, environment, gate = _suite_data(session.config)
-    postfix.append(render_report(records, engines, environment, gate))
+    records, engines, environment, gate, verdict, run_info = _suite_data(session.config)
+    prefix.append(render_report(records, engines, environment, gate, verdict, run_info))

@@ -1,78 +1,419 @@
-"""The HTML report: its tables and plots from hand-made records, and a real run's self-contained file
-opened in headless Chromium (the DOM after pytest-html's scripts ran, and a screenshot)."""
+"""The HTML report: its sections, tables and figures from hand-made data, and a real run's self-contained
+file opened in headless Chromium (the DOM after pytest-html's scripts ran, and a screenshot)."""
 
 from __future__ import annotations
 
+import html as htmllib
+import json
 import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from report.html import PRACTITIONER_COLUMNS, render_report
+from report.html import BASELINE_COLUMNS, GPU_COLUMNS, PRACTITIONER_COLUMNS, render_report
 from tests.selftest.suite_runs import explain, run_suite
 
 pytestmark = pytest.mark.selftest
 
 CELLS = [("torch", "fp32"), ("onnxruntime", "fp32"), ("onnxruntime", "int8")]
+HOST_CLOCK = "host perf_counter (outputs copied back to host, so the call has completed)"
+EVENT_CLOCK = "cuda events (torch), inputs and outputs resident on the device"
 
 
-def _records() -> list[dict[str, object]]:
-    records: list[dict[str, object]] = []
+# =========================================================================== hand-made data
+
+
+def _latency(model: str, engine: str, precision: str, batch: int, path: str, *, scale: float = 1.0,
+             gpu: bool = True, **extra: Any) -> dict[str, Any]:
+    samples = [0.001 * scale * batch * (1 + 0.01 * i) for i in range(20)]
+    record: dict[str, Any] = {
+        "kind": "latency", "model": model, "engine": engine, "precision": precision,
+        "cell": f"{model}-{engine}-{precision}", "batch_size": batch, "path": path,
+        "clock": HOST_CLOCK if path == "all" else EVENT_CLOCK, "samples_s": samples,
+        "mean_ms": 1.1 * scale * batch, "median_ms": 1.05 * scale * batch, "p90_ms": 1.3 * scale * batch,
+        "p99_ms": 1.4 * scale * batch, "max_ms": 1.5 * scale * batch,
+        "throughput_per_s": 900.0 * batch / scale, "gpu": {}, **extra}
+    if gpu:
+        record["gpu"] = {"source": "NVML", "peak_memory_mib": 120.0 + batch, "mean_sm_util_pct": 57.0,
+                         "timeline": {"t_s": [0, 0.1, 0.2], "memory_mib": [100, 120, 120], "sm_util_pct": [0, 80, 90]}}
+    return record
+
+
+def _records() -> list[dict[str, Any]]:
+    """One model 'net': three cells at batch 1 and 8 on the 'all' path, torch also on 'model'; accuracy,
+    parity on its data set and on generated inputs (one with a localization table); a harness-overhead
+    record for each torch path."""
+    records: list[dict[str, Any]] = []
     for engine, precision in CELLS:
         base = {"model": "net", "engine": engine, "precision": precision, "cell": f"net-{engine}-{precision}"}
         for batch in (1, 8):
-            samples = [0.001 * batch * (1 + 0.01 * i) for i in range(20)]
-            records.append({**base, "kind": "latency", "batch_size": batch, "path": "all", "samples_s": samples,
-                            "mean_ms": 1.1 * batch, "max_ms": 1.5 * batch, "throughput_per_s": 900.0 * batch,
-                            "gpu": {"timeline": {"t_s": [0, 0.1, 0.2], "memory_mib": [100, 120, 120],
-                                                 "sm_util_pct": [0, 80, 90]}}})
+            records.append(_latency("net", engine, precision, batch, "all"))
+            if engine == "torch":
+                records.append(_latency("net", engine, precision, batch, "model", scale=0.5, bound="host"))
         records.append({**base, "kind": "accuracy", "dataset": "d", "top1": 0.95, "top5": 0.99, "n": 100})
         if (engine, precision) != ("torch", "fp32"):
             records.append({**base, "kind": "parity", "dataset": "d", "name": "logits", "isclose_pct": 99.5,
-                            "mae": 1e-6, "ranks": [{"rank": r, "mae": 1e-6 * r, "disagreement_pct": 0.5 * r}
-                                                   for r in range(1, 11)]})
+                            "mae": 1e-6, "max_abs_error": 3e-5, "cosine": 0.9999991, "top1_agreement_pct": 100.0,
+                            "passed": True, "shape": [64, 10],
+                            "ranks": [{"rank": r, "mae": 1e-6 * r, "disagreement_pct": 0.5 * r} for r in range(1, 11)]})
+            generated = {**base, "kind": "parity", "dataset": "generated:normal", "name": "logits",
+                         "isclose_pct": 97.25, "mae": 2e-6, "max_abs_error": 4e-5, "cosine": 0.99998,
+                         "top1_agreement_pct": 98.5, "passed": precision != "int8",
+                         "failures": ["cosine 0.99998 < 0.99999"] if precision == "int8" else []}
+            if precision == "int8":
+                generated["localization"] = [
+                    {"name": "/features/conv3/Conv", "op": "Conv", "max_abs_error": 0.75, "cosine": 0.91,
+                     "isclose_pct": 12.5},
+                    {"name": "/features/relu3/Relu", "op": "Relu", "max_abs_error": 0.5, "cosine": 0.93,
+                     "isclose_pct": 20.0}]
+            records.append(generated)
+    for path, overhead in (("model", 1.25), ("graph", 3.5)):
+        records.append({"kind": "harness_overhead", "model": "net", "engine": "torch", "precision": "fp32",
+                        "cell": "net-torch-fp32", "batch_size": 8, "path": path, "clock": EVENT_CLOCK,
+                        "suite_median_ms": 1.0125, "bare_median_ms": 1.0, "overhead_pct": overhead,
+                        "overhead_low_pct": overhead - 0.5, "overhead_high_pct": overhead + 0.5, "limit_pct": 2.0,
+                        "rounds": 200, "ratio_of_medians_pct": 1.3, "host_overhead_pct": 6.0,
+                        "pairing": "both calls every round, order alternating"})
     return records
 
 
-GATE = {"latency_baseline": "b.json", "accuracy_baseline": None, "max_slowdown": 0.05, "confidence": 0.99,
-        "environment_differences": {"latency": {"source": "b.json", "keys": {"gpu_name": ["A100", "H100"]}}},
-        "latency": [{"label": "net-onnxruntime-int8-bs8-all", "status": "regression", "baseline_median_ms": 8.0,
-                     "current_median_ms": 9.0, "change_pct": 12.5, "ci_low": 1.1, "ci_high": 1.15,
-                     "interference": 0.01}],
-        "drift": [], "injected": {}}
+def _engines() -> dict[str, dict[str, Any]]:
+    return {"net-torch-fp32": {"size_mb": 4.25, "layers": 12, "parameters": 1_234_567, "layer_kind": "leaf modules"},
+            "net-onnxruntime-fp32": {"size_mb": 4.3, "layers": 31, "parameters": 1_234_567,
+                                     "layer_kind": "onnx nodes", "providers": ["CPUExecutionProvider"]},
+            "net-onnxruntime-int8": {"size_mb": 2.5, "layers": 57, "parameters": 1_234_567,
+                                     "layer_kind": "onnx nodes"}}
 
 
-def test_practitioners_table_has_a_row_per_engine_and_precision_and_dashes_where_absent() -> None:
-    html = render_report(_records(), {"net-onnxruntime-int8": {"size_mb": 2.5}}, {"device": "cpu"}, GATE,
-                         with_plots=False)
-    for column in PRACTITIONER_COLUMNS:
-        assert f">{column}</th>" in html
+def _environment() -> dict[str, Any]:
+    return {"device": "cuda:0", "hostname": "gpu-7", "python": "3.11.9", "platform": "Linux-6.1-x86_64",
+            "cpu": "AMD EPYC 9654", "cpu_count": 16, "torch": "2.14.1+cu130", "onnxruntime-gpu": "1.31.1",
+            "tensorrt": "10.13.0", "onnxruntime_providers": ["CUDAExecutionProvider", "CPUExecutionProvider"],
+            "gpu_name": "NVIDIA H100 80GB HBM3", "gpu_compute_capability": "9.0", "cuda_runtime": "13.0",
+            "cudnn": 91200, "driver": "580.159.04"}
+
+
+def _gate(**extra: Any) -> dict[str, Any]:
+    return {"latency_baseline": "b.json", "accuracy_baseline": None, "max_slowdown": 0.05, "confidence": 0.99,
+            "environment_differences": {"latency": {"source": "b.json", "keys": {"gpu_name": ["A100", "H100"]}}},
+            "latency": [{"label": "net-onnxruntime-int8-bs8-all", "status": "regression", "baseline_median_ms": 8.0,
+                         "current_median_ms": 9.0, "change_pct": 12.5, "ci_low": 1.1, "ci_high": 1.15,
+                         "interference": 0.01, "baseline_interference": 0.0},
+                        {"label": "net-torch-fp32-bs8-model", "status": "unchanged", "baseline_median_ms": 4.25,
+                         "current_median_ms": 4.2, "change_pct": -1.18, "ci_low": 0.97, "ci_high": 1.0,
+                         "interference": 0.0, "baseline_interference": 0.0},
+                        {"label": "net-onnxruntime-fp32-bs1-all", "status": "no-baseline", "interference": 0.0,
+                         "baseline_interference": None}],
+            "drift": [], "injected": {}, **extra}
+
+
+COVERAGE = {"latency": {"gated": 40, "cases": 45, "without_baseline": 5, "absent_from_run": 2},
+            "accuracy": {"gated": 12, "cases": 12, "without_baseline": 0, "absent_from_run": 0}}
+
+
+def _check(check_id: str, state: str, reason: str | None = None, detail: str = "", known: bool = False,
+           components: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    return {"id": check_id, "state": state, "reason": reason, "detail": detail, "known_failure": known,
+            "components": components or []}
+
+
+def _verdict() -> dict[str, Any]:
+    """A failed run: one latency regression, not-judged checks for an accepted and an unaccepted reason,
+    one known failure (the shape of suite.verdict.Ledger.as_dict())."""
+    unsupported = [_check(f"tests/latency/test_latency.py::test_latency[net-torch-int8-bs{b}]", "not judged",
+                          "unsupported", "not judged (unsupported): torch has no int8 path") for b in (1, 8)]
+    busy = [_check("tests/latency/test_latency.py::test_latency[net-onnxruntime-fp32-bs1]", "not judged", "busy",
+                   "net-onnxruntime-fp32-bs1-all: other processes used 45% of the CPUs",
+                   components=[{"label": "net-onnxruntime-fp32-bs1-all", "state": "not judged", "reason": "busy",
+                                "detail": "other processes used 45% of the CPUs"}])]
+    return {
+        "verdict": "failed", "why": ["1 check(s) failed", "1 not judged (busy), a reason not accepted"],
+        "accepted": ["unsupported"], "interrupted": None,
+        "counts": {"passed": 17, "failed": 1, "known_failures": 1, "not_judged": {"busy": 1, "unsupported": 2}},
+        "failed": [_check("tests/latency/test_latency.py::test_latency[net-onnxruntime-int8-bs8]", "failed",
+                          detail="AssertionError: 1 latency case regressed\nsecond line of the detail",
+                          components=[{"label": "net-onnxruntime-int8-bs8-all", "state": "failed",
+                                       "reason": None, "detail": "12.50% slower, CI [1.100, 1.150]"}])],
+        "known_failures": [_check("tests/parity/test_parity.py::test_parity_on_dataset[net-onnxruntime-int8]",
+                                  "failed", detail="cosine 0.51 with ORT_ENABLE_ALL", known=True)],
+        "not_judged": {"busy": busy, "unsupported": unsupported},
+        "reasons": {"busy": "other processes used the CPUs while this case was timed, in every attempt",
+                    "unsupported": "the engine has no such path by design"},
+    }
+
+
+def _run_info() -> dict[str, Any]:
+    return {"config": "suite-gpu.toml", "engine_options": {"onnxruntime": {"execution_provider": "cuda"},
+                                                           "tensorrt": {"workspace_mb": 4096}},
+            "git_commit": "abc123 (dirty)", "command": "pytest --device cuda:0 --suite-config suite-gpu.toml",
+            "device": "cuda:0", "workers": 2, "phases": {"building": 75.0, "accuracy/parity": 41.5, "latency": 320.0}}
+
+
+def _render(**kwargs: Any) -> str:
+    args: dict[str, Any] = dict(records=_records(), engines=_engines(), environment=_environment(), gate=_gate(),
+                                verdict=_verdict(), run_info=_run_info(), with_plots=False)
+    args.update(kwargs)
+    return render_report(**args)
+
+
+def _one(pattern: str, text: str) -> str:
+    match = re.search(pattern, text, flags=re.S)
+    assert match, pattern
+    return match.group(0)
+
+
+# =========================================================================== verdict and the run
+
+
+def test_verdict_comes_first_then_the_run_then_models_changes_and_the_environment() -> None:
+    html = _render()
+    order = [html.index(marker) for marker in ('id="suite-verdict"', 'id="suite-run"', 'id="model-net"',
+                                               'class="suite practitioners"', 'id="changes"', 'id="suite-environment"')]
+    assert order == sorted(order)
+    verdict = _one(r'<section id="suite-verdict".*?</section>', html)
+    assert 'class="verdict verdict-failed"' in verdict and '<span class="word">failed</span>' in verdict
+    assert "<li>1 check(s) failed</li>" in verdict
+    assert ("17 passed &middot; 1 failed &middot; 1 known failure &middot; 3 not judged (busy 1, unsupported 2)"
+            in verdict)
+    # a failed check: its id and the first line of its detail, and the comparison that failed
+    assert "test_latency[net-onnxruntime-int8-bs8]</code>: AssertionError: 1 latency case regressed" in verdict
+    assert "second line" not in verdict
+    assert "<code>net-onnxruntime-int8-bs8-all</code> failed: 12.50% slower, CI [1.100, 1.150]" in verdict
+    # the latency regressions, baseline -> current and change
+    regression = _one(r'<table class="suite verdict-regressions".*?</table>', verdict)
+    assert "<td>8.0000</td><td>9.0000</td><td>+12.50%</td><td>[1.100, 1.150]</td>" in regression
+    assert "net-torch-fp32-bs8-model" not in regression  # unchanged cases are not listed here
+
+
+def test_not_judged_checks_are_grouped_by_reason_with_its_description_and_whether_it_was_accepted() -> None:
+    verdict = _one(r'<section id="suite-verdict".*?</section>', _render())
+    busy = _one(r'<div class="not-judged-reason" data-reason="busy".*?</div>', verdict)
+    assert 'data-accepted="no"' in busy and "not accepted</span>" in busy and "--accept-not-judged busy" in busy
+    assert "other processes used the CPUs while this case was timed" in busy and "45% of the CPUs" in busy
+    assert busy.count("net-onnxruntime-fp32-bs1-all") == 1, "a comparison the detail names is not repeated"
+    unsupported = _one(r'<div class="not-judged-reason" data-reason="unsupported".*?</div>', verdict)
+    assert 'data-accepted="yes"' in unsupported and "unsupported: 2 checks" in unsupported
+    assert "the engine has no such path by design" in unsupported and unsupported.count('class="check"') == 2
+    known = verdict[verdict.index("Known failures (1)"):]
+    assert "test_parity_on_dataset[net-onnxruntime-int8]</code>: cosine 0.51" in known
+
+
+def test_verdict_from_a_real_ledger_and_a_passed_and_a_missing_verdict() -> None:
+    from suite.verdict import FAILED, NOT_JUDGED, PASSED, Ledger
+
+    ledger = Ledger(accepted=("unsupported",))
+    ledger.add("t::a", PASSED)
+    ledger.add("t::b", NOT_JUDGED, "unsupported", "not judged (unsupported): no int8 path")
+    html = _render(verdict=ledger.as_dict())
+    assert '<span class="word">passed</span>' in html and 'class="verdict verdict-passed"' in html
+    assert 'data-reason="unsupported" data-accepted="yes"' in html
+    ledger.add("t::c", NOT_JUDGED, "no-baseline", "net-torch-fp32-bs1-all: no baseline")
+    html = _render(verdict=ledger.as_dict())
+    assert 'class="verdict verdict-not-judged"' in html and "1 not judged (no-baseline), a reason not accepted" in html
+    ledger.add("t::d", FAILED, detail="AssertionError: top-1 0.5 < 0.9")
+    assert 'class="verdict verdict-failed"' in _render(verdict=ledger.as_dict())
+    html = _render(verdict=None)
+    assert html.index('id="suite-verdict"') < html.index('id="suite-run"') and "not recorded" in html
+
+
+def test_many_checks_are_folded_behind_details() -> None:
+    verdict = _verdict()
+    verdict["not_judged"]["unsupported"] = [_check(f"t::case{i}", "not judged", "unsupported") for i in range(30)]
+    section = _one(r'<div class="not-judged-reason" data-reason="unsupported".*?</div>', _render(verdict=verdict))
+    assert section.count('class="check"') == 30 and "<summary>18 more</summary>" in section
+
+
+def test_the_run_shows_the_environment_that_matters_coverage_and_phases() -> None:
+    html = _render(gate=_gate(coverage=COVERAGE))
+    run = html[html.index('id="suite-run"'):html.index('id="model-net"')]
+    for text in ("NVIDIA H100 80GB HBM3", "580.159.04", "13.0", "91200", "2.14.1+cu130", "1.31.1 (onnxruntime-gpu)",
+                 "10.13.0", "9.0", "<code>suite-gpu.toml</code>", "<b>onnxruntime</b>: execution_provider=cuda",
+                 "<b>tensorrt</b>: workspace_mb=4096", "<code>abc123 (dirty)</code>", "<code>b.json</code>"):
+        assert text in run, text
+    assert re.search(r'<tr class="drift" data-key="gpu_name">', run), "GPU differs from the baseline's"
+    assert ("<b>latency gate</b>: gated 40 of 45 cases; 5 without baseline; 2 baseline cases absent from this run"
+            in run)
+    assert "<b>accuracy/parity drift gate</b>: gated 12 of 12 records; 0 without baseline" in run
+    phases = _one(r'<table class="suite phases".*?</table>', run)
+    assert "<td>75.0 s</td>" in phases and "<td>41.5 s</td>" in phases and "<td>5.3 min</td>" in phases
+    # absent pieces are left out, not invented
+    bare = _render(gate={}, run_info=None)
+    run = bare[bare.index('id="suite-run"'):bare.index('id="model-net"')]
+    assert "Gate coverage" not in run and "Wall time" not in run and "config file" not in run
+
+
+def test_one_environment_table_the_suites_fingerprint() -> None:
+    html = _render()
+    assert html.count('class="suite environment"') == 1
+    env = _one(r'<table class="suite environment".*?</table>', html)
+    assert "<td class=\"name\">cudnn</td>" in env and "CUDAExecutionProvider, CPUExecutionProvider" in env
+    assert '<tr class="drift"><td class="name">gpu_name</td>' in env
+    # pytest-html's own block is hidden when pytest-metadata leaves it empty
+    assert "#environment:empty" in html
+
+
+def test_pytest_metadata_keeps_only_what_the_user_passed() -> None:
+    from report.plugin import pytest_metadata
+
+    metadata = {"Python": "3.11.9", "Platform": "Linux", "Packages": {"pytest": "9.2.0", "pluggy": "1.6"},
+                "Plugins": {"html": "4.2.0"}, "nightly": "42"}
+    pytest_metadata(metadata, None)  # type: ignore[arg-type]
+    assert metadata == {"nightly": "42"}
+
+
+# =========================================================================== per model
+
+
+def test_practitioners_table_rows_engine_precision_path_with_facts_median_and_baseline() -> None:
+    html = _render()
     tables = re.findall(r'<table class="suite practitioners".*?</table>', html, flags=re.S)
     assert len(tables) == 2  # batch 1 and batch 8
+    for column in (*PRACTITIONER_COLUMNS, *BASELINE_COLUMNS, *GPU_COLUMNS, "bound"):
+        assert re.search(rf">{re.escape(column)}</th>", tables[0]), column
     for table in tables:
-        assert [c for c in re.findall(r'data-cell="net-([\w-]+)"', table)] == [f"{e}-{p}" for e, p in CELLS]
-    int8 = re.search(r'data-cell="net-onnxruntime-int8">(.*?)</tr>', tables[1]).group(1)  # type: ignore[union-attr]
-    assert "<td>8.800</td>" in int8 and "<td>2.500</td>" in int8 and "<td>95.00</td>" in int8
-    assert "<td>-</td>" in int8  # no latency-model path on CPU
-    assert "reference" in re.search(r'data-cell="net-torch-fp32">(.*?)</tr>', tables[0]).group(1)  # type: ignore[union-attr]
+        cells = re.findall(r'data-cell="net-([\w-]+)" data-path="(\w+)"', table)
+        assert cells == [("torch-fp32", "all"), ("torch-fp32", "model"), ("onnxruntime-fp32", "all"),
+                         ("onnxruntime-int8", "all")]
+    bs8 = tables[1]
+    caption = _one(r"<caption>.*?</caption>", bs8)
+    assert "net, batch 8" in caption and "latency-all (host arrays in and out" in caption
+    assert f"clock: {HOST_CLOCK}" in caption and "latency-model (inputs and outputs" in caption
+    assert f"clock: {EVENT_CLOCK}" in caption and "isclose and MAE against PyTorch fp32 on d" in caption
+    int8 = _one(r'<tr class="regression" data-cell="net-onnxruntime-int8" data-path="all">.*?</tr>', bs8)
+    # layers (with what the engine counts), parameters, size, then median / mean / p99 / max, throughput
+    assert ('<td>57<span class="unit">onnx nodes</span></td><td>1,234,567</td><td>2.500</td>'
+            '<td class="name">all</td><td>8.400</td><td>8.800</td><td>11.20</td><td>12.00</td><td>7,200</td>') in int8
+    assert '<td>8.000</td><td class="name">+12.50% regression</td>' in int8  # baseline and change
+    assert "<td>95.00</td><td>99.00</td><td>99.50</td><td>1e-06</td>" in int8  # top-1, top-5, isclose, MAE on d
+    torch_model = _one(r'<tr class="unchanged" data-cell="net-torch-fp32" data-path="model">.*?</tr>', bs8)
+    assert '<td class="name">host</td><td>4.250</td><td class="name">-1.18% unchanged</td>' in torch_model
+    torch_all = _one(r'<tr class="" data-cell="net-torch-fp32" data-path="all">.*?</tr>', bs8)
+    assert 'rowspan="2"' in torch_all and "reference" in torch_all  # cell figures span both path rows
+    assert '<td class="name">-</td>' in torch_all  # no bound recorded on this row
+    no_base = _one(r'<tr class="no-baseline" data-cell="net-onnxruntime-fp32".*?</tr>', tables[0])
+    assert '<td>-</td><td class="name">no-baseline</td>' in no_base
 
 
-def test_rank_table_changes_and_environment_warning() -> None:
-    html = render_report(_records(), {}, {"device": "cpu", "gpu_name": "H100"}, GATE, with_plots=False)
-    ranks = re.search(r'<table class="suite ranks".*?</table>', html, flags=re.S).group(0)  # type: ignore[union-attr]
-    assert ranks.count("<tr><td>") == 10 and "onnxruntime int8" in ranks
-    assert "Baseline from a different environment" in html and "A100" in html
-    assert 'class="regression"><td class="name">net-onnxruntime-int8-bs8-all' in html
+def test_practitioners_table_without_baseline_gpu_or_bound_has_only_its_own_columns() -> None:
+    records = [r for r in _records() if r.get("path", "all") == "all"]
+    for r in records:
+        r["gpu"] = {}
+    html = _render(records=records, gate={}, engines={})
+    table = _one(r'<table class="suite practitioners".*?</table>', html)
+    assert re.findall(r">([^<>]+)</th>", table) == list(PRACTITIONER_COLUMNS)
+    assert "<td>-</td><td>-</td><td>-</td>" in table  # no engine facts: layers, parameters, size
+    assert "latency-model" not in _one(r"<caption>.*?</caption>", table)
 
 
-def test_plots_are_embedded_pngs() -> None:
-    html = render_report(_records(), {}, {"device": "cuda:0"}, None)
-    images = re.findall(r'<img class="plot" alt="net plot" src="data:image/png;base64,([A-Za-z0-9+/=]+)"', html)
-    assert len(images) == 3, "latency, throughput and GPU timeline plots"
-    assert all(len(i) > 5000 for i in images)
+def test_parity_tables_per_data_set_generated_inputs_and_worst_layers() -> None:
+    html = _render()
+    tables = re.findall(r'<table class="suite parity".*?</table>', html, flags=re.S)
+    assert [re.search(r'data-dataset="([^"]+)"', t).group(1) for t in tables] == ["d", "generated:normal"]  # type: ignore[union-attr]
+    assert "parity against PyTorch fp32 on d, 64 rows" in tables[0]
+    assert "on generated inputs (normal)" in tables[1]
+    int8 = _one(r'<tr class="drift" data-cell="net-onnxruntime-int8">.*?</tr>', tables[1])
+    assert "<td>97.25</td><td>2e-06</td><td>4e-05</td><td>0.999980</td><td>98.50</td>" in int8
+    assert "FAILED: cosine 0.99998 &lt; 0.99999" in int8
+    loc = _one(r'<table class="suite localization".*?</table>', html)
+    assert "net-onnxruntime-int8, output logits on generated inputs (normal): worst layers" in loc
+    assert '<td class="name">/features/conv3/Conv</td><td class="name">Conv</td><td>0.750</td><td>0.910000</td>' in loc
+    assert html.index(tables[1]) < html.index(loc)
+    ranks = _one(r'<table class="suite ranks".*?</table>', html)
+    assert ranks.count("<tr><td>") == 10 and "onnxruntime int8" in ranks and "On d." in ranks
+
+
+def test_harness_overhead_table_sits_next_to_the_latency_figures() -> None:
+    html = _render(with_plots=True)
+    overhead = _one(r'<table class="suite overhead".*?</table>', html)
+    rows = re.findall(r'<tr class="([\w-]*)" data-cell="net-torch-fp32">(.*?)</tr>', overhead)
+    assert [cls for cls, _ in rows] == ["", "over-limit"]
+    assert ('<td class="name">model</td><td>8</td><td>1.0125</td><td>1.0000</td><td>+1.25%</td>'
+            "<td>+0.75 .. +1.75%</td><td>+1.30%</td><td>+6.00%</td><td>2%</td><td>200</td>"
+            '<td class="name">within</td>') in rows[0][1]
+    assert '<td class="name">over the limit</td>' in rows[1][1]
+    assert "median over rounds of suite/bare - 1" in overhead and EVENT_CLOCK in overhead
+    latency_figure = html.index('alt="net latency per round"')
+    gpu_figure = html.index('alt="net GPU memory and utilization over time"')
+    assert latency_figure < html.index('class="suite overhead"') < gpu_figure
+
+
+def test_no_overhead_section_without_records() -> None:
+    records = [r for r in _records() if r["kind"] != "harness_overhead"]
+    assert 'class="suite overhead"' not in _render(records=records)
+
+
+# =========================================================================== figures
+
+
+def test_every_figure_is_an_embedded_png_with_a_caption() -> None:
+    html = _render(with_plots=True, gate=None)
+    figures = re.findall(r'<figure class="plot"><img class="plot" alt="([^"]+)" src="data:image/png;base64,'
+                         r'([A-Za-z0-9+/=]+)"/><figcaption>(.*?)</figcaption></figure>', html, flags=re.S)
+    assert [alt for alt, _, _ in figures] == ["net latency per round", "net throughput against batch size",
+                                              "net GPU memory and utilization over time"]
+    assert all(len(png) > 5000 for _, png, _ in figures)
+    assert html.count("<img") == len(figures), "an image outside a captioned figure"
+    latency, throughput, gpu = (caption for _, _, caption in figures)
+    assert "one box per engine and precision" in latency and "median (the figure the latency gate compares)" in latency
+    assert "20 rounds per case" in latency and HOST_CLOCK in latency
+    assert "items per second = batch size / median round" in throughput
+    assert "largest batch, on the device-resident path" in gpu
     assert "No baseline was given" in html
+
+
+def _many_cells_records() -> list[dict[str, Any]]:
+    """A GPU tier's worth of cases: 4 engines x 5 precisions x 3 batches x 3 paths, each with a timeline."""
+    records = []
+    for engine in ("torch", "onnxruntime", "inductor", "tensorrt"):
+        for i, precision in enumerate(("fp32", "tf32", "fp16", "bf16", "int8")):
+            for batch in (1, 32, 256):
+                for path in ("all", "model", "graph"):
+                    records.append(_latency("big", engine, precision, batch, path, scale=1 + i))
+    return records
+
+
+def test_no_axes_holds_more_than_eight_series() -> None:
+    from report import plots
+
+    records = _many_cells_records()
+    built = plots.model_plots(records, "big")
+    try:
+        assert [p.kind for p in built] == ["latency", "throughput", "gpu"]
+        for plot in built:
+            axes = plot.figure.axes
+            assert axes, plot.kind
+            for ax in axes:
+                lines = [line for line in ax.get_lines() if not line.get_label().startswith("_")]
+                boxes = ax.patches
+                assert len(lines) <= plots.MAX_SERIES and len(boxes) <= plots.MAX_SERIES, (plot.kind, ax.get_title())
+                if ax.get_legend() is not None:
+                    assert len(ax.get_legend().get_texts()) <= plots.MAX_SERIES
+        latency, throughput, gpu = (p.figure for p in built)
+        # 20 cells in groups of at most 8, an engine's 5 precisions kept together: 4 rows per batch, 3 paths
+        assert len(latency.axes) == 3 * 4 * 3 and sum(len(ax.patches) for ax in latency.axes) == len(records)
+        assert len(throughput.axes) == 4 * 3
+        # one case per cell (its largest batch on the model path), one column per engine
+        assert len(gpu.axes) == 2 * 4 and all(len(ax.get_lines()) == 5 for ax in gpu.axes)
+        assert {line.get_label() for line in gpu.axes[0].get_lines()} == {f"{p} bs256 model" for p in
+                                                                          ("fp32", "tf32", "fp16", "bf16", "int8")}
+    finally:
+        for plot in built:
+            plots.plt.close(plot.figure)
+
+
+def test_series_groups_keep_an_engines_precisions_together() -> None:
+    from report.plots import series_groups
+
+    cells = [(e, p) for e in ("torch", "onnxruntime", "tensorrt") for p in ("fp32", "fp16", "bf16", "int8")]
+    assert [len(g) for g in series_groups(cells)] == [8, 4]
+    assert series_groups(cells)[0][-1] == ("onnxruntime", "int8")
+    assert [len(g) for g in series_groups([("torch", f"p{i}") for i in range(11)])] == [8, 3]
+
+
+# =========================================================================== a real run
 
 
 @pytest.fixture(scope="module")
@@ -85,13 +426,24 @@ def report(suite_baseline: Path) -> Path:
     return path
 
 
-def test_report_file_is_self_contained_with_tables_and_plots(report: Path) -> None:
+def _pytest_html_data(html: str) -> dict[str, Any]:
+    blob = _one(r'data-jsonblob="[^"]*"', html)
+    return json.loads(htmllib.unescape(blob.partition('"')[2][:-1]))
+
+
+def test_report_file_is_self_contained_verdict_first_with_tables_and_captioned_figures(report: Path) -> None:
     html = report.read_text()
+    assert html.index('id="suite-verdict"') < html.index('id="suite-run"') < html.index('class="suite practitioners"')
+    assert html.index('id="suite-verdict"') < html.index('id="results-table"')
     assert html.count('class="suite practitioners"') == 4  # tiny and steady, batches 1 and 4
     assert 'data-cell="tiny-onnxruntime-fp32"' in html and 'data-cell="tiny-torch-fp32"' in html
     assert html.count("data:image/png;base64,") >= 4
-    assert "Changed since baseline" in html and 'class="suite environment"' in html
+    assert html.count("<figcaption>") == html.count('<img class="plot"') >= 4
+    assert "Changed since baseline" in html and html.count('class="suite environment"') == 1
     assert not re.search(r'<(img|script|link)[^>]+(src|href)="(https?:|file:|/)', html), "external resource"
+    # pytest-html's environment block: none of pytest-metadata's own keys; the suite's fingerprint is the table
+    environment = _pytest_html_data(html)["environment"]
+    assert not set(environment) & {"Python", "Platform", "Packages", "Plugins"}, environment
 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -112,10 +464,14 @@ def test_report_renders_in_headless_chromium(report: Path, tmp_path: Path) -> No
     dom = done.stdout
     # pytest-html builds its results table with JavaScript: rows in the DOM mean its scripts ran.
     assert dom.count('class="results-table-row') >= 5, dom[:2000]
-    assert 'class="suite practitioners"' in dom and 'class="suite ranks"' in dom
+    assert dom.index('id="suite-verdict"') < dom.index('class="suite practitioners"') < dom.index('id="results-table"')
+    assert 'class="suite practitioners"' in dom and 'class="suite ranks"' in dom and 'class="suite parity"' in dom
     for column in PRACTITIONER_COLUMNS:
-        assert f">{column}</th>" in dom
-    assert dom.count('src="data:image/png;base64,') >= 4
+        assert re.search(rf">{re.escape(column)}</th>", dom), column
+    assert dom.count('src="data:image/png;base64,') >= 4 and dom.count("<figcaption>") >= 4
+    # pytest-html's environment table got no rows from pytest-metadata; the suite's table is the one
+    assert re.search(r'<table id="environment">\s*</table>', dom), _one(r'<table id="environment">.*?</table>', dom)
+    assert dom.count('class="suite environment"') == 1
     shot = tmp_path / "report.png"
     done = _chromium(tmp_path, "--window-size=1400,3000", "--virtual-time-budget=5000", f"--screenshot={shot}",
                      report.as_uri())
