@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from suite.results import incompleteness
+
 LatencyKey = tuple[str, str, str, int, str]
 RecordKey = tuple[str, ...]
 
@@ -164,7 +166,14 @@ def resolve_latency_baselines(spec: str, storage: Path) -> list[Path]:
     return paths
 
 
-def load_latency_baselines(paths: list[Path]) -> LatencyBaseline:
+def _refuse_incomplete(path: Path, data: dict[str, Any], accept: bool, what: str) -> None:
+    why = incompleteness(data)
+    if why and not accept:
+        raise BaselineError(f"{what} {path} was saved by a run that did not end ({why}): the cases it never reached "
+                            "would become 'no baseline'; use a complete run, or pass --accept-incomplete-baseline")
+
+
+def load_latency_baselines(paths: list[Path], accept_incomplete: bool = False) -> LatencyBaseline:
     samples: dict[LatencyKey, list[list[float]]] = {}
     interference: dict[LatencyKey, float] = {}
     without: list[str] = []
@@ -175,10 +184,11 @@ def load_latency_baselines(paths: list[Path]) -> LatencyBaseline:
             data = json.loads(Path(path).read_text())
         except (OSError, ValueError) as exc:
             raise BaselineError(f"latency baseline {path}: cannot read JSON ({exc})") from exc
-        if not isinstance(data, dict) or "benchmarks" not in data:
-            raise BaselineError(f"latency baseline {path}: not a pytest-benchmark file (no 'benchmarks')")
+        if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
+            raise BaselineError(f"latency baseline {path}: not a pytest-benchmark file (no 'benchmarks' list)")
+        _refuse_incomplete(Path(path), data, accept_incomplete, "latency baseline")
         for bench in data["benchmarks"]:
-            extra = bench.get("extra_info") or {}
+            extra = (bench.get("extra_info") if isinstance(bench, dict) else None) or {}
             key = latency_key(extra)
             if key is None:
                 continue
@@ -189,7 +199,7 @@ def load_latency_baselines(paths: list[Path]) -> LatencyBaseline:
             if not values:
                 without.append(f"{path.name}:{bench.get('name', key_label(key))}")
                 continue
-            samples.setdefault(key, []).append([float(v) for v in values])
+            samples.setdefault(key, []).append(_samples(values, f"latency baseline {path}: {key_label(key)}"))
             gate = extra.get("gate") or {}
             if isinstance(gate.get("interference"), (int, float)):
                 interference[key] = max(interference.get(key, 0.0), float(gate["interference"]))
@@ -197,6 +207,19 @@ def load_latency_baselines(paths: list[Path]) -> LatencyBaseline:
         when = data.get("datetime")
     return LatencyBaseline(sources=tuple(Path(p) for p in paths), environment=environment, datetime=when,
                            samples=samples, interference=interference, without_samples=tuple(without))
+
+
+def _samples(values: Any, where: str) -> list[float]:
+    """Per-round seconds from a baseline file: a list of positive, finite numbers, or a BaselineError."""
+    if not isinstance(values, list) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                               for v in values):
+        raise BaselineError(f"{where}: samples_s must be a list of seconds, got {type(values).__name__} "
+                            f"{str(values)[:60]!r}")
+    bad = [v for v in values if not (0.0 < float(v) < float("inf"))]
+    if bad:
+        raise BaselineError(f"{where}: samples_s holds {len(bad)} value(s) that are not positive finite seconds "
+                            f"(e.g. {bad[0]!r})")
+    return [float(v) for v in values]
 
 
 # =========================================================================== accuracy / parity
@@ -218,13 +241,14 @@ class ResultsBaseline:
     records: dict[RecordKey, dict[str, Any]] = field(default_factory=dict)
 
 
-def load_results_baseline(path: Path) -> ResultsBaseline:
+def load_results_baseline(path: Path, accept_incomplete: bool = False) -> ResultsBaseline:
     try:
         data = json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
         raise BaselineError(f"accuracy baseline {path}: cannot read JSON ({exc})") from exc
     if not isinstance(data, dict) or not isinstance(data.get("records"), list):
         raise BaselineError(f"accuracy baseline {path}: not a --suite-results file (no 'records' list)")
+    _refuse_incomplete(Path(path), data, accept_incomplete, "accuracy baseline")
     records = {}
     for record in data["records"]:
         key = record_key(record) if isinstance(record, dict) else None

@@ -5,24 +5,43 @@ Tests opt in with one line at their end, ``gate.check()``: every record the test
 session is compared with its baseline counterpart and the test fails with the numbers when a gate
 trips. Results are kept for the terminal tables and the HTML report (``report/``).
 
+Every comparison reports into the run's verdict (suite/verdict.py) as a component of its test: a
+regression fails; unchanged and improvement pass; busy, inconclusive and no-baseline are *not
+judged*, and a run with a not-judged case does not exit 0 unless the user accepted that reason.
+
 Why measure other processes' CPU use during each latency case (``interference``): on a shared
 machine a neighbour's burst looks exactly like a regression. A case measured while others used more
-than ``--latency-busy-limit`` of the CPUs is reported as ``busy`` (listed, not failed): a verdict
-from it would be about the neighbour, not the engine.
+than ``--latency-busy-limit`` of the CPUs is re-measured (``--latency-busy-retries``); still busy, it
+is not judged ("busy"). A baseline case saved busy is shown next to the current figure: against it
+a regression still fails (the baseline was, if anything, slow), anything else is not judged. A
+device-bound GPU case (``bound = "device"`` in its record) is judged whatever the CPUs did: its time
+is the device's (docs/gating.md has the measurement).
+
+Coverage is stated and enforced: which collected cases have a baseline counterpart, which do not,
+and which baseline cases this run does not have. A baseline that matches nothing is a usage error.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from metrics.regression import DriftComparison, LatencyComparison, compare_accuracy, compare_latency, compare_parity
-from suite import inject
+from metrics.regression import (
+    DriftComparison,
+    LatencyComparison,
+    compare_accuracy,
+    compare_latency,
+    compare_parity,
+)
+from suite import inject, verdict
 from suite.baselines import (
     BaselineError,
     DriftTolerances,
@@ -42,6 +61,16 @@ from suite.environment import differences, fingerprint
 
 GATE_KEY = pytest.StashKey["Gate"]()
 _METER_KEY = pytest.StashKey["CpuMeter"]()
+_INTERFERENCE_KEY = pytest.StashKey["float | None"]()
+
+# Case ids (suite/plugin.py latency_case_id, Cell.id) -> what they measure, for coverage.
+_ENGINES = "torch|onnxruntime|inductor|tensorrt"
+_PRECISIONS = "fp32|tf32|fp16|bf16|int8"
+_CELL = rf"(?P<model>.+)-(?P<engine>{_ENGINES})-(?P<precision>{_PRECISIONS})"
+_LATENCY_ID = re.compile(rf"test_latency\[{_CELL}-bs(?P<batch>\d+)(?:-(?P<path>model|graph))?\]$")
+_ACCURACY_ID = re.compile(rf"test_top1_top5\[{_CELL}\]$")
+_PARITY_ID = re.compile(rf"test_parity_on_dataset\[{_CELL}\]$")
+_GENERATED_ID = re.compile(rf"test_parity_on_generated_inputs\[{_CELL}-(?P<distribution>[a-z]+)\]$")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -58,6 +87,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--latency-busy-limit", default="20%", metavar="PCT",
                     help="cases measured while other processes used more than this share of the CPUs are "
                          "reported as 'busy', not gated (default 20%%; 100%% gates them all)")
+    group.addoption("--latency-busy-retries", type=int, default=2, metavar="N",
+                    help="re-measure a case measured busy up to N times (default 2); still busy, it is not judged")
+    group.addoption("--accept-incomplete-baseline", action="store_true", default=False,
+                    help="use a baseline saved by a run that was interrupted (its missing cases are not judged)")
     group.addoption("--accuracy-baseline", default=None, metavar="FILE",
                     help="a --suite-results JSON to gate top-1/top-5 and parity figures against")
     group.addoption("--accuracy-drift", default=DriftTolerances().describe(), metavar="SPEC",
@@ -71,7 +104,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "engine's outputs to show the drift gate fails")
 
 
+BENCHMARK_COMPARE_NOTE = (
+    "--benchmark-compare-fail is pytest-benchmark's own check: one run's statistic against one saved run's, "
+    "with no noise model, so on a shared machine it flags unchanged cases (README 'Two gates' has the measured "
+    "false-alarm rates); the suite's gate is --latency-baseline")
+
+
 # =========================================================================== state
+
+_STATE = {"regression": verdict.FAILED, "unchanged": verdict.PASSED, "improvement": verdict.PASSED,
+          "busy": verdict.NOT_JUDGED, "inconclusive": verdict.NOT_JUDGED, "no-baseline": verdict.NOT_JUDGED}
 
 
 @dataclass
@@ -82,6 +124,27 @@ class LatencyOutcome:
     comparison: LatencyComparison | None = None
     interference: float | None = None
     baseline_interference: float | None = None
+    busy_side: str | None = None  # "current" | "baseline" when status is busy
+    attempts: int = 1
+
+    def component(self) -> verdict.Component:
+        """This outcome as a check component of its test (suite/verdict.py)."""
+        state = _STATE[self.status]
+        reason = self.status if state == verdict.NOT_JUDGED else None
+        if self.status == "no-baseline":
+            detail = "the latency baseline has no such case"
+        elif self.status == "busy" and self.busy_side == "baseline":
+            detail = (f"the baseline was measured while other processes used {_pct(self.baseline_interference)} of "
+                      "the CPUs; save a new baseline on a quiet machine")
+        elif self.status == "busy":
+            detail = (f"other processes used {_pct(self.interference)} of the CPUs in each of {self.attempts} "
+                      "attempt(s)")
+        else:
+            assert self.comparison is not None
+            c = self.comparison
+            detail = (f"median {c.baseline_median_s * 1e3:.4g} -> {c.current_median_s * 1e3:.4g} ms "
+                      f"({c.change_pct:+.2f}%), CI {c.interval_text}; {c.reason}")
+        return verdict.Component(f"latency gate {self.label}", state, reason, detail)
 
 
 @dataclass
@@ -89,6 +152,33 @@ class DriftOutcome:
     label: str
     nodeid: str
     comparison: DriftComparison
+
+
+@dataclass
+class Coverage:
+    """Which of this run's cases a baseline covers, and which baseline cases the run lacks."""
+
+    cases: int = 0
+    with_baseline: int = 0
+    absent_from_run: int = 0
+    absent_examples: tuple[str, ...] = ()
+    saved_busy: int = 0  # of the run's cases with a baseline: how many were saved while the CPUs were busy
+
+    @property
+    def without_baseline(self) -> int:
+        return self.cases - self.with_baseline
+
+    def describe(self, gated: int | None = None) -> str:
+        head = (f"gated {gated} of {self.cases} cases" if gated is not None
+                else f"{self.with_baseline} of {self.cases} cases have a baseline")
+        return (f"{head}; {self.without_baseline} without baseline; {self.absent_from_run} baseline cases absent "
+                "from this run" + (f"; {self.saved_busy} of the baseline's cases were saved busy" if self.saved_busy
+                                   else ""))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"cases": self.cases, "with_baseline": self.with_baseline, "without_baseline": self.without_baseline,
+                "absent_from_run": self.absent_from_run, "absent_examples": list(self.absent_examples),
+                "saved_busy": self.saved_busy}
 
 
 @dataclass
@@ -102,11 +192,15 @@ class Gate:
     inject_slowdown: float | None
     inject_accuracy_drop: float | None
     environment: dict[str, Any]
+    busy_retries: int = 2
     latency_baseline: LatencyBaseline | None = None
     results_baseline: ResultsBaseline | None = None
     latency: list[LatencyOutcome] = field(default_factory=list)
     drift_results: list[DriftOutcome] = field(default_factory=list)
     no_accuracy_baseline: list[str] = field(default_factory=list)
+    coverage: dict[str, Coverage] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    saved_busy: list[str] = field(default_factory=list)
     _drift_seen: set[int] = field(default_factory=set)
 
     def finish(self, records: list[dict[str, Any]]) -> None:
@@ -125,50 +219,107 @@ class Gate:
                     out[name] = (base.source, diff)
         return out
 
+    # ---- coverage ----------------------------------------------------------------------------------
+    def set_coverage(self, nodeids: list[str], models: dict[str, Any]) -> None:
+        """From the collected test ids: which cases have a baseline counterpart. Raises BaselineError when
+        a baseline was given and matches none of the run's cases (it would gate nothing)."""
+        if self.latency_baseline is not None:
+            keys = {k for n in nodeids if (k := latency_key_of_nodeid(n)) is not None}
+            base = set(self.latency_baseline.samples)
+            self.coverage["latency"] = _coverage(keys, base, key_label)
+            self.coverage["latency"].saved_busy = sum(
+                1 for k in keys & base if self.latency_baseline.interference.get(k, 0.0) > self.busy_limit)
+            if not keys & base:
+                raise BaselineError(
+                    f"--latency-baseline {self.latency_baseline.source}: none of this run's {len(keys)} latency cases "
+                    f"has a counterpart among its {len(base)} cases, so it would gate nothing (e.g. run: "
+                    f"{_examples(keys, key_label)}; baseline: {_examples(base, key_label)})")
+        if self.results_baseline is not None:
+            keys = {k for n in nodeids for k in record_keys_of_nodeid(n, models)}
+            base = set(self.results_baseline.records)
+            self.coverage["accuracy"] = _coverage(keys, base, " / ".join)
+            if not keys & base:
+                raise BaselineError(
+                    f"--accuracy-baseline {self.results_baseline.source}: none of this run's {len(keys)} accuracy/"
+                    f"parity records has a counterpart among its {len(base)} records, so it would gate nothing "
+                    f"(e.g. run: {_examples(keys, ' / '.join)}; baseline: {_examples(base, ' / '.join)})")
+
+    def gated(self, which: str) -> int:
+        """Cases the gate judged: compared and decided (busy, inconclusive and no-baseline are not)."""
+        if which == "latency":
+            return sum(1 for o in self.latency if _STATE[o.status] != verdict.NOT_JUDGED)
+        return len(self.drift_results)
+
     # ---- latency -----------------------------------------------------------------------------------
-    def check_latency(self, record: dict[str, Any], nodeid: str,
-                      interference: float | None) -> tuple[LatencyOutcome | None, str | None]:
+    def compare(self, record: dict[str, Any]) -> LatencyComparison | None:
+        key = latency_key(record)
+        if key is None or self.latency_baseline is None or key not in self.latency_baseline.samples:
+            return None
+        return compare_latency(self.latency_baseline.samples[key], record["samples_s"], self.max_slowdown,
+                               self.confidence)
+
+    def busy_matters(self, record: dict[str, Any], interference: float | None, saving: bool) -> bool:
+        """Whether a re-measurement could change this case's outcome: the current run was busy, the case's
+        time is not the device's, and either a baseline is being saved or the comparison is not 'unchanged'."""
+        if interference is None or interference <= self.busy_limit or record.get("bound") == "device":
+            return False
+        if self.latency_baseline is None:
+            return saving
+        comparison = self.compare(record)
+        return comparison is None or comparison.verdict != "unchanged"
+
+    def check_latency(self, record: dict[str, Any], nodeid: str, interference: float | None,
+                      attempts: int = 1) -> tuple[LatencyOutcome | None, str | None]:
         """The case's outcome (None without a latency baseline) and a failure message for a regression."""
         key = latency_key(record)
         if key is None or self.latency_baseline is None:
             return None, None
         label = key_label(key)
-        baseline = self.latency_baseline.samples.get(key)
-        if baseline is None:
-            outcome = LatencyOutcome(label, nodeid, "no-baseline", interference=interference)
+        comparison = self.compare(record)
+        if comparison is None:
+            outcome = LatencyOutcome(label, nodeid, "no-baseline", interference=interference, attempts=attempts)
             self.latency.append(outcome)
             return outcome, None
-        comparison = compare_latency(baseline, record["samples_s"], self.max_slowdown, self.confidence)
         base_busy = self.latency_baseline.interference.get(key)
-        busy = [v for v in (interference, base_busy) if v is not None and v > self.busy_limit]
-        status = "busy" if busy and comparison.verdict != "unchanged" else comparison.verdict
-        outcome = LatencyOutcome(label, nodeid, status, comparison, interference, base_busy)
+        device_bound = record.get("bound") == "device"
+        current_busy = not device_bound and interference is not None and interference > self.busy_limit
+        baseline_busy = not device_bound and base_busy is not None and base_busy > self.busy_limit
+        status, side = comparison.verdict, None
+        if status != "unchanged" and current_busy:
+            status, side = "busy", "current"
+        elif status in ("improvement", "inconclusive") and baseline_busy:
+            status, side = "busy", "baseline"  # a slow, busy baseline hides a real slowdown as an "improvement"
+        outcome = LatencyOutcome(label, nodeid, status, comparison, interference, base_busy, side, attempts)
         self.latency.append(outcome)
-        if status == "busy" and comparison.verdict == "regression":
-            return outcome, None
         if status == "regression":
             return outcome, f"{label}: {comparison.explain()}{self._env_note('latency')}"
         return outcome, None
 
     # ---- accuracy / parity -------------------------------------------------------------------------
-    def check_drift(self, record: dict[str, Any], nodeid: str) -> str | None:
+    def check_drift(self, record: dict[str, Any], nodeid: str) -> tuple[verdict.Component | None, str | None]:
+        """The record's comparison as a verdict component (None without an accuracy baseline) and a failure
+        message when it drifted beyond tolerance."""
         key = record_key(record)
         if key is None or self.results_baseline is None or id(record) in self._drift_seen:
-            return None
+            return None, None
         self._drift_seen.add(id(record))
         label = " / ".join(key[1:])
         baseline = self.results_baseline.records.get(key)
         if baseline is None:
             self.no_accuracy_baseline.append(f"{key[0]} {label}")
-            return None
+            return verdict.Component(f"{key[0]} drift gate {label}", verdict.NOT_JUDGED, "no-baseline",
+                                     "the accuracy baseline has no such record"), None
         if key[0] == "accuracy":
             comparison = compare_accuracy(baseline, record, self.drift.top1_pts / 100, self.drift.top5_pts / 100)
         else:
             comparison = compare_parity(baseline, record, self.drift.isclose_pts, self.drift.mae_factor)
         self.drift_results.append(DriftOutcome(label, nodeid, comparison))
+        figures = "; ".join(f.describe() for f in comparison.figures)
+        component = verdict.Component(f"{key[0]} drift gate {label}",
+                                      verdict.FAILED if comparison.failed else verdict.PASSED, None, figures)
         if comparison.failed:
-            return f"{label}: {comparison.explain()}{self._env_note('accuracy')}"
-        return None
+            return component, f"{label}: {comparison.explain()}{self._env_note('accuracy')}"
+        return component, None
 
     def _env_note(self, which: str) -> str:
         diff = self.environment_differences().get(which)
@@ -179,6 +330,7 @@ class Gate:
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data for the HTML report."""
+        coverage = {k: {**c.as_dict(), "gated": self.gated(k)} for k, c in self.coverage.items()}
         return {
             "max_slowdown": self.max_slowdown,
             "confidence": self.confidence,
@@ -189,12 +341,61 @@ class Gate:
             "environment_differences": {k: {"source": str(src), "keys": {n: list(v) for n, v in d.items()}}
                                         for k, (src, d) in self.environment_differences().items()},
             "latency": [{"label": o.label, "status": o.status, "interference": o.interference,
-                         "baseline_interference": o.baseline_interference,
+                         "baseline_interference": o.baseline_interference, "busy_side": o.busy_side,
+                         "attempts": o.attempts,
                          **({} if o.comparison is None else o.comparison.as_dict())} for o in self.latency],
             "drift": [{"label": o.label, **o.comparison.as_dict()} for o in self.drift_results],
             "no_accuracy_baseline": list(self.no_accuracy_baseline),
+            "coverage": coverage,
+            "warnings": list(self.warnings) + self.saved_busy_warning(),
             "injected": {"slowdown": self.inject_slowdown, "accuracy_drop": self.inject_accuracy_drop},
         }
+
+    def saved_busy_warning(self) -> list[str]:
+        if not self.saved_busy:
+            return []
+        return [f"{len(self.saved_busy)} case(s) were saved to the baseline while other processes used more than "
+                f"{self.busy_limit * 100:g}% of the CPUs ({', '.join(self.saved_busy[:4])}"
+                + (" ..." if len(self.saved_busy) > 4 else "") + "): as a baseline they cannot judge a later run "
+                "except a regression; save the baseline again on a quiet machine"]
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x * 100:.0f}%"
+
+
+def _coverage(keys: set[Any], base: set[Any], label: Callable[[Any], str]) -> Coverage:
+    absent = sorted(base - keys)
+    return Coverage(cases=len(keys), with_baseline=len(keys & base), absent_from_run=len(absent),
+                    absent_examples=tuple(label(k) for k in absent[:8]))
+
+
+def _examples(keys: set[Any], label: Callable[[Any], str]) -> str:
+    shown = [label(k) for k in sorted(keys)[:3]]
+    return ", ".join(shown) + (" ..." if len(keys) > 3 else "") if shown else "none"
+
+
+def latency_key_of_nodeid(nodeid: str) -> tuple[str, str, str, int, str] | None:
+    """The (model, engine, precision, batch, path) a test_latency id measures (ids: plugin.latency_case_id)."""
+    match = _LATENCY_ID.search(nodeid)
+    if not match:
+        return None
+    return (match["model"], match["engine"], match["precision"], int(match["batch"]), match["path"] or "all")
+
+
+def record_keys_of_nodeid(nodeid: str, models: dict[str, Any]) -> list[tuple[str, ...]]:
+    """The accuracy/parity record keys (suite.baselines.record_key) a test will produce, from its id."""
+    for pattern, kind in ((_ACCURACY_ID, "accuracy"), (_PARITY_ID, "parity"), (_GENERATED_ID, "generated")):
+        match = pattern.search(nodeid)
+        if match is None or match["model"] not in models:
+            continue
+        model = models[match["model"]]
+        cell = f"{match['model']}-{match['engine']}-{match['precision']}"
+        if kind == "accuracy":
+            return [("accuracy", cell, str(model.accuracy_dataset))]
+        dataset = str(model.parity_dataset) if kind == "parity" else f"generated:{match['distribution']}"
+        return [("parity", cell, dataset, name) for name in model.outputs]
+    return []
 
 
 def gate_of(config: pytest.Config) -> Gate | None:
@@ -214,21 +415,46 @@ def pytest_configure(config: pytest.Config) -> None:
             inject_slowdown=None if inject_slow is None else parse_fraction(inject_slow, "--inject-slowdown"),
             inject_accuracy_drop=None if inject_drop is None else parse_fraction(inject_drop, "--inject-accuracy-drop"),
             environment=fingerprint(config.getoption("--device", "cpu")),
+            busy_retries=int(config.getoption("--latency-busy-retries")),
         )
         if not (0.0 < gate.max_slowdown < 10.0):
             raise BaselineError("--latency-regression must be above 0%")
         if not (0.5 <= gate.confidence < 1.0):
             raise BaselineError("--latency-confidence must be in [50%, 100%)")
+        if gate.busy_retries < 0:
+            raise BaselineError("--latency-busy-retries must be >= 0")
+        accept_incomplete = bool(config.getoption("--accept-incomplete-baseline"))
         spec = config.getoption("--latency-baseline")
         if spec:
             storage = benchmark_storage_dir(config.getoption("benchmark_storage", None))
-            gate.latency_baseline = load_latency_baselines(resolve_latency_baselines(spec, storage))
+            paths = resolve_latency_baselines(spec, storage)
+            gate.latency_baseline = load_latency_baselines(paths, accept_incomplete)
+            gate.warnings.extend(_runs_shortfall(spec, len(paths), gate.confidence))
         spec = config.getoption("--accuracy-baseline")
         if spec:
-            gate.results_baseline = load_results_baseline(Path(spec))
+            gate.results_baseline = load_results_baseline(Path(spec), accept_incomplete)
     except BaselineError as exc:
         raise pytest.UsageError(str(exc)) from exc
     config.stash[GATE_KEY] = gate
+
+
+def _runs_shortfall(spec: str, found: int, confidence: float) -> list[str]:
+    """``last:K`` with fewer than K saved runs: say what protection is lost."""
+    asked = [int(m) for m in re.findall(r"(?:last|latest):(\d+)", spec)]
+    if not asked or found >= sum(asked):
+        return []
+    k = sum(asked)
+    if found == 1:
+        lost = ("with one run there is no run-to-run spread at all, so a shift of the whole run (thread placement, "
+                "clocks, a neighbour) is judged on within-run noise alone and can fail as a regression")
+    else:
+        from metrics.regression import student_t_quantile
+
+        t = student_t_quantile(0.5 + confidence / 2, found - 1)
+        lost = (f"the run-to-run interval rests on {found} runs (t factor {t:.1f} at {confidence * 100:g}%, against "
+                f"{student_t_quantile(0.5 + confidence / 2, k - 1):.1f} with {k}), so many cases come out inconclusive")
+    return [f"--latency-baseline {spec}: asked for {k} saved runs, found {found}: {lost}; keep saving runs "
+            "(--benchmark-autosave or --benchmark-save)"]
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -249,6 +475,28 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     suite.run_batched = run_batched  # type: ignore[method-assign]
 
 
+def _set_coverage(config: pytest.Config, nodeids: list[str]) -> None:
+    gate = gate_of(config)
+    if gate is None or (gate.latency_baseline is None and gate.results_baseline is None):
+        return
+    from suite.plugin import suite_session
+
+    try:
+        gate.set_coverage(nodeids, dict(suite_session(config).config.models))
+    except BaselineError as exc:
+        pytest.exit(f"ERROR: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        for which, coverage in gate.coverage.items():
+            reporter.write_line(f"{which} gate coverage: {coverage.describe()}",
+                                yellow=bool(coverage.without_baseline or coverage.absent_from_run))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if not hasattr(session.config, "workerinput"):
+        _set_coverage(session.config, [item.nodeid for item in session.items])
+
+
 def pytest_report_header(config: pytest.Config) -> list[str]:
     gate = gate_of(config)
     if gate is None:
@@ -256,15 +504,19 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     lines = []
     if gate.latency_baseline is not None:
         b = gate.latency_baseline
-        lines.append(f"latency gate: baseline {b.source} ({b.datetime or 'undated'}, {len(b.samples)} cases), "
-                     f"fails at a significant slowdown >= {gate.max_slowdown * 50:g}% "
-                     f"(--latency-regression {gate.max_slowdown * 100:g}%)")
+        busy = sum(1 for v in b.interference.values() if v > gate.busy_limit)
+        lines.append(f"latency gate: baseline {b.source} ({b.datetime or 'undated'}, {len(b.samples)} cases"
+                     + (f", {busy} saved busy" if busy else "") + f"), fails at a significant slowdown >= "
+                     f"{gate.max_slowdown * 50:g}% (--latency-regression {gate.max_slowdown * 100:g}%)")
     if gate.results_baseline is not None:
         lines.append(f"drift gate: baseline {gate.results_baseline.source} "
                      f"({len(gate.results_baseline.records)} records), tolerances {gate.drift.describe()}")
+    lines.extend(f"WARNING: {w}" for w in gate.warnings)
     for which, (source, diff) in gate.environment_differences().items():
         lines.append(f"WARNING: {which} baseline {source} comes from a DIFFERENT ENVIRONMENT:")
         lines.extend(f"WARNING:   {k}: {b} -> {c}" for k, (b, c) in diff.items())
+    if config.getoption("benchmark_compare_fail", None):
+        lines.append(f"NOTE: {BENCHMARK_COMPARE_NOTE}")
     if gate.inject_slowdown:
         lines.append(f"SELF-TEST: every latency round is slowed down by {gate.inject_slowdown * 100:g}%")
     if gate.inject_accuracy_drop:
@@ -333,7 +585,8 @@ def latency_wrapper(request: pytest.FixtureRequest) -> Any:
 
 
 class GateCheck:
-    """What the ``gate`` fixture gives a test: ``check()`` compares the records the test appended."""
+    """What the ``gate`` fixture gives a test: ``settle_latency`` re-measures a busy case, ``check()``
+    compares the records the test appended and reports each comparison into the run's verdict."""
 
     def __init__(self, request: pytest.FixtureRequest) -> None:
         from suite.plugin import suite_session
@@ -342,24 +595,57 @@ class GateCheck:
         self._suite = suite_session(request.config)
         self._first = len(self._suite.records)
         config, gate = request.config, gate_of(request.config)
+        self._saving = bool(config.getoption("benchmark_save", None) or config.getoption("benchmark_autosave", None))
         # Pad short cases' CPU windows only where the figure is used: gating now, or a saved baseline.
-        self._pad = bool((gate is not None and gate.latency_baseline is not None)
-                         or config.getoption("benchmark_save", None) or config.getoption("benchmark_autosave", None))
+        self._pad = bool((gate is not None and gate.latency_baseline is not None) or self._saving)
+
+    def settle_latency(self, record: dict[str, Any], remeasure: Callable[[], list[float]]) -> list[dict[str, Any]]:
+        """Measure the CPU share others used during the case; while it was busy and that could change the
+        outcome, re-measure (at most --latency-busy-retries times), updating ``record["samples_s"]``.
+        Returns one entry per attempt: the share and the median."""
+        node, gate = self._request.node, gate_of(self._request.config)
+        meter = node.stash.get(_METER_KEY, None)
+        share = meter.stop(pad=self._pad) if meter is not None else None
+        attempts = [{"interference": share, "median_ms": statistics.median(record["samples_s"]) * 1e3}]
+        while (gate is not None and len(attempts) <= gate.busy_retries
+               and gate.busy_matters(record, share, self._saving)):
+            meter = CpuMeter()
+            record["samples_s"] = list(remeasure())
+            share = meter.stop(pad=self._pad)
+            attempts.append({"interference": share, "median_ms": statistics.median(record["samples_s"]) * 1e3})
+        node.stash[_INTERFERENCE_KEY] = share
+        if self._saving and gate is not None and share is not None and share > gate.busy_limit \
+                and record.get("bound") != "device":
+            key = latency_key(record)
+            gate.saved_busy.append(key_label(key) if key else node.name)
+        return attempts
+
+    def smoke(self, cell: Any, batch: int, path: str) -> None:
+        """A latency case run once with --benchmark-disable: nothing timed, so a latency gate cannot judge it."""
+        gate = gate_of(self._request.config)
+        if gate is not None and gate.latency_baseline is not None:
+            label = key_label((cell.model, cell.engine, cell.precision, batch, path))
+            verdict.report_component(self._request.node, verdict.Component(
+                f"latency gate {label}", verdict.NOT_JUDGED, "benchmark-disabled",
+                "--benchmark-disable ran the case once, untimed"))
 
     def check(self) -> None:
         request, gate = self._request, gate_of(self._request.config)
         if gate is None:
             return
-        nodeid = request.node.nodeid
-        meter = request.node.stash.get(_METER_KEY, None)
+        node = request.node
         failures = []
         for record in self._suite.records[self._first:]:
             if record.get("kind") == "latency":
-                interference = meter.stop(pad=self._pad) if meter is not None else None
-                outcome, message = gate.check_latency(record, nodeid, interference)
+                interference = node.stash.get(_INTERFERENCE_KEY, None)
+                outcome, message = gate.check_latency(record, node.nodeid, interference,
+                                                      attempts=len(record.get("attempts") or [1]))
                 _annotate_benchmark(request, interference, outcome)
+                component = outcome.component() if outcome is not None else None
             else:
-                message = gate.check_drift(record, nodeid)
+                component, message = gate.check_drift(record, node.nodeid)
+            if component is not None:
+                verdict.report_component(node, component)
             if message:
                 failures.append(message)
         if failures:
@@ -386,6 +672,33 @@ def gate(request: pytest.FixtureRequest) -> GateCheck:
 
 
 # =========================================================================== terminal
+
+
+def verdict_lines(config: pytest.Config) -> list[tuple[str, dict[str, bool]]]:
+    """The gate's part of the verdict block (suite/summary.py): coverage, regressions with their figures,
+    and what weakens the comparison."""
+    gate = gate_of(config)
+    if gate is None:
+        return []
+    lines: list[tuple[str, dict[str, bool]]] = []
+    if config.getoption("benchmark_compare_fail", None):
+        lines.append((f"NOTE: {BENCHMARK_COMPARE_NOTE}", {"yellow": True}))
+    for which, coverage in gate.coverage.items():
+        lines.append((f"{which} gate: {coverage.describe(gate.gated(which))}",
+                      {"yellow": bool(coverage.without_baseline or coverage.absent_from_run)}))
+    for o in gate.latency:
+        if o.status == "regression" and o.comparison is not None:
+            c = o.comparison
+            lines.append((f"  REGRESSION {o.label}: {c.baseline_median_s * 1e3:.4g} -> "
+                          f"{c.current_median_s * 1e3:.4g} ms ({c.change_pct:+.2f}%), CI {c.interval_text}",
+                          {"red": True}))
+    for o in gate.drift_results:
+        if o.comparison.failed:
+            figures = "; ".join(f.describe() for f in o.comparison.failures)
+            lines.append((f"  DRIFT {o.label}: {figures}", {"red": True}))
+    for warning in gate.warnings + gate.saved_busy_warning():
+        lines.append((f"WARNING: {warning}", {"yellow": True}))
+    return lines
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -423,14 +736,15 @@ def _latency_table(tr: Any, gate: Gate) -> None:
     tr.section(title, sep="-", red=bool(by_status.get("regression")))
     shown = [o for s in ("regression", "improvement", "busy", "inconclusive") for o in by_status.get(s, [])]
     if shown:
-        tr.write_line(f"{'case':<52}{'baseline':>11}{'current':>11}{'change':>9}  {'CI of ratio':<17}"
-                      f"{'others CPU':>10}  verdict")
+        tr.write_line(f"{'case':<52}{'baseline':>11}{'current':>11}{'change':>9}  {'CI of ratio':<18}"
+                      f"{'others CPU now / base':>22}  verdict")
         for o in shown:
             c = o.comparison
             assert c is not None
-            others = "-" if o.interference is None else f"{o.interference * 100:.0f}%"
+            others = f"{_pct(o.interference)} / {_pct(o.baseline_interference)}"
+            status = o.status + (f" ({o.busy_side})" if o.busy_side else "")
             tr.write_line(f"{o.label:<52}{c.baseline_median_s * 1e3:>9.4g}ms{c.current_median_s * 1e3:>9.4g}ms"
-                          f"{c.change_pct:>+8.2f}%  [{c.ci_low:.3f}, {c.ci_high:.3f}]  {others:>10}  {o.status}",
+                          f"{c.change_pct:>+8.2f}%  {c.interval_text:<18}{others:>22}  {status}",
                           red=o.status == "regression", green=o.status == "improvement",
                           yellow=o.status in ("busy", "inconclusive"))
     counts = ", ".join(f"{len(v)} {k}" for k, v in sorted(by_status.items()))

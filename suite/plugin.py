@@ -1,22 +1,42 @@
-"""The suite's pytest plugin: options, parametrization over cells, session fixtures, terminal summary.
+"""The suite's pytest plugin: options, parametrization over cells, session fixtures, the verdict's wiring.
 
-Registered from the root ``conftest.py``. Tests stay thin: they ask for a ``cell`` (or
-``latency_case``) and the ``suite`` session, and assert with metrics' verdicts.
+Registered through the ``pytest11`` entry point (pyproject.toml) where the project is installed, so
+its options parse in both spellings (``--engine-cache /tmp/x`` and ``--engine-cache=/tmp/x``) from any
+directory; the root ``conftest.py`` registers it where it is not. Tests stay thin: they ask for a
+``cell`` (or ``latency_case``) and the ``suite`` session, and assert with metrics' verdicts.
+
+Every outcome reports into ``suite.verdict.Ledger`` (one per run, in the controlling process):
+skips carry their reason code, a cell that cannot run where it is required fails, a known failure
+passes only when it fails the declared way, and the run's exit code and last block come from it.
 """
 
 from __future__ import annotations
 
-import json
 import logging
+import re
+import signal
+import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from engines.base import CellUnavailable
-from suite.cache import ArtifactCache, CacheEvent
-from suite.config import ConfigError, ModelConfig, load_config
+from engines.base import UNAVAILABLE, CellUnavailable
+from suite import verdict
+from suite.cache import ArtifactCache, CacheEvent, CacheUnusable
+from suite.config import (
+    ConfigError,
+    ModelConfig,
+    SuiteConfig,
+    check_rounds_option,
+    load_config,
+    parse_batch_sizes_option,
+)
+from suite.device import DeviceError, check_device
 from suite.environment import fingerprint
+from suite.preflight import check_models
+from suite.results import results_document, write_json_atomic
 from suite.session import Cell, SuiteSession
 from suite.timing import PATHS
 
@@ -24,6 +44,8 @@ log = logging.getLogger("suite")
 
 _ROOT = Path(__file__).resolve().parent.parent
 _SESSION_KEY = pytest.StashKey[SuiteSession]()
+LEDGER_KEY = pytest.StashKey[verdict.Ledger]()
+_RUN_KEY = pytest.StashKey["RunState"]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -32,17 +54,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="TOML file declaring models, engines, precisions, thresholds (default: suite.toml)")
     group.addoption("--models", default=None, help="comma-separated model names to run (default: all)")
     group.addoption("--engines", default=None,
-                    help="comma-separated engines to run: torch, onnxruntime, inductor, tensorrt "
-                         "(default: as configured)")
+                    help="comma-separated engines to run: torch, onnxruntime, inductor, tensorrt (default: as "
+                         "configured). Engines named here are required: a cell of theirs that cannot run fails")
     group.addoption("--precisions", default=None,
                     help="comma-separated precisions: fp32, tf32, fp16, bf16, int8 (default: as configured)")
     group.addoption("--engine-cache", default=str(_ROOT / ".engine-cache"),
                     help="directory of the content-addressed engine/artifact cache (default: .engine-cache/)")
-    group.addoption("--device", default="cpu", help="device to run engines on: cpu (default) or cuda:N")
+    group.addoption("--device", default="cpu",
+                    help="device to run engines on: cpu (default) or cuda:N; CUDA must initialise or the run "
+                         "stops before any test")
     group.addoption("--latency-rounds", type=int, default=None,
                     help="timed rounds per latency case (default: [latency].rounds in the config)")
     group.addoption("--latency-batch-sizes", default=None,
-                    help="comma-separated batch sizes for latency cases (default: each model's batch_sizes)")
+                    help="comma-separated batch sizes for latency cases (default: each model's latency_batch_sizes)")
     group.addoption("--latency-paths", default=None,
                     help="comma-separated latency paths: all (host copies included), model (device-resident), "
                          "graph (CUDA graph replay); default: all on cpu, all,model,graph on cuda")
@@ -51,31 +75,73 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--max-harness-overhead", type=float, default=0.02,
                     help="largest accepted harness overhead as a fraction of the bare loop (default 0.02)")
     group.addoption("--suite-results", default=None,
-                    help="write accuracy/parity/latency records and engine facts of this run to this JSON "
-                         "file at the end (and each record, as it is made, to FILE.partial.jsonl)")
+                    help="write accuracy/parity/latency records, engine facts and the verdict of this run to this "
+                         "JSON file at the end, atomically, marked complete or not (and each record, as it is "
+                         "made, to FILE.partial.jsonl)")
+    group.addoption("--accept-not-judged", default=None, metavar="REASONS",
+                    help="comma-separated reasons for which a check may end 'not judged' and the run still exit 0 "
+                         f"({', '.join(verdict.REASONS)}; 'none' for no reason); default: the config's "
+                         "[run] accept_not_judged")
 
 
 def _split(value: str | None) -> list[str] | None:
     return [v.strip() for v in value.split(",") if v.strip()] if value else None
 
 
+class RunState:
+    """What the controlling process knows about the run beyond the ledger: requirements and timing."""
+
+    def __init__(self, config: SuiteConfig, required_engines: set[str], required_by: dict[str, str]) -> None:
+        self.config = config
+        self.required_engines = required_engines
+        self.required_by = required_by
+        self.collected: list[str] = []
+        self.started = time.time()
+        self.signal_handler: Any = None
+
+
 def pytest_configure(config: pytest.Config) -> None:
     for name, text in (
         ("accuracy", "top-1/top-5 on labelled data against thresholds and the PyTorch reference"),
         ("parity", "output agreement with the PyTorch reference on the same inputs"),
-        ("latency", "pytest-benchmark latency/throughput cases (compare with --benchmark-compare)"),
+        ("latency", "pytest-benchmark latency/throughput cases (gate with --latency-baseline)"),
         ("selftest", "tests of the suite's own machinery; CPU only, no engines"),
     ):
         config.addinivalue_line("markers", f"{name}: {text}")
+    engines_option = _split(config.getoption("--engines"))
     try:
         suite_config = load_config(config.getoption("--suite-config")).select(
-            _split(config.getoption("--models")), _split(config.getoption("--engines")),
-            _split(config.getoption("--precisions")))
+            _split(config.getoption("--models")), engines_option, _split(config.getoption("--precisions")))
     except ConfigError as exc:
         raise pytest.UsageError(f"suite config: {exc}") from exc
+    try:
+        if config.getoption("--latency-batch-sizes") is not None:
+            parse_batch_sizes_option(config.getoption("--latency-batch-sizes"), suite_config.models)
+        if config.getoption("--latency-rounds") is not None:
+            check_rounds_option(config.getoption("--latency-rounds"))
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from exc
     device = config.getoption("--device")
-    if device != "cpu" and not device.startswith("cuda"):
-        raise pytest.UsageError(f"--device {device!r}: expected cpu or cuda:N")
+    requires = suite_config.requires
+    try:
+        check_device(device)
+    except DeviceError as exc:
+        raise pytest.UsageError(str(exc)) from exc
+    if "cuda" in requires and not device.startswith("cuda"):
+        raise pytest.UsageError(f"{suite_config.path.name} requires a CUDA device ([run] requires); run with "
+                                "--device cuda:0")
+    accept = config.getoption("--accept-not-judged")
+    try:
+        accepted = (verdict.check_reasons(accept.split(","), "--accept-not-judged") if accept is not None
+                    else suite_config.accept_not_judged)
+    except verdict.NotJudgedReasonError as exc:
+        raise pytest.UsageError(str(exc)) from exc
+    required_by = {e: f"[run] requires in {suite_config.path.name}" for e in requires if e != "cuda"}
+    required_by.update({e: "--engines" for e in engines_option or ()})
+    state = RunState(suite_config, set(required_by), required_by)
+    config.stash[_RUN_KEY] = state
+    config.stash[LEDGER_KEY] = verdict.Ledger(accepted=accepted)
+    config.pluginmanager.register(_VerdictPlugin(config), "suite-verdict")
 
     for noisy in ("onnxscript", "onnx_ir", "torch.onnx", "torch._dynamo", "torch.export"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -89,6 +155,8 @@ def pytest_configure(config: pytest.Config) -> None:
                 text = f"[engine cache] corrupt entry ({event.detail}); rebuilding {event.label} ..."
         elif event.action in ("build", "rebuild-corrupt"):
             text = f"[engine cache] built {event.label} in {event.seconds:.1f} s"
+        elif event.action == "wait":
+            text = f"[engine cache] waiting: {event.detail or event.label}"
         else:
             return
         log.info(text)
@@ -96,11 +164,40 @@ def pytest_configure(config: pytest.Config) -> None:
             reporter.write_line(text)
 
     cache = ArtifactCache(config.getoption("--engine-cache"), on_event=on_event)
+    try:
+        cache.ensure_usable()
+    except CacheUnusable as exc:
+        raise pytest.UsageError(f"--engine-cache: {exc}") from exc
     session = SuiteSession(suite_config, cache, device)
     results = config.getoption("--suite-results")
     if results:
         session.stream_records_to(Path(f"{results}.partial.jsonl"))
     config.stash[_SESSION_KEY] = session
+    # A CI timeout sends SIGTERM: end like Ctrl-C does, with the summary, the verdict and marked results.
+    if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+        state.signal_handler = signal.signal(signal.SIGTERM, _sigterm)
+
+
+def _sigterm(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt("SIGTERM")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    state = config.stash.get(_RUN_KEY, None)
+    if state is not None and state.signal_handler is not None:
+        signal.signal(signal.SIGTERM, state.signal_handler)
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    state, ledger = config.stash.get(_RUN_KEY, None), config.stash.get(LEDGER_KEY, None)
+    if state is None or ledger is None:
+        return []
+    required = ", ".join(f"{e} ({why})" for e, why in sorted(state.required_by.items())) or "nothing"
+    accepted = ", ".join(ledger.accepted) or "no reason"
+    return [f"suite: config {state.config.path}, device {config.getoption('--device')}; required engines: {required}",
+            f"suite: a check may end not judged, and the run still pass, for: {accepted}"
+            + ("" if config.getoption("--accept-not-judged") is not None else f" ([run] accept_not_judged in "
+               f"{state.config.path.name}; --accept-not-judged overrides)")]
 
 
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
@@ -108,35 +205,51 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
     machine_info["suite_environment"] = fingerprint(config.getoption("--device"))
 
 
+def pytest_benchmark_update_json(config: pytest.Config, benchmarks: Any, output_json: dict[str, Any]) -> None:
+    """A saved pytest-benchmark run says whether the run ended; the gate refuses an incomplete baseline."""
+    ledger = config.stash.get(LEDGER_KEY, None)
+    interrupted = ledger.interrupted if ledger is not None else None
+    output_json["suite"] = {"complete": interrupted is None, "incomplete_reason": interrupted}
+
+
 def suite_session(config: pytest.Config) -> SuiteSession:
     return config.stash[_SESSION_KEY]
 
 
+def ledger_of(config: pytest.Config) -> verdict.Ledger:
+    return config.stash[LEDGER_KEY]
+
+
 def _latency_batches(config: pytest.Config, model: ModelConfig) -> tuple[int, ...]:
-    chosen = _split(config.getoption("--latency-batch-sizes"))
-    if not chosen:
+    """--latency-batch-sizes (checked at start-up: each fits some selected model) within this model's profile."""
+    chosen = config.getoption("--latency-batch-sizes")
+    if chosen is None:
         return model.latency_batch_sizes
-    sizes = tuple(int(b) for b in chosen)
+    sizes = tuple(int(b) for b in chosen.split(",") if b.strip())
     return tuple(b for b in sizes if min(model.batch_sizes) <= b <= max(model.batch_sizes))
 
 
-def _judged(session: SuiteSession, cell: Cell) -> Any:
-    """A cell listed under known_failures is a strict xfail: it shows with its reason in every run and
-    report, and the day it passes (the engine was fixed) the run fails until the entry is removed."""
-    reason = session.model(cell.model).known_failures.get(f"{cell.engine}-{cell.precision}")
-    if reason is None:
-        return cell
-    return pytest.param(cell, marks=pytest.mark.xfail(strict=True, reason=f"known failure: {reason}"))
+def latency_case_id(cell: Cell, batch: int, path: str) -> str:
+    """Stable names for baselines: CPU runs keep the historical "...-bsN" form for the 'all' path."""
+    return f"{cell.id}-bs{batch}" if path == "all" else f"{cell.id}-bs{batch}-{path}"
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     session = suite_session(metafunc.config)
     if "accuracy_cell" in metafunc.fixturenames:
         cells = session.cells(lambda m: m.accuracy_dataset is not None)
-        metafunc.parametrize("accuracy_cell", [_judged(session, c) for c in cells], ids=[c.id for c in cells])
-    if "cell" in metafunc.fixturenames:
+        params = [pytest.param(c, id=c.id) for c in cells]
+        params += [pytest.param(None, id=m.name, marks=pytest.mark.skip(reason=verdict.skip_message(
+            "no-data", f"{m.name} declares no accuracy_dataset"))) for m in session.config.models.values()
+            if m.accuracy_dataset is None]
+        metafunc.parametrize("accuracy_cell", params)
+    if "cell" in metafunc.fixturenames and "distribution" in metafunc.fixturenames:
+        pairs = [(c, d) for c in session.cells() if not c.is_reference
+                 for d in session.model(c.model).generated[c.precision]]
+        metafunc.parametrize("cell,distribution", pairs, ids=[f"{c.id}-{d}" for c, d in pairs])
+    elif "cell" in metafunc.fixturenames:
         cells = [c for c in session.cells() if not c.is_reference]
-        metafunc.parametrize("cell", [_judged(session, c) for c in cells], ids=[c.id for c in cells])
+        metafunc.parametrize("cell", cells, ids=[c.id for c in cells])
     if "latency_case" in metafunc.fixturenames:
         paths = _split(metafunc.config.getoption("--latency-paths"))
         if not paths:
@@ -146,9 +259,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             raise pytest.UsageError(f"--latency-paths: unknown {unknown}; valid: {', '.join(PATHS)}")
         cases = [(c, b, p) for c in session.cells()
                  for b in _latency_batches(metafunc.config, session.model(c.model)) for p in paths]
-        # Case names stay stable for baselines: CPU runs keep the historical "...-bsN" form.
-        ids = [f"{c.id}-bs{b}" if p == "all" else f"{c.id}-bs{b}-{p}" for c, b, p in cases]
-        metafunc.parametrize("latency_case", cases, ids=ids)
+        metafunc.parametrize("latency_case", cases, ids=[latency_case_id(*c) for c in cases])
 
 
 @pytest.fixture(scope="session")
@@ -159,24 +270,236 @@ def suite(request: pytest.FixtureRequest) -> SuiteSession:
 
 @pytest.fixture
 def engine_for(suite: SuiteSession) -> Any:
-    """``engine_for(cell)``: the loaded engine, or a skip that names why this cell cannot run here."""
-
-    def get(cell: Cell) -> Any:
-        try:
-            return suite.engine(cell)
-        except CellUnavailable as exc:
-            pytest.skip(f"{cell.id}: {exc}")
-
-    return get
+    """``engine_for(cell)``: the loaded engine. A cell that cannot run raises CellUnavailable, which
+    ``pytest_pyfunc_call`` turns into a not-judged skip, or a failure where the cell is required."""
+    return suite.engine
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Any:
-    """A cell or latency path that cannot run on this machine is a skip with its reason, wherever raised."""
+    """A cell or latency path that cannot run here: a skip with its reason code, unless the user required it.
+
+    The fp32 reference must always run (every other cell is judged against it), and an engine the
+    config requires ([run] requires) or the command line names (--engines) must run where the check
+    needs something missing: those fail, naming the requirement."""
     try:
         return (yield)
     except CellUnavailable as exc:
-        pytest.skip(str(exc))
+        state = pyfuncitem.config.stash[_RUN_KEY]
+        cell = getattr(exc, "cell", None)
+        if cell is not None and cell.is_reference:
+            pytest.fail(f"the fp32 reference {cell.id} cannot run, so nothing can be judged against it: {exc}",
+                        pytrace=False)
+        if cell is not None and exc.code == UNAVAILABLE and cell.engine in state.required_engines:
+            pytest.fail(f"{cell.id}: engine {cell.engine} is required ({state.required_by[cell.engine]}) and cannot "
+                        f"run here: {exc}", pytrace=False)
+        verdict.skip(exc.code, str(exc))
+
+
+# =========================================================================== known failures
+
+
+KNOWN_PROPERTY = "suite_known_failure"
+
+
+def _known_failure(item: pytest.Item) -> tuple[Any, str, str] | None:
+    """(entry, its key, the kind of check) where the config's known_failures covers this test, else None."""
+    callspec = getattr(item, "callspec", None)
+    cell = callspec.params.get("cell") or callspec.params.get("accuracy_cell") if callspec else None
+    if not isinstance(cell, Cell):
+        return None
+    name = f"{cell.engine}-{cell.precision}"
+    entry = suite_session(item.config).model(cell.model).known_failures.get(name)
+    kind = "accuracy" if item.get_closest_marker("accuracy") else "parity" if item.get_closest_marker("parity") else ""
+    if entry is None or kind not in entry.checks:
+        return None
+    return entry, f"{cell.model}: {name}", kind
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """A known failure is expected only the way it is declared: a failure of a test it covers counts as
+    the known one when its ``match`` pattern is found in the exception's message; any other failure of
+    the cell fails. Strictness is per entry (see _VerdictPlugin): once none of its tests fails, the run
+    fails until the entry is removed."""
+    report = yield
+    known = _known_failure(item)
+    if known is None or report.skipped:
+        return report
+    entry, key, kind = known
+    report.user_properties.append((KNOWN_PROPERTY, key))
+    if report.failed:
+        message = call.excinfo.exconly() if call.excinfo is not None else report.longreprtext
+        if entry.covers(kind, message):
+            report.outcome, report.wasxfail = "skipped", f"known failure: {entry.reason}"
+        else:
+            report.sections.append(("known failure", f"this cell has a known failure ({entry.reason}), expected "
+                                    f"to match /{entry.match}/; this failure does not match it, so it counts"))
+    return report
+
+
+# =========================================================================== the verdict
+
+
+def _is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Before any test: the start-up check of every model a collected test uses (suite/preflight.py), so
+    that a model that cannot run is one error naming it, not a failure in each of its tests."""
+    if _is_worker(session.config):
+        return
+    ids = [item.nodeid for item in session.items]
+    session.config.stash[_RUN_KEY].collected = ids
+    _preflight(session.config, ids)
+
+
+def models_of(nodeids: list[str], models: Any) -> list[str]:
+    """The configured models that these test ids exercise (ids start with the model's name: Cell.id)."""
+    names = sorted(models, key=len, reverse=True)
+    used = set()
+    for nodeid in nodeids:
+        param = nodeid.partition("[")[2]
+        used.update(next(([n] for n in names if param == n + "]" or param.startswith(n + "-")), []))
+    return [n for n in models if n in used]
+
+
+def _preflight(config: pytest.Config, nodeids: list[str]) -> None:
+    state, suite = config.stash[_RUN_KEY], suite_session(config)
+    used = models_of(nodeids, state.config.models)
+    if not used:
+        return
+    try:
+        check_models(state.config.select(used, None, None), suite.cache, suite.device, build_for=suite.build,
+                     dataset_for=suite.dataset)
+    except ConfigError as exc:
+        raise pytest.UsageError(f"{state.config.path.name}: {exc}") from exc
+
+
+class _VerdictPlugin:
+    """Reports into the ledger and settles the verdict; one per run, registered in pytest_configure."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.known: dict[str, dict[str, int]] = {}  # known-failure entry -> {"as declared": n, "passed": n}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if _is_worker(self.config):
+            return
+        ledger_of(self.config).add_report(report)
+        for key in (v for k, v in report.user_properties if k == KNOWN_PROPERTY):
+            seen = self.known.setdefault(key, {"as declared": 0, "passed": 0})
+            if hasattr(report, "wasxfail"):
+                seen["as declared"] += 1
+            elif report.when == "call" and report.passed:
+                seen["passed"] += 1
+
+    def _strict_known_failures(self, ledger: verdict.Ledger) -> None:
+        """An entry none of whose tests failed as declared (and some passed): the engine was fixed."""
+        for key, seen in sorted(self.known.items()):
+            if not seen["as declared"] and seen["passed"]:
+                ledger.add(f"known failure {key}", verdict.FAILED,
+                           detail=f"[XPASS(strict)] all {seen['passed']} tests this known failure covers passed: the "
+                                  "engine was fixed; remove the entry from known_failures")
+
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        ledger_of(self.config).interrupted = str(excinfo.value) or "SIGINT (Ctrl-C)"
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        """A plain hook, first among plain ones: after pytest-benchmark's finish (a wrapper) has compared,
+        before pytest-html renders. Settles the verdict, the exit code and the results file."""
+        config = self.config
+        if _is_worker(config):
+            return
+        ledger = ledger_of(config)
+        stopped = {pytest.ExitCode.INTERRUPTED: "interrupted", pytest.ExitCode.USAGE_ERROR: "stopped by a usage error",
+                   pytest.ExitCode.INTERNAL_ERROR: "stopped by an internal error"}.get(exitstatus)  # type: ignore[call-overload]
+        if ledger.interrupted or stopped:
+            ledger.mark_interrupted(ledger.interrupted or str(stopped), config.stash[_RUN_KEY].collected)
+        _take_benchmark_regressions(config, ledger)
+        _required_engines_judged(config.stash[_RUN_KEY], ledger)
+        self._strict_known_failures(ledger)
+        session.exitstatus = ledger.exit_status(int(session.exitstatus))
+        config._suite_verdict = ledger.as_dict()  # type: ignore[attr-defined]  # read by report/plugin.py
+        config._suite_run_info = run_info(config)  # type: ignore[attr-defined]
+        path = config.getoption("--suite-results")
+        if path:
+            suite = suite_session(config)
+            write_json_atomic(path, results_document(
+                environment=fingerprint(suite.device), records=suite.records,
+                engines={c.id: e.facts.as_dict() for c, e in suite.loaded_cells().items()},
+                verdict=config._suite_verdict, complete=ledger.interrupted is None,  # type: ignore[attr-defined]
+                incomplete_reason=ledger.interrupted, run=config._suite_run_info))  # type: ignore[attr-defined]
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> Any:
+    """The outermost wrapper: after pytest's own summary and stats line, the run ends with the verdict.
+    Before the others: a case interrupted mid-measurement leaves pytest-benchmark an empty benchmark, on
+    which its JSON writer crashes (min() of nothing); a case without rounds is not saved."""
+    bench = getattr(session.config, "_benchmarksession", None)
+    if bench is not None and getattr(bench, "benchmarks", None):
+        bench.benchmarks[:] = [b for b in bench.benchmarks if b]
+    result = yield
+    if not _is_worker(session.config) and LEDGER_KEY in session.config.stash:
+        from suite.summary import print_verdict
+
+        print_verdict(session.config)
+    return result
+
+
+def _required_engines_judged(state: RunState, ledger: verdict.Ledger) -> None:
+    """A required engine none of whose collected checks could run (e.g. ``--engines tensorrt`` on a CPU,
+    where every cell is 'unsupported') fails the run: it was asked for by name and ran nowhere. (Checks
+    that ran and were not judged for a gate's reason, busy or no-baseline, are the gate's business.)"""
+    for engine, why in sorted(state.required_by.items()):
+        token = re.compile(rf"-{re.escape(engine)}-(?:fp32|tf32|fp16|bf16|int8)\b")
+        ids = [i for i in state.collected if token.search(i)]
+        checks = [ledger.checks[i] for i in ids if i in ledger.checks]
+        if checks and all(c.state == verdict.NOT_JUDGED and c.reason in ("unsupported", "unavailable")
+                          for c in checks):
+            reasons = sorted({str(c.reason) for c in checks})
+            ledger.add(f"required engine {engine}", verdict.FAILED,
+                       detail=f"{engine} is required ({why}) and none of its {len(checks)} checks could run "
+                              f"(not judged: {', '.join(reasons)}; e.g. {checks[0].detail})")
+
+
+def _take_benchmark_regressions(config: pytest.Config, ledger: verdict.Ledger) -> None:
+    """pytest-benchmark's --benchmark-compare-fail raises a bare PerformanceRegression from its terminal
+    summary (a traceback, and no 'N passed' line). Its findings become failed checks of the verdict
+    instead, listed with the rest; see README 'Two gates' for how it compares with --latency-baseline."""
+    bench = getattr(config, "_benchmarksession", None)
+    found = list(getattr(bench, "performance_regressions", None) or [])
+    if not found:
+        return
+    bench.performance_regressions.clear()  # type: ignore[union-attr]
+    for name, failure in found:
+        ledger.add(f"pytest-benchmark --benchmark-compare-fail: {name}", verdict.FAILED,
+                   detail=f"Performance has regressed: {failure}")
+
+
+def run_info(config: pytest.Config) -> dict[str, Any]:
+    """What the report and the results say about how this run was made."""
+    state = config.stash[_RUN_KEY]
+    suite = suite_session(config)
+    return {"config": str(state.config.path), "device": config.getoption("--device"),
+            "engine_options": {m.name: {e: dict(o) for e, o in m.engine_options.items() if o and e in m.engines}
+                               for m in state.config.models.values()},
+            "git_commit": git_commit(), "command": " ".join(config.invocation_params.args),
+            "wall_s": round(time.time() - state.started, 1), "cache": suite.cache.stats.summary_line()}
+
+
+def git_commit() -> str | None:
+    try:
+        head = subprocess.run(["git", "-C", str(_ROOT), "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                              text=True, timeout=5).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(_ROOT), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return f"{head} (uncommitted changes)" if head and dirty else head or None
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -200,9 +523,5 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             tr.write_line(f"{cell.id:<44}{size:>10}{f.layers or '-':>9}{f.parameters or '-':>12}")
     path = config.getoption("--suite-results")
     if path:
-        Path(path).write_text(json.dumps({"environment": fingerprint(session.device),
-                                          "records": session.records,
-                                          "engines": {c.id: e.facts.as_dict() for c, e in loaded.items()}},
-                                         indent=1, default=str))
         tr.write_line(f"suite results written to {path}")
     tr.write_line(stats.summary_line())

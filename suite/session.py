@@ -107,6 +107,8 @@ class SuiteSession:
             except BaseException as exc:
                 if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                     raise
+                if isinstance(exc, CellUnavailable):
+                    exc.cell = cell  # type: ignore[attr-defined]  # the verdict asks: the reference? a required engine?
                 self._engines[cell] = exc
         result = self._engines[cell]
         if isinstance(result, BaseException):
@@ -125,7 +127,10 @@ class SuiteSession:
         runner = self.engine(cell).runner
         n = len(next(iter(feeds.values())))
         step = self.model(cell.model).profile.max_batch
-        chunks = [runner.infer({k: v[i:i + step] for k, v in feeds.items()}) for i in range(0, n, step)]
+        chunks = []
+        for i in range(0, n, step):
+            chunk = {k: v[i:i + step] for k, v in feeds.items()}
+            chunks.append(runner.infer(chunk))
         return {name: np.concatenate([c[name] for c in chunks]) for name in chunks[0]}
 
     def reference_outputs(self, model_name: str, dataset_ref: str, n: int) -> dict[str, np.ndarray]:

@@ -149,14 +149,14 @@ class Ledger:
         """A pytest TestReport (this process's or a worker's): its outcome and the components it carries."""
         when, outcome = report.when, report.outcome
         if when == "call" or outcome != "passed":
-            detail = _first_line(getattr(report, "longreprtext", "") or "")
+            detail = _failure_text(report)
             if outcome == "passed":
                 self.add(report.nodeid, PASSED)
             elif outcome == "skipped" and hasattr(report, "wasxfail"):
                 self.add(report.nodeid, FAILED, detail=str(report.wasxfail), known_failure=True)
             elif outcome == "skipped":
                 message = _skip_text(report)
-                self.add(report.nodeid, NOT_JUDGED, reason_of_skip(message), message)
+                self.add(report.nodeid, NOT_JUDGED, reason_of_skip(message), _SKIP_TAG.sub("", message, 1).lstrip(": "))
             else:
                 self.add(report.nodeid, FAILED, detail=detail or f"{when} failed")
         components = [Component.from_dict(v) for k, v in getattr(report, "user_properties", ()) if k == USER_PROPERTY]
@@ -243,6 +243,17 @@ def _first_line(text: str) -> str:
         if line and not line.startswith(("def ", "@", ">")):
             return line[:300]
     return ""
+
+
+def _failure_text(report: Any) -> str:
+    """The failure's own message (pytest's crash line, e.g. 'AssertionError: ...'), not the code around it."""
+    crash = getattr(getattr(report, "longrepr", None), "reprcrash", None)
+    message = getattr(crash, "message", None)
+    if message:
+        return " ".join(str(message).split())[:300]
+    text = getattr(report, "longreprtext", "") or ""
+    errors = [line[1:].strip() for line in text.splitlines() if line.startswith("E ")]
+    return (errors[0] if errors else _first_line(text))[:300]
 
 
 def _skip_text(report: Any) -> str:

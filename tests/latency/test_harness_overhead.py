@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from metrics import paired_overhead
+from suite import verdict
 from suite.inputs import synthetic_feed
 from suite.session import Cell
 
@@ -73,7 +74,7 @@ class _PairedRound:
 @pytest.mark.parametrize("batch", [1, 8, 32, 256])
 def test_harness_overhead(suite, benchmark, engine_name, path, batch, request):
     if not suite.device.startswith("cuda"):
-        pytest.skip("the harness-overhead check compares CUDA-event loops; run with --device cuda:N")
+        verdict.skip("unsupported", "the harness-overhead check compares CUDA-event loops; run with --device cuda:N")
     name = request.config.getoption("--overhead-model") or next(iter(suite.config.models))
     model = suite.model(name)
     precision = "fp16" if "fp16" in model.precisions else "fp32"

@@ -1,0 +1,50 @@
+"""What a run leaves behind: the ``--suite-results`` JSON, written atomically and marked complete or not.
+
+Why atomic and marked: a results file is tomorrow's baseline. A run killed half-way (a CI timeout
+sends SIGTERM; a user presses Ctrl-C) used to overwrite a complete file with a partial one and no
+mark, and the cases it never reached then became "no baseline" in every later run. The file is now
+written to a temporary name and renamed into place, so it is either the old file or the whole new
+one, and ``complete`` says whether the run ended; the gates refuse an incomplete baseline unless
+asked (``--accept-incomplete-baseline``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+FORMAT = 2  # 2: adds complete, incomplete_reason, verdict, run
+
+
+def write_json_atomic(path: Path | str, data: Any) -> None:
+    """Write ``data`` as JSON to ``path`` through a temporary file in the same directory and a rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w") as f:
+            json.dump(data, f, indent=1, default=str)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def results_document(*, environment: dict[str, Any], records: list[dict[str, Any]], engines: dict[str, Any],
+                     verdict: dict[str, Any], complete: bool, incomplete_reason: str | None,
+                     run: dict[str, Any]) -> dict[str, Any]:
+    """The --suite-results file: what the run measured, the verdict, and whether it ran to its end."""
+    return {"format": FORMAT, "complete": complete, "incomplete_reason": incomplete_reason,
+            "environment": environment, "run": run, "verdict": verdict, "records": records, "engines": engines}
+
+
+def incompleteness(data: dict[str, Any]) -> str | None:
+    """Why a saved results file (or pytest-benchmark JSON carrying the suite's ``suite`` block) is not
+    a whole run, or None. Files written before the mark existed count as complete."""
+    block = data.get("suite") if "benchmarks" in data else data
+    if not isinstance(block, dict) or block.get("complete", True):
+        return None
+    return str(block.get("incomplete_reason") or "the run did not end")

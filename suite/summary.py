@@ -1,0 +1,61 @@
+"""The run's last block on the terminal: the verdict, read from the ledger (suite/verdict.py).
+
+Why last: after a nightly run or an upgrade, the reader scrolls to the bottom. What they find there
+must be the answer (passed, failed, not judged), why, and the figures behind a regression, not the
+middle of pytest-benchmark's tables.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from suite import verdict
+
+SHOWN = 8
+
+
+def print_verdict(config: pytest.Config) -> None:
+    from suite.gate_plugin import verdict_lines
+    from suite.plugin import ledger_of
+
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    if tr is None:
+        return
+    ledger = ledger_of(config)
+    outcome, why = ledger.outcome()
+    colour = {verdict.PASSED: {"green": True}, verdict.FAILED: {"red": True}}.get(outcome, {"yellow": True})
+    tr.write_sep("=", f"VERDICT: {outcome.upper()}", bold=True, **colour)
+    counts = ledger.as_dict()["counts"]
+    not_judged = sum(counts["not_judged"].values())
+    tr.write_line(f"checks: {counts['passed']} passed, {counts['failed']} failed, {not_judged} not judged"
+                  + (f", {counts['known_failures']} known failures (as declared)" if counts["known_failures"] else ""))
+    for line in why:
+        tr.write_line(f"  {line}", **colour)
+    failed = ledger.by_state(verdict.FAILED)
+    if failed:
+        tr.write_line("failed:", red=True)
+        for check in failed[:SHOWN * 2]:
+            tr.write_line(f"  {check.id}: {check.detail}"[:240], red=True)
+        _more(tr, len(failed) - SHOWN * 2)
+    for reason, checks in ledger.not_judged_by_reason().items():
+        accepted = reason in ledger.accepted
+        label = "accepted" if accepted else "NOT accepted"
+        tr.write_line(f"not judged ({reason}, {label}): {len(checks)}: {verdict.REASONS[reason]}", yellow=not accepted)
+        for check in checks[:SHOWN if not accepted else 3]:
+            tr.write_line(f"  {check.id}: {check.detail}"[:240])
+        _more(tr, len(checks) - (SHOWN if not accepted else 3))
+    for check in ledger.by_state(verdict.FAILED, known_failure=True):
+        tr.write_line(f"known failure (as declared): {check.id}: {check.detail}"[:240])
+    for text, style in verdict_lines(config):
+        tr.write_line(text, **style)
+    unaccepted = sorted(ledger.unaccepted())
+    if unaccepted and not failed:
+        names = ",".join(ledger.accepted + tuple(unaccepted))
+        tr.write_line(f"to accept these reasons by name: --accept-not-judged={names} (or [run] accept_not_judged)")
+
+
+def _more(tr: Any, n: int) -> None:
+    if n > 0:
+        tr.write_line(f"  ... and {n} more (all of them in --suite-results and the HTML report)")
