@@ -1,0 +1,231 @@
+"""Bisect ONNX Runtime's graph optimization levels: at which level does a failing cell start to fail, and
+which nodes did that level bring in?
+
+The same file, feed and providers are run at ORT_DISABLE_ALL, ORT_ENABLE_BASIC, ORT_ENABLE_EXTENDED,
+ORT_ENABLE_LAYOUT (where this onnxruntime has it) and ORT_ENABLE_ALL, each judged against the reference
+outputs with the cell's tolerance (metrics.compare_outputs, as the parity test does). The report names the
+lowest level that fails and the last passing level below it, and diffs the two levels' optimized graphs
+(``SessionOptions.optimized_model_filepath``): op types and node names that appear (a QLinearConv, a fused
+node) or disappear. Each level's agreement with the unoptimized run is given too, which separates "an
+optimization changed the numbers" from "the model was already wrong before any optimization".
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import onnx
+
+from metrics import Tolerance, compare_outputs
+
+if TYPE_CHECKING:
+    import onnxruntime as ort
+
+LEVELS = ("ORT_DISABLE_ALL", "ORT_ENABLE_BASIC", "ORT_ENABLE_EXTENDED", "ORT_ENABLE_LAYOUT", "ORT_ENABLE_ALL")
+_SHOWN_NAMES = 6
+
+
+@dataclass(frozen=True)
+class LevelResult:
+    level: str
+    passed: bool
+    failures: tuple[str, ...]
+    cosine: float | None  # worst output's cosine against the reference
+    top1_agreement_pct: float | None
+    cosine_vs_unoptimized: float | None  # worst output's cosine against this feed at ORT_DISABLE_ALL
+    max_abs_vs_unoptimized: float | None
+    nodes: int | None  # nodes of the optimized graph (None where it could not be saved)
+    op_histogram: Mapping[str, int] = field(default_factory=dict)
+    error: str = ""  # the session could not be made or run
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"level": self.level, "passed": self.passed, "failures": list(self.failures),
+                "cosine": _json(self.cosine), "top1_agreement_pct": _json(self.top1_agreement_pct),
+                "cosine_vs_unoptimized": _json(self.cosine_vs_unoptimized),
+                "max_abs_vs_unoptimized": _json(self.max_abs_vs_unoptimized), "nodes": self.nodes,
+                "op_histogram": dict(self.op_histogram), "error": self.error}
+
+
+@dataclass(frozen=True)
+class NodeDiff:
+    """What the first failing level's optimized graph has that the last passing level's has not, and back."""
+
+    new_ops: Mapping[str, int]
+    gone_ops: Mapping[str, int]
+    new_nodes: tuple[str, ...]
+    gone_nodes: tuple[str, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"new_ops": dict(self.new_ops), "gone_ops": dict(self.gone_ops), "new_nodes": list(self.new_nodes),
+                "gone_nodes": list(self.gone_nodes)}
+
+
+@dataclass(frozen=True)
+class BisectReport:
+    levels: tuple[LevelResult, ...]
+    lowest_breaking: str | None
+    last_good: str | None
+    diff: NodeDiff | None
+    onnxruntime: str
+    providers: tuple[str, ...]
+    model: str
+
+    @property
+    def conclusion(self) -> str:
+        if self.lowest_breaking is None:
+            return "passes at every optimization level with this feed: the failure is not reproduced"
+        if self.last_good is None:
+            return (f"fails already at {self.lowest_breaking}, without any graph optimization: the file itself (for a "
+                    "QDQ file, its quantization, which ONNX Runtime runs unfused there) or its unfused kernels are "
+                    "at fault; no fusion is needed to break it")
+        return f"{self.lowest_breaking} breaks the result; {self.last_good} passes"
+
+    def text(self) -> str:
+        """A few lines for a failure message or an upstream report."""
+        lines = [f"onnxruntime {self.onnxruntime} {', '.join(self.providers)} optimization bisect of {self.model}: "
+                 f"{self.conclusion}"]
+        lines.append(f"  {'level':<20} {'verdict':<7} {'cosine':>9} {'top-1 %':>8} {'cos vs DISABLE_ALL':>19} "
+                     f"{'nodes':>6}")
+        for r in self.levels:
+            verdict = "error" if r.error else ("pass" if r.passed else "FAIL")
+            lines.append(f"  {r.level:<20} {verdict:<7} {_fmt(r.cosine, '.6f'):>9} "
+                         f"{_fmt(r.top1_agreement_pct, '.1f'):>8} {_fmt(r.cosine_vs_unoptimized, '.6f'):>19} "
+                         f"{r.nodes if r.nodes is not None else 'n/a':>6}"
+                         + (f"  {r.error}" if r.error else ""))
+        if self.diff is not None:
+            lines.append(f"  new in {self.lowest_breaking} (vs {self.last_good}): {_ops(self.diff.new_ops)}"
+                         + (f"; e.g. {', '.join(self.diff.new_nodes[:_SHOWN_NAMES])}" if self.diff.new_nodes else ""))
+            lines.append(f"  gone: {_ops(self.diff.gone_ops)}")
+        return "\n".join(lines)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"onnxruntime": self.onnxruntime, "providers": list(self.providers), "model": self.model,
+                "lowest_breaking": self.lowest_breaking, "last_good": self.last_good, "conclusion": self.conclusion,
+                "levels": [r.as_dict() for r in self.levels],
+                "diff": None if self.diff is None else self.diff.as_dict()}
+
+
+def available_levels() -> tuple[str, ...]:
+    import onnxruntime as ort
+
+    return tuple(level for level in LEVELS if hasattr(ort.GraphOptimizationLevel, level))
+
+
+def bisect_optimizations(onnx_path: Path | str, feed: Mapping[str, np.ndarray],
+                         reference_outputs: Mapping[str, np.ndarray], tolerance: Tolerance, providers: Sequence[Any],
+                         output_names: Sequence[str] | None = None,
+                         session_options: Callable[[], ort.SessionOptions] | None = None,
+                         workdir: Path | None = None) -> BisectReport:
+    """Run ``onnx_path`` on ``feed`` at every graph optimization level and judge each against
+    ``reference_outputs`` with ``tolerance``.
+
+    ``output_names``: which outputs to judge (default: the reference's). ``session_options`` makes the cell's
+    SessionOptions (threads...) afresh; its optimization level is overridden. ``workdir`` keeps each level's
+    optimized model as ``<level>.onnx`` (a temporary folder by default)."""
+    import onnxruntime as ort
+
+    from engines.onnx.intermediates import session_inputs
+
+    names = list(output_names or reference_outputs)
+    reference = {n: reference_outputs[n] for n in names}
+    make = session_options or ort.SessionOptions
+    results: list[LevelResult] = []
+    graphs: dict[str, onnx.ModelProto | None] = {}
+    unoptimized: dict[str, np.ndarray] | None = None
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(workdir) if workdir is not None else Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        for level in available_levels():
+            options = make()
+            options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
+            options.optimized_model_filepath = str(folder / f"{level}.onnx")
+            if options.log_severity_level < 3:
+                options.log_severity_level = 3  # ENABLE_ALL warns that NCHWc graphs are hardware specific
+            try:
+                session = ort.InferenceSession(str(onnx_path), options, providers=list(providers))
+                outputs = dict(zip(names, session.run(names, session_inputs(session, feed)), strict=True))
+            except Exception as exc:
+                graphs[level] = None
+                results.append(LevelResult(level, False, ("session failed",), None, None, None, None, None,
+                                           error=str(exc).splitlines()[0] if str(exc) else type(exc).__name__))
+                continue
+            graph = _load(folder / f"{level}.onnx")
+            graphs[level] = graph
+            reports = compare_outputs(reference, outputs, tolerance)
+            failures = tuple(f"{n}: {f}" for n, r in reports.items() for f in r.failures)
+            cosine = _worst(r.cosine for r in reports.values())
+            top1 = _worst(r.top1_agreement_pct for r in reports.values() if r.top1_agreement_pct is not None)
+            if unoptimized is None and level == "ORT_DISABLE_ALL":
+                unoptimized = outputs
+            cos_u = max_u = None
+            if unoptimized is not None:
+                same = compare_outputs(unoptimized, outputs, tolerance)
+                cos_u = _worst(r.cosine for r in same.values())
+                max_u = max((r.max_abs_error for r in same.values()), default=None)
+            results.append(LevelResult(
+                level, not failures, failures, cosine, top1, cos_u, max_u,
+                None if graph is None else len(graph.graph.node),
+                {} if graph is None else _histogram(graph)))
+    breaking = next((r for r in results if not r.passed and not r.error), None)
+    last_good = None
+    if breaking is not None:
+        below = results[:results.index(breaking)]
+        last_good = next((r for r in reversed(below) if r.passed), None)
+    diff = None
+    if breaking is not None and last_good is not None:
+        good, bad = graphs.get(last_good.level), graphs.get(breaking.level)
+        if good is not None and bad is not None:
+            diff = diff_graphs(good, bad)
+    provider_names = tuple(p if isinstance(p, str) else p[0] for p in providers)
+    return BisectReport(tuple(results), None if breaking is None else breaking.level,
+                        None if last_good is None else last_good.level, diff, ort.__version__, provider_names,
+                        str(onnx_path))
+
+
+def diff_graphs(good: onnx.ModelProto, bad: onnx.ModelProto) -> NodeDiff:
+    """Op types (counted, with their domain) and node names in ``bad`` but not ``good``, and the reverse."""
+    hg, hb = Counter(_histogram(good)), Counter(_histogram(bad))
+    names_g = {n.name for n in good.graph.node}
+    names_b = {n.name for n in bad.graph.node}
+    return NodeDiff(dict((hb - hg).most_common()), dict((hg - hb).most_common()),
+                    tuple(n.name for n in bad.graph.node if n.name not in names_g),
+                    tuple(n.name for n in good.graph.node if n.name not in names_b))
+
+
+def _histogram(model: onnx.ModelProto) -> dict[str, int]:
+    ops = Counter(f"{n.domain}.{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type
+                  for n in model.graph.node)
+    return dict(sorted(ops.items()))
+
+
+def _load(path: Path) -> onnx.ModelProto | None:
+    try:
+        return onnx.load(str(path), load_external_data=False) if path.is_file() else None
+    except Exception:  # the saved graph is a diagnostic; a level's verdict does not depend on it
+        return None
+
+
+def _worst(values: Any) -> float | None:
+    finite = [float(v) for v in values if v is not None]
+    if not finite:
+        return None
+    return min(finite, key=lambda v: v if not math.isnan(v) else -math.inf)
+
+
+def _ops(histogram: Mapping[str, int]) -> str:
+    return ", ".join(f"{n} x {op}" for op, n in histogram.items()) or "nothing"
+
+
+def _fmt(x: float | None, spec: str) -> str:
+    return "n/a" if x is None or math.isnan(x) else f"{x:{spec}}"
+
+
+def _json(x: float | None) -> float | None:
+    return None if x is None or not math.isfinite(x) else float(x)
