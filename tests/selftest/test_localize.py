@@ -1,0 +1,275 @@
+"""Localization: the per-layer comparator, torch hooks, the ONNX Runtime replay and matching, the precision
+census, the optimization bisect, and the command line, on models that overflow fp16 in one known layer."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engines.artifacts import ModelBuild
+from engines.base import InputSpec
+from engines.localize import NO_INTERMEDIATES, localize
+from engines.onnx.intermediates import session_inputs
+from engines.onnx.precision_census import PrecisionCensus, precision_census
+from engines.onnxrt.bisect import available_levels, bisect_optimizations
+from engines.pytorch.backend import TorchRunner
+from engines.trt.debug import trt_precision_census
+from metrics import Tolerance
+from metrics.localize import LayerPair, compare_layers, format_layer_table
+from suite.cache import ArtifactCache
+from suite.inputs import synthetic_feed
+from tests.selftest.overflow_models import FEATURES, conv_net, layernorm_overflow, overflow_mlp
+from tests.selftest.tiny_models import Data, two_input_net
+
+pytestmark = pytest.mark.selftest
+
+ROOT = Path(__file__).resolve().parents[2]
+X = (InputSpec("x", (FEATURES,), low=-1.0, high=1.0),)
+# The suite's defaults for these precisions (suite/config.py, README "Defaults per precision").
+FP32 = Tolerance(rtol=1e-3, atol=1e-5, min_isclose_pct=99.0, min_cosine=0.99999, min_top1_agreement_pct=99.0)
+FP16 = Tolerance(rtol=1e-2, atol=1e-2, min_isclose_pct=75.0, min_cosine=0.999, min_top1_agreement_pct=95.0)
+INT8 = Tolerance(rtol=1e-1, atol=5e-2, min_isclose_pct=0.0, min_cosine=0.98, min_top1_agreement_pct=90.0)
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return ArtifactCache(tmp_path_factory.mktemp("localize-cache"))
+
+
+@pytest.fixture(scope="module")
+def feed():
+    return {"x": np.random.default_rng(0).uniform(-1.0, 1.0, (4, FEATURES)).astype(np.float32)}
+
+
+def _build(cache, factory, name=None):
+    return ModelBuild(name or factory.__name__, factory, X, ("logits",), cache)
+
+
+# ---- metrics.localize: the comparator ------------------------------------------------------------------
+
+
+def test_first_divergent_is_the_first_failing_layer_and_nonfinite_fails():
+    ok = np.linspace(-1, 1, 64).reshape(4, 16)
+    bad = ok.copy()
+    bad[0, 0] = np.inf
+    drift = -ok
+    layers = [("a", "Conv", ok, ok), ("b", "Relu", ok, ok + 1e-6), ("c", "Gemm", ok, bad), ("d", "Add", ok, drift)]
+    result = compare_layers(layers, FP16, top=3)
+    assert [s.passed for s in result.layers] == [True, True, False, False]
+    assert result.first_divergent is not None and result.first_divergent.name == "c"
+    assert result.first_divergent.failures == ("engine has 1 NaN/Inf",)
+    # worst: failed first, non-finite before merely-off, then by cosine
+    assert [s.name for s in result.worst] == ["c", "d", "b"]  # b is off by 1e-6, a not at all
+    json.dumps(result.as_dict(), allow_nan=False)
+
+
+def test_the_same_infinity_on_both_sides_is_not_a_divergence_but_nan_in_the_reference_is():
+    mask = np.array([[0.0, -np.inf, 1.0, 2.0]] * 4)
+    nan_ref = mask.copy()
+    nan_ref[1, 0] = np.nan
+    result = compare_layers([LayerPair("mask", "Add", mask, mask.copy()), LayerPair("n", "Div", nan_ref, mask)],
+                            FP32)
+    assert result.layers[0].passed
+    assert result.layers[1].failures[0] == "reference has 1 NaN/Inf"
+
+
+def test_cosine_gates_every_layer_and_isclose_only_without_min_cosine_and_the_fixed_width_table():
+    ref = np.random.default_rng(1).normal(size=(8, 32))
+    layers = [LayerPair("x", "MatMul", ref, ref), LayerPair("y", "MatMul", ref, -ref, scope="blk.1"),
+              LayerPair("scaled", "Mul", ref, 1.05 * ref)]
+    result = compare_layers(layers, FP32)
+    flipped, scaled = result.layers[1], result.layers[2]
+    assert flipped.cosine == pytest.approx(-1.0) and flipped.isclose_pct < 99.0
+    assert [f.split()[0] for f in flipped.failures] == ["cosine"]  # isclose is shown, not gating (min_cosine set)
+    assert scaled.passed and scaled.isclose_pct < 99.0  # cosine's blind spot: a constant scale
+    forced = compare_layers(layers, FP32, gate_isclose=True).layers
+    assert {f.split()[0] for f in forced[1].failures} == {"cosine", "isclose"} and not forced[2].passed
+    no_cosine = Tolerance(rtol=1e-3, atol=1e-5, min_isclose_pct=99.0)
+    assert not compare_layers(layers, no_cosine).layers[2].passed
+    table = format_layer_table(result.layers, result.first_divergent)
+    lines = table.splitlines()
+    assert lines[2].startswith(">") and "y [blk.1]" in lines[2]
+    assert len({line.index("M") for line in lines[1:]}) == 1  # columns line up
+
+
+# ---- torch: forward hooks --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("factory", "layer"), [(overflow_mlp, "blowup"), (layernorm_overflow, "norm")])
+def test_torch_fp16_names_the_overflowing_layer_first(cache, feed, factory, layer):
+    report = localize("torch", "fp16", _build(cache, factory), None, feed, FP16)
+    assert report.first_divergent is not None
+    assert report.first_divergent.name == layer
+    assert "NaN/Inf" in report.first_divergent.failures[0]
+    assert all(s.passed for s in report.worst if s.index < report.first_divergent.index)
+    assert report.final_passed is False
+    assert f"first divergent: #{report.first_divergent.index} {layer} " in report.table()
+    json.dumps(report.as_dict(), allow_nan=False)
+
+
+@pytest.mark.parametrize("factory", [overflow_mlp, layernorm_overflow])
+def test_torch_fp32_flags_nothing(cache, feed, factory):
+    report = localize("torch", "fp32", _build(cache, factory), None, feed, FP32)
+    assert report.first_divergent is None and report.layers_failed == 0 and report.final_passed
+    assert report.layers_compared == len(list(factory().modules()))
+
+
+# ---- onnxruntime: optimized-graph replay, matching, census ----------------------------------------------
+
+
+def test_onnxruntime_cpu_computes_the_fp16_mlp_in_fp32_and_the_census_says_so(cache, feed):
+    """The CPU EP has no fp16 Gemm: it wraps them in Casts, folds the Casts, and computes the whole MLP in fp32,
+    so the blowup layer never overflows and the cell passes. The census must say the cell is not fp16."""
+    report = localize("onnxruntime", "fp16", _build(cache, overflow_mlp), None, feed, FP16)
+    assert report.census is not None and isinstance(report.census, dict)
+    assert dict(report.census) == {"fp32": 5}  # Gemm, Max (the ReLU), Gemm, LayerNormalization, Gemm
+    ok, text = report.census_verdict
+    assert not ok and text.startswith("named fp16 but computes nothing in fp16: 0 of 3 conv/gemm/matmul nodes")
+    assert report.first_divergent is None and report.final_passed
+    assert "WARNING: named fp16 but computes nothing in fp16" in report.table()
+
+
+def test_onnxruntime_fp16_layernorm_overflow_is_localized(cache, feed):
+    """A run of LayerNormalization -> Max -> LayerNormalization stays fp16 on the CPU EP: the first one overflows."""
+    report = localize("onnxruntime", "fp16", _build(cache, layernorm_overflow), None, feed, FP16)
+    first = report.first_divergent
+    assert first is not None and (first.op_type, first.scope) == ("LayerNormalization", "norm")
+    assert first.failures[0].startswith("engine has") and "NaN/Inf" in first.failures[0]
+    assert report.layers_compared == 5 and report.final_passed is False
+    kinds = {(n.op_type, n.precision) for n in report.census.nodes}
+    assert ("LayerNormalization", "fp16") in kinds and ("Gemm", "fp32") in kinds
+    assert report.bisect is not None and report.bisect.lowest_breaking == "ORT_DISABLE_ALL"
+    assert report.bisect.last_good is None
+
+
+def test_onnxruntime_fp32_flags_nothing(cache, feed):
+    for factory in (overflow_mlp, layernorm_overflow):
+        report = localize("onnxruntime", "fp32", _build(cache, factory), None, feed, FP32)
+        assert report.first_divergent is None and report.final_passed and report.bisect is None
+        assert report.census_verdict[0]
+
+
+def test_int8_tensors_are_matched_through_qdq_and_fused_nodes(cache):
+    inputs = (InputSpec("image", (1, 8, 8)), InputSpec("extra", (3,), low=-1.0, high=1.0))
+    build = ModelBuild("tiny", two_input_net, inputs, ("out",), cache, calibration=lambda: Data(64),
+                       int8_options={"method": "minmax", "samples": 64, "per_channel": True, "percentile": 99.99})
+    report = localize("onnxruntime", "int8", build, None, synthetic_feed(inputs, 4, "normal", seed=3), INT8)
+    assert report.layers_compared == 4 and not report.unmatched  # conv, relu, concat, gemm: all found
+    conv = next(s for s in report.worst if s.op_type == "Conv")
+    assert "dequantized" in conv.note, conv.note  # the fused QLinearConv's uint8 output
+    ok, text = report.census_verdict
+    assert ok and text.startswith("2 of 2 conv/gemm/matmul nodes compute in int8")
+    assert report.first_divergent is None and report.final_passed
+    assert "replay of ONNX Runtime's optimized graph" in report.mode and "differ from the plain" not in report.note
+
+
+def test_precision_census_of_a_plain_file_counts_by_input_type(cache):
+    census = precision_census(_build(cache, overflow_mlp).onnx_path("fp16"))  # the converted file, unoptimized
+    assert isinstance(census, PrecisionCensus) and dict(census) == {"fp16": 5}
+    assert census.verdict("fp16")[0] and not census.verdict("fp32")[0]
+
+
+# ---- onnxruntime: the optimization bisect ------------------------------------------------------------------
+
+
+def test_bisect_names_the_first_level_that_changes_the_result_and_its_new_nodes(cache):
+    """Judged bit-exactly against the unoptimized run, the first level that changes a conv net's output is the
+    one that swaps its convolutions for NCHWc kernels (another summation order)."""
+    inputs = (InputSpec("image", (3, 16, 16), low=-1.0, high=1.0),)
+    path = ModelBuild("conv_net", conv_net, inputs, ("logits",), cache).onnx_path("fp32")
+    feed = synthetic_feed(inputs, 4, "normal", seed=3)
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    reference = {"logits": session.run(["logits"], session_inputs(session, feed))[0]}
+    exact = Tolerance(rtol=0.0, atol=0.0, min_isclose_pct=100.0)
+    report = bisect_optimizations(path, feed, reference, exact, ["CPUExecutionProvider"])
+    assert [r.level for r in report.levels] == list(available_levels())
+    assert report.levels[0].passed
+    if report.lowest_breaking is None:
+        pytest.skip("this CPU's NCHWc kernels reproduce the plain convolution bit for bit")
+    assert report.lowest_breaking in ("ORT_ENABLE_LAYOUT", "ORT_ENABLE_ALL")
+    assert report.last_good is not None and report.diff is not None
+    assert report.diff.new_ops.get("com.microsoft.nchwc.Conv") == 2
+    assert f"{report.lowest_breaking} breaks the result; {report.last_good} passes" in report.text()
+    json.dumps(report.as_dict(), allow_nan=False)
+
+
+# ---- engines without intermediates, TensorRT's census ----------------------------------------------------
+
+
+def test_engines_without_intermediate_tensors_compare_the_final_output_only(cache, feed):
+    build = _build(cache, overflow_mlp)
+    # inductor's runner is only asked for its outputs; an fp16 torch runner stands in for the package here
+    runner = TorchRunner(build.torch_module().__class__().eval(), ("x",), ("logits",), "cpu", "fp16")
+    report = localize("inductor", "fp16", build, None, feed, FP16, runner=runner)
+    assert report.note.startswith(NO_INTERMEDIATES) and report.mode == "final output only"
+    assert report.layers_compared == 1 and report.first_divergent.name == "logits"
+    nothing = localize("inductor", "fp16", build, None, feed, FP16)
+    assert nothing.layers_compared == 0 and "no runner given" in nothing.note
+
+
+# The engine inspector's JSON at ProfilingVerbosity.DETAILED, written by hand after the documented format
+# (TensorRT developer guide, "Engine Inspector"): "Layers" objects with LayerType, ParameterType and
+# Inputs/Outputs carrying "Format/Datatype". No TensorRT runs here.
+INSPECTOR_JSON = json.dumps({"Layers": [
+    {"Name": "conv1", "LayerType": "CaskConvolution", "ParameterType": "Convolution",
+     "Inputs": [{"Name": "x", "Dimensions": [8, 16, 28, 28],
+                 "Format/Datatype": "Thirty-two wide channel vectorized row major Int8 format."}],
+     "Outputs": [{"Name": "y", "Dimensions": [8, 32, 28, 28], "Format/Datatype": "Row major linear FP16 format"}]},
+    {"Name": "Reformatting CopyNode for Input Tensor 0 to conv2", "LayerType": "Reformat",
+     "Inputs": [{"Name": "y", "Format/Datatype": "Row major linear FP16 format"}],
+     "Outputs": [{"Name": "y2", "Format/Datatype": "Channel major FP16 format where channel % 8 == 0"}]},
+    {"Name": "conv2 + relu", "LayerType": "CaskConvolution", "ParameterType": "Convolution",
+     "Inputs": [{"Name": "y2", "Format/Datatype": "Channel major FP16 format where channel % 8 == 0"}],
+     "Outputs": [{"Name": "z", "Format/Datatype": "Channel major FP16 format where channel % 8 == 0"}]},
+    {"Name": "add", "LayerType": "PointWiseV2", "ParameterType": "PointWise",
+     "Inputs": [{"Name": "z", "Format/Datatype": "Row major linear FP16 format"}],
+     "Outputs": [{"Name": "w", "Format/Datatype": "Row major linear FP16 format"}]},
+    {"Name": "fc", "LayerType": "gemm", "ParameterType": "MatrixMultiply",
+     "Inputs": [{"Name": "w", "Format/Datatype": "Row major linear FP32 format"}],
+     "Outputs": [{"Name": "logits", "Format/Datatype": "Row major linear FP32 format"}]},
+]})
+
+
+def test_tensorrt_census_reads_the_engine_inspector_json():
+    census = trt_precision_census(INSPECTOR_JSON)
+    assert dict(census) == {"fp16": 2, "int8": 1, "fp32": 1}  # the Reformat is not counted
+    assert census.by_kind() == {"matmul": {"int8": 1, "fp16": 1, "fp32": 1}, "other": {"fp16": 1}}
+    ok, text = census.verdict("fp16")
+    assert not ok and "1 of 3 conv/gemm/matmul nodes compute in fp16" in text
+    with pytest.raises(ValueError, match="DETAILED"):
+        trt_precision_census(json.dumps({"Layers": ["conv1", "fc"]}))
+
+
+# ---- the command line -------------------------------------------------------------------------------------
+
+
+def test_command_line_localizes_a_cell_built_by_the_suite(tmp_path):
+    config = tmp_path / "suite.toml"
+    config.write_text(f"""
+[models.layernorm_overflow]
+factory = "tests.selftest.overflow_models:layernorm_overflow"
+inputs = [{{ name = "x", shape = [{FEATURES}], dtype = "float32", low = -1.0, high = 1.0 }}]
+outputs = ["logits"]
+batch_sizes = [1, 8]
+precisions = ["fp32", "fp16"]
+engines = ["torch", "onnxruntime"]
+""")
+    out = tmp_path / "report.json"
+    done = subprocess.run(
+        [sys.executable, "tools/localize.py", "--suite-config", str(config), "--engine-cache", str(tmp_path / "c"),
+         "--model", "layernorm_overflow", "--engine", "onnxruntime", "--precision", "fp16", "--generated",
+         "uniform", "--batch", "4", "--json", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1, done.stdout + done.stderr  # the cell fails parity
+    assert "FAILS parity" in done.stdout and "first divergent: #1 layer_norm [norm] (LayerNormalization)" in done.stdout
+    assert "optimization bisect" in done.stdout
+    data = json.loads(out.read_text())
+    assert data["localization"]["first_divergent"]["scope"] == "norm"
+    assert data["bisect"]["lowest_breaking"] == "ORT_DISABLE_ALL"
