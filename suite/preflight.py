@@ -29,9 +29,11 @@ import numpy as np
 import torch
 
 from engines.base import InputSpec
+from engines.feeds import pick_outputs
 from engines.pytorch import model_digest
 from suite.cache import ArtifactCache
 from suite.config import ConfigError, ModelConfig, SuiteConfig, resolve
+from suite.inputs import synthetic_feed
 
 #: Part of the cache key: bump it when the checks change, so that stored positive results are redone.
 PREFLIGHT_VERSION = 1
@@ -234,27 +236,19 @@ def _smoke_forward(model: ModelConfig, module: torch.nn.Module, batch: int, devi
 
 
 def _named_outputs(out: Any, model: ModelConfig, fail: Callable[..., PreflightError]) -> dict[str, Any]:
-    """The module's return value by configured name, as engines.pytorch's runner maps it."""
+    """The module's return value by configured name, by the one rule every engine binds with
+    (engines.feeds.pick_outputs: by key for a dict or named tuple, by position otherwise)."""
     names = list(model.outputs)
-    key = "outputs"
-    if isinstance(out, torch.Tensor):
-        got, values = "1 output (a tensor)", [out]
-    elif isinstance(out, Mapping):
-        missing = [n for n in names if n not in out]
-        if missing:
-            keys = ", ".join(map(repr, out)) or "none"
-            raise fail(key, f"the model returns a dict without {', '.join(map(repr, missing))}; its keys: {keys}")
-        values = [out[n] for n in names]
-        got = None
-    elif isinstance(out, (tuple, list)):
-        got, values = f"{len(out)} outputs (a {type(out).__name__})", list(out)
-    else:
-        raise fail(key, f"the model returns {type(out).__name__}; expected a tensor, a tuple of tensors or a dict")
-    if got is not None and len(values) != len(names):
-        raise fail(key, f"the model returns {got}, the config names {len(names)}")
+    if not isinstance(out, (torch.Tensor, Mapping, tuple, list)):
+        raise fail("outputs", f"the model returns {type(out).__name__}; expected a tensor, a tuple of tensors or a "
+                              "dict")
+    try:
+        values = pick_outputs(out, names, "the model")
+    except ValueError as exc:
+        raise fail("outputs", str(exc).removeprefix("the model: ")) from None
     for name, value in zip(names, values, strict=True):
         if not isinstance(value, torch.Tensor):
-            raise fail(key, f"output {name!r} is {type(value).__name__}, not a tensor")
+            raise fail("outputs", f"output {name!r} is {type(value).__name__}, not a tensor")
     return dict(zip(names, values, strict=True))
 
 
@@ -301,21 +295,9 @@ def _check_datasets(model: ModelConfig, datasets: Callable[[str], Any],
 
 
 def smoke_feed(inputs: tuple[InputSpec, ...], batch: int, seed: int = 0) -> dict[str, np.ndarray]:
-    """A synthetic batch within each input's declared range and dtype, never all zeros (a zero input
-    can pass through a model that is wired wrongly)."""
-    rng = np.random.default_rng(seed)
-    feed = {}
-    for spec in inputs:
-        dtype = np.dtype(spec.dtype)
-        shape = spec.batch_shape(batch)
-        if dtype.kind in "iu":
-            arr = rng.integers(int(spec.low), int(spec.high), size=shape, dtype=dtype, endpoint=True)
-        else:
-            arr = rng.uniform(spec.low, spec.high, size=shape).astype(dtype)
-        if arr.size and not arr.any():
-            arr.flat[0] = spec.high if spec.high != 0 else spec.low
-        feed[spec.name] = arr
-    return feed
+    """A synthetic batch within each input's declared range and dtype, never constant (a constant input
+    can pass through a model that is wired wrongly): the generator the parity tests use."""
+    return synthetic_feed(inputs, batch, "uniform", seed)
 
 
 def _usable_device(device: str) -> str:

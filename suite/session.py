@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ import numpy as np
 from engines import get_backend
 from engines.artifacts import ModelBuild
 from engines.base import UNAVAILABLE, UNSUPPORTED, CellUnavailable, EngineRequest, LoadedEngine
+from engines.feeds import check_outputs
 from suite.cache import ArtifactCache
 from suite.config import ModelConfig, SuiteConfig, resolve
 from suite.timing import GpuMonitor, TimedCall
@@ -55,6 +57,7 @@ class SuiteSession:
         self._engines: dict[Cell, LoadedEngine | BaseException] = {}
         self._reference_outputs: dict[tuple[str, str, int], dict[str, np.ndarray]] = {}
         self.records: list[dict[str, Any]] = []
+        self.remote_engines: dict[str, dict[str, Any]] = {}  # engine facts sent by xdist workers (suite/fleet.py)
         self._stream: Path | None = None
 
     # ---- what exists -------------------------------------------------------------------------
@@ -121,16 +124,26 @@ class SuiteSession:
     def loaded_cells(self) -> dict[Cell, LoadedEngine]:
         return {c: e for c, e in self._engines.items() if isinstance(e, LoadedEngine)}
 
+    def engine_facts(self) -> dict[str, dict[str, Any]]:
+        """Size, layers, parameters... of every engine this run loaded, here or in an xdist worker."""
+        facts = dict(self.remote_engines)
+        facts.update({c.id: e.facts.as_dict() for c, e in self.loaded_cells().items()})
+        return dict(sorted(facts.items()))
+
     # ---- running -----------------------------------------------------------------------------
     def run_batched(self, cell: Cell, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Run a whole dataset through a cell in chunks no larger than its profile allows."""
+        """Run a whole dataset through a cell in chunks no larger than its profile allows. Every chunk's
+        outputs must have one row per input row, for the reference and every engine alike: a model that
+        reduces or repeats the batch would otherwise pass parity against a reference doing the same."""
         runner = self.engine(cell).runner
         n = len(next(iter(feeds.values())))
         step = self.model(cell.model).profile.max_batch
         chunks = []
         for i in range(0, n, step):
             chunk = {k: v[i:i + step] for k, v in feeds.items()}
-            chunks.append(runner.infer(chunk))
+            outputs = runner.infer(chunk)
+            check_outputs(outputs, len(next(iter(chunk.values()))), cell.id)
+            chunks.append(outputs)
         return {name: np.concatenate([c[name] for c in chunks]) for name in chunks[0]}
 
     def reference_outputs(self, model_name: str, dataset_ref: str, n: int) -> dict[str, np.ndarray]:
@@ -159,6 +172,8 @@ class SuiteSession:
     def record(self, kind: str, cell: Cell, **data: Any) -> dict[str, Any]:
         entry = {"kind": kind, "cell": cell.id, "model": cell.model, "engine": cell.engine,
                  "precision": cell.precision, "device": self.device, **data}
+        if os.environ.get("PYTEST_XDIST_WORKER"):
+            entry["worker"] = os.environ["PYTEST_XDIST_WORKER"]
         self.records.append(entry)
         if self._stream is not None:
             with open(self._stream, "a") as f:

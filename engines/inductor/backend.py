@@ -7,8 +7,11 @@ the C++ compiler, and loaded without recompiling, so its cost is paid once and i
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import copy
 import logging
+import os
 import platform
 import shutil
 import subprocess
@@ -16,6 +19,7 @@ import sys
 import tempfile
 import warnings
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +35,7 @@ from engines.base import (
     LoadedEngine,
     ModelArtifacts,
 )
-from engines.onnx.export import sample_inputs
+from engines.onnx.export import batch_dynamic_shapes, sample_inputs, with_configured_outputs
 from engines.pytorch.backend import _DTYPES, TorchRunner
 
 if TYPE_CHECKING:
@@ -41,6 +45,74 @@ log = logging.getLogger(__name__)
 
 PACKAGE = "model.pt2"
 PRECISIONS = ("fp32", "fp16", "bf16")
+#: Inductor's own compile cache (and Triton's, under it), inside the engine cache: by default both live
+#: under /tmp/torchinductor_$USER and ~/.triton, outside anything the suite was told it may write.
+WORK_DIR = "torchinductor"
+
+
+def inductor_cache_env(cache_root: Path) -> dict[str, str]:
+    """TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR inside the engine cache. Set for the whole process
+    before torch._dynamo is first imported (its import creates the cache directory), they keep every
+    inductor write in the cache; the backend also sets them around each compile and load."""
+    work = Path(cache_root).resolve() / WORK_DIR
+    return {"TORCHINDUCTOR_CACHE_DIR": str(work), "TRITON_CACHE_DIR": str(work / "triton")}
+
+
+def scratch_dir(cache_root: Path) -> Path:
+    """A fresh directory under the engine cache for one process's $TMPDIR while it compiles and loads
+    packages. AOTInductor's C++ package loader extracts each package into a new directory under $TMPDIR
+    (read at each load) and removes it only when the model is freed, which a process that ends with the
+    model loaded never does; the compiler's own temporary files land there too."""
+    root = Path(cache_root).resolve() / WORK_DIR / "tmp"
+    root.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f"pid{os.getpid()}-", dir=root))
+
+
+_process_scratch: dict[Path, Path] = {}
+
+
+def _own_scratch(cache_root: Path) -> Path:
+    """This process's scratch_dir, made once and removed when the process exits: the loaded packages may
+    read their extracted files while they run (CUDA kernels load lazily), but at exit nothing runs them."""
+    key = Path(cache_root).resolve()
+    if key not in _process_scratch:
+        _process_scratch[key] = scratch_dir(key)
+        atexit.register(shutil.rmtree, _process_scratch[key], True)
+    return _process_scratch[key]
+
+
+@contextlib.contextmanager
+def inductor_cache(cache_root: Path) -> Iterator[dict[str, str]]:
+    """The engine cache as inductor's cache, and this process's scratch directory there as the C++ side's
+    $TMPDIR, for one compile or load; then the process's environment as it was. Inductor reads
+    TORCHINDUCTOR_CACHE_DIR at each use but memoizes some paths derived from it, so its in-process caches
+    are cleared on entry and exit (as torch's own temporary_cache_dir does). Python's tempfile keeps the
+    temporary directory it had."""
+    tempfile.gettempdir()  # fixes Python's choice first: only the C++ side reads the TMPDIR set here
+    env = {**inductor_cache_env(cache_root), "TMPDIR": str(_own_scratch(cache_root))}
+    saved = {k: os.environ.get(k) for k in env}
+    try:
+        from torch._inductor.utils import clear_caches as clear
+    except ImportError:  # an older torch: nothing memoized to clear
+        clear = lambda: None
+    os.environ.update(env)
+    clear()
+    try:
+        yield env
+    finally:
+        clear()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+# Precompiled headers go to tempfile.gettempdir()/torchinductor_$USER whatever TORCHINDUCTOR_CACHE_DIR says
+# (torch 2.14 computes their directory once, as torch._inductor.codecache is imported): off, so nothing is
+# written outside the engine cache. On the 2-core CI machine, one cold compile of a tiny model took 59 s
+# without them and 84 s with them (their own build included).
+_NO_PRECOMPILED_HEADERS = {"aot_inductor.precompile_headers": False, "cpp_cache_precompile_headers": False}
 
 
 def _device_identity(device: str) -> dict[str, Any]:
@@ -104,7 +176,8 @@ class InductorRunner(TorchRunner):
     only construction differs (the package is already compiled for its device and dtype)."""
 
     def __init__(self, compiled: Any, input_names: tuple[str, ...], output_names: tuple[str, ...],
-                 device: str, precision: str) -> None:
+                 device: str, precision: str, label: str = "inductor") -> None:
+        self.label = label
         self.dtype = _DTYPES[precision]
         self.tf32 = False
         self.module = compiled
@@ -120,13 +193,19 @@ class InductorRunner(TorchRunner):
         return super().prepare_path(path, feed)
 
 
-def _check_loads_in_child(package: Path, request: EngineRequest, cxx: str) -> None:
+def _check_loads_in_child(package: Path, request: EngineRequest, cxx: str, cache_root: Path) -> None:
     """Load the fresh package in a child process first: a package that crashes the loader (seen as a
-    segfault on our H100/H200 image) must fail its own cell, not end the whole test session."""
+    segfault on our H100/H200 image) must fail its own cell, not end the whole test session. The child's
+    inductor cache is the engine cache's too."""
     code = ("import sys, torch; m = torch._inductor.aoti_load_package(sys.argv[1]); "
             "print('loaded', type(m).__name__)")
-    proc = subprocess.run([sys.executable, "-c", code, str(package)], capture_output=True, text=True,
-                          timeout=600, check=False)
+    scratch = scratch_dir(cache_root)  # the child exits with the package loaded: its extraction stays there
+    try:
+        proc = subprocess.run([sys.executable, "-c", code, str(package)], capture_output=True, text=True,
+                              timeout=600, check=False,
+                              env={**os.environ, **inductor_cache_env(cache_root), "TMPDIR": str(scratch)})
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     if proc.returncode != 0:
         how = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit code {proc.returncode}"
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
@@ -159,17 +238,19 @@ class InductorBackend:
                  "compiler": _compiler_identity(cxx := _compiler(request))}
 
         def build(directory: Path) -> None:
-            self._compile(request, artifacts, directory / PACKAGE, cxx)
-            _check_loads_in_child(directory / PACKAGE, request, cxx)
+            with inductor_cache(cache.root):
+                self._compile(request, artifacts, directory / PACKAGE, cxx)
+            _check_loads_in_child(directory / PACKAGE, request, cxx, cache.root)
 
         entry = cache.get_or_build("inductor", parts, build, label=f"inductor {request.cell_id}")
         package = entry / PACKAGE
         try:
-            compiled = torch._inductor.aoti_load_package(str(package))
+            with inductor_cache(cache.root):
+                compiled = torch._inductor.aoti_load_package(str(package))
         except Exception as exc:
             raise EngineBuildError(f"{request.cell_id}: loading AOTInductor package {package} failed: {exc}") from exc
         runner = InductorRunner(compiled, tuple(i.name for i in request.inputs), request.outputs, request.device,
-                                request.precision)
+                                request.precision, label=request.cell_id)
         module = artifacts.torch_module()
         facts = EngineFacts(artifact_bytes=package.stat().st_size,
                             layers=sum(1 for m in module.modules() if not list(m.children())),
@@ -178,20 +259,23 @@ class InductorBackend:
         return LoadedEngine(runner=runner, facts=facts, artifact=package)
 
     def _compile(self, request: EngineRequest, artifacts: ModelArtifacts, package: Path, cxx: str) -> None:
+        """Export and compile with the ONNX export's conventions: sample inputs in their configured dtype
+        (only floating ones cast to the precision: token ids stay integers), outputs in the configured
+        order (by key for dict and named-tuple outputs), axis 0 dynamic."""
         dtype = _DTYPES[request.precision]
         module = copy.deepcopy(artifacts.torch_module()).to(device=request.device, dtype=dtype).eval()
         batch = max(2, min(request.profile.opt_batch, 8))
-        args = tuple(t.to(request.device, dtype) for t in sample_inputs(request.inputs, batch))
+        args = tuple(t.to(request.device, dtype) if t.is_floating_point() else t.to(request.device)
+                     for t in sample_inputs(request.inputs, batch))
         dim = torch.export.Dim("batch", min=max(1, request.profile.min_batch), max=request.profile.max_batch)
-        import inspect
-
-        names = [p for p in inspect.signature(module.forward).parameters][: len(args)]
+        names = [i.name for i in request.inputs]
+        module = with_configured_outputs(module, args, request.outputs, request.cell_id)
         log.info("inductor: exporting and compiling %s with %s (this takes a while)", request.cell_id, cxx)
         try:
             with warnings.catch_warnings(), torch.inference_mode(), \
-                    torch._inductor.config.patch({"cpp.cxx": (None, cxx)}):
+                    torch._inductor.config.patch({"cpp.cxx": (None, cxx), **_NO_PRECOMPILED_HEADERS}):
                 warnings.simplefilter("ignore")
-                exported = torch.export.export(module, args, dynamic_shapes={n: {0: dim} for n in names})
+                exported = torch.export.export(module, args, dynamic_shapes=batch_dynamic_shapes(module, names, dim))
                 torch._inductor.aoti_compile_and_package(exported, package_path=str(package))
         except Exception as exc:
             raise EngineBuildError(f"{request.cell_id}: torch.export/AOTInductor failed: "

@@ -1,4 +1,5 @@
-"""PyTorch -> ONNX with a dynamic batch axis, then onnx.checker and shape inference.
+"""PyTorch -> ONNX with a dynamic batch axis and the configured outputs in order, then onnx.checker and
+shape inference.
 
 Why here and once: ONNX Runtime and TensorRT both consume this file, so both judge the same graph.
 """
@@ -16,6 +17,7 @@ import onnx
 import torch
 
 from engines.base import EngineBuildError, EngineFacts, InputSpec
+from engines.feeds import pick_outputs, returned_output_names
 
 log = logging.getLogger(__name__)
 
@@ -25,35 +27,90 @@ _EXPORTERS = ("dynamo", "torchscript")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
+# Part of every export's cache key (through export_options), not an option: raised when the export code
+# changes what a cached file holds. 2: dict and named-tuple outputs bound to the configured names by key
+# (revision 1 bound them by position, so an older file of such a model may carry swapped names).
+EXPORT_REVISION = 2
+
+
 def export_options(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The export options (defaults updated with ``overrides``) plus the export code's revision."""
     opts = {**DEFAULT_EXPORT_OPTIONS, **(overrides or {})}
     unknown = set(opts) - set(DEFAULT_EXPORT_OPTIONS)
     if unknown:
         raise ValueError(f"unknown export option(s) {sorted(unknown)}; valid: {sorted(DEFAULT_EXPORT_OPTIONS)}")
     if opts["exporter"] not in _EXPORTERS:
         raise ValueError(f"export option exporter={opts['exporter']!r}; valid: {_EXPORTERS}")
-    return opts
+    return {**opts, "revision": EXPORT_REVISION}
 
 
 def sample_inputs(inputs: tuple[InputSpec, ...], batch: int, seed: int = 0) -> tuple[torch.Tensor, ...]:
-    """Non-constant example inputs for tracing (a constant input can hide data-dependent paths)."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for spec in inputs:
-        shape = spec.batch_shape(batch)
-        if np.issubdtype(np.dtype(spec.dtype), np.integer):
-            arr = rng.integers(int(spec.low), int(spec.high) + 1, size=shape).astype(spec.dtype)
-        else:
-            arr = rng.uniform(spec.low, spec.high, size=shape).astype(spec.dtype)
-        out.append(torch.from_numpy(arr))
-    return tuple(out)
+    """Non-constant example inputs for tracing (a constant input can hide data-dependent paths), each in
+    its configured dtype: the suite's own uniform synthetic feed, so integer ids stay integers."""
+    from suite.inputs import synthetic_feed
+
+    feed = synthetic_feed(inputs, batch, "uniform", seed)
+    return tuple(torch.from_numpy(feed[spec.name]) for spec in inputs)
+
+
+class ConfiguredOutputs(torch.nn.Module):
+    """Returns the wrapped model's outputs as a tuple in the configured order, picked by key from a dict
+    or named tuple (engines.feeds.pick_outputs), so that an exported graph's output named "logits" is the
+    model's "logits", whatever order the model's dict happens to have."""
+
+    def __init__(self, module: torch.nn.Module, names: tuple[str, ...], where: str) -> None:
+        super().__init__()
+        self.module = module
+        self.names = names
+        self.where = where
+
+    def forward(self, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return tuple(pick_outputs(self.module(*args), self.names, self.where))
+
+
+def with_configured_outputs(module: torch.nn.Module, args: tuple[torch.Tensor, ...], outputs: tuple[str, ...],
+                            where: str) -> torch.nn.Module:
+    """The module to export or compile: itself when it returns its outputs by position (a tensor, tuple or
+    list, bound to the configured names in order), else wrapped in ConfiguredOutputs.
+
+    Runs one eager forward on ``args`` to see what the model returns, so that a configured name the model
+    does not return fails here, naming the names it does return, and not deep inside an exporter.
+    """
+    try:
+        with torch.no_grad():
+            out = module(*args)
+    except Exception as exc:
+        shapes = [f"{tuple(a.shape)} {a.dtype}" for a in args]
+        raise EngineBuildError(f"{where}: forward on sample inputs {shapes} failed: "
+                               f"{type(exc).__name__}: {exc}") from exc
+    try:
+        picked = pick_outputs(out, outputs, where)
+    except ValueError as exc:
+        raise EngineBuildError(str(exc)) from exc
+    not_tensors = {n: type(t).__name__ for n, t in zip(outputs, picked, strict=True) if not isinstance(t, torch.Tensor)}
+    if not_tensors:
+        raise EngineBuildError(f"{where}: configured outputs must be tensors; these are not: {not_tensors}")
+    if returned_output_names(out) is None:
+        return module
+    return ConfiguredOutputs(module, tuple(outputs), where)
+
+
+def batch_dynamic_shapes(module: torch.nn.Module, input_names: list[str], dim: Any) -> dict[str, Any]:
+    """torch.export's ``dynamic_shapes`` with axis 0 of every input dynamic (``dim``). They are keyed by
+    forward()'s parameter names, which may differ from the configured input names."""
+    if isinstance(module, ConfiguredOutputs):
+        _forward_arg_names(module.module, input_names)  # the wrapped model must take the configured inputs
+        return {"args": tuple({0: dim} for _ in input_names)}
+    return {n: {0: dim} for n in _forward_arg_names(module, input_names)}
 
 
 def export_onnx(module: torch.nn.Module, model_name: str, inputs: tuple[InputSpec, ...],
                 outputs: tuple[str, ...], path: Path, options: dict[str, Any]) -> None:
-    """Export with the batch axis dynamic; raise EngineBuildError naming the model on any failure."""
+    """Export with the batch axis dynamic and the graph's outputs in the configured order, bound by name
+    for dict and named-tuple outputs; raise EngineBuildError naming the model on any failure."""
     args = sample_inputs(inputs, options["sample_batch"])
     names = [i.name for i in inputs]
+    module = with_configured_outputs(module.eval(), args, outputs, f"model {model_name!r}")
     log.info("exporting %s to ONNX (opset %s, %s exporter)", model_name, options["opset"], options["exporter"])
     try:
         with warnings.catch_warnings(), torch.no_grad():
@@ -62,7 +119,7 @@ def export_onnx(module: torch.nn.Module, model_name: str, inputs: tuple[InputSpe
                 batch = torch.export.Dim("batch", min=1, max=4096)
                 torch.onnx.export(
                     module.eval(), args, str(path), input_names=names, output_names=list(outputs),
-                    dynamic_shapes={n: {0: batch} for n in _forward_arg_names(module, names)},
+                    dynamic_shapes=batch_dynamic_shapes(module, names, batch),
                     opset_version=options["opset"], dynamo=True, external_data=False,
                     verbose=False, optimize=True,
                 )
@@ -77,6 +134,16 @@ def export_onnx(module: torch.nn.Module, model_name: str, inputs: tuple[InputSpe
         raise EngineBuildError(f"ONNX export of model {model_name!r} failed ({options}): "
                                f"{type(exc).__name__}: {message}") from exc
     check_onnx(path, model_name)
+    _check_output_names(path, model_name, outputs)
+
+
+def _check_output_names(path: Path, model_name: str, outputs: tuple[str, ...]) -> None:
+    """The graph's outputs are exactly the configured ones, in order: an exporter that dropped or renamed
+    one would otherwise leave ONNX Runtime to fail later, or bind names to the wrong tensors."""
+    got = [o.name for o in onnx.load(str(path), load_external_data=False).graph.output]
+    if got != list(outputs):
+        raise EngineBuildError(f"ONNX model of {model_name!r} has outputs {got}; the config's outputs are "
+                               f"{list(outputs)}")
 
 
 def _forward_arg_names(module: torch.nn.Module, fallback: list[str]) -> list[str]:

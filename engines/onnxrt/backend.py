@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -19,7 +20,7 @@ from engines.base import (
     LoadedEngine,
     ModelArtifacts,
 )
-from engines.feeds import check_feed
+from engines.feeds import as_input_dtype, check_feed
 from engines.onnx.export import onnx_facts
 
 if TYPE_CHECKING:
@@ -29,6 +30,24 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# ONNX Runtime (1.32) writes a device id and an event database under
+# $XDG_CACHE_HOME/Microsoft/DeveloperTools/.onnxruntime when the module is *imported*, unless this is set
+# first; onnxruntime.disable_telemetry_events() alone comes too late for that. Set as this module loads, so
+# that every import the suite makes through its engines finds it.
+_TELEMETRY_ENV = "ORT_DISABLE_TELEMETRY"
+os.environ[_TELEMETRY_ENV] = "1"
+
+
+def import_onnxruntime() -> Any:
+    """``onnxruntime``, imported with its telemetry off: nothing written outside the engine cache. Every
+    use in the suite goes through here (sessions, the int8 calibrator, the fp16 converter)."""
+    os.environ[_TELEMETRY_ENV] = "1"
+    import onnxruntime as ort
+
+    disable = getattr(ort, "disable_telemetry_events", None)  # from onnxruntime 1.8
+    if disable is not None:
+        disable()
+    return ort
 
 
 class OnnxRuntimeRunner:
@@ -39,7 +58,8 @@ class OnnxRuntimeRunner:
     """
 
     def __init__(self, session: ort.InferenceSession, output_names: tuple[str, ...],
-                 graph_session: Callable[[], ort.InferenceSession] | None = None) -> None:
+                 graph_session: Callable[[], ort.InferenceSession] | None = None, label: str = "onnxruntime") -> None:
+        self.label = label  # names the cell in feed errors
         self.session = session
         self.input_names = tuple(i.name for i in session.get_inputs())
         self.output_names = output_names
@@ -50,7 +70,7 @@ class OnnxRuntimeRunner:
 
     def infer(self, feed: Feed) -> dict[str, np.ndarray]:
         check_feed(feed, self.input_names)
-        ort_feed = {n: np.ascontiguousarray(feed[n], dtype=self._dtypes[n]) for n in self.input_names}
+        ort_feed = {n: as_input_dtype(feed[n], self._dtypes[n], n, self.label) for n in self.input_names}
         values = self.session.run(list(self.output_names), ort_feed)
         return dict(zip(self.output_names, (np.asarray(v) for v in values), strict=True))
 
@@ -77,7 +97,7 @@ class OnnxRuntimeRunner:
         if path == "model":
             self._bound[path] = (self.session, binding, values)
             return clock
-        import onnxruntime as ort
+        ort = import_onnxruntime()
 
         assert self._graph_session is not None
         try:
@@ -104,11 +124,11 @@ class OnnxRuntimeRunner:
               ) -> tuple[ort.IOBinding, list[ort.OrtValue], list[ort.OrtValue]]:
         """Inputs copied to the device once; outputs bound to the given device OrtValues, or to ones that
         one run allocates. Returns the binding, every bound value, and the output values."""
-        import onnxruntime as ort
+        ort = import_onnxruntime()
 
         binding = session.io_binding()
-        inputs = [ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(feed[n], dtype=self._dtypes[n]), "cuda",
-                                                   device_id) for n in self.input_names]
+        inputs = [ort.OrtValue.ortvalue_from_numpy(as_input_dtype(feed[n], self._dtypes[n], n, self.label),
+                                                   "cuda", device_id) for n in self.input_names]
         for name, value in zip(self.input_names, inputs, strict=True):
             binding.bind_ortvalue_input(name, value)
         if outputs is None:
@@ -135,8 +155,9 @@ class OnnxRuntimeRunner:
 
 def _numpy_dtype(ort_type: str) -> np.dtype[Any]:
     table = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64,
-             "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(uint8)": np.uint8,
-             "tensor(int8)": np.int8, "tensor(bool)": np.bool_}
+             "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(int16)": np.int16,
+             "tensor(int8)": np.int8, "tensor(uint64)": np.uint64, "tensor(uint32)": np.uint32,
+             "tensor(uint16)": np.uint16, "tensor(uint8)": np.uint8, "tensor(bool)": np.bool_}
     if ort_type not in table:
         raise TypeError(f"unsupported ONNX Runtime input type {ort_type}")
     return np.dtype(table[ort_type])
@@ -188,7 +209,7 @@ class OnnxRuntimeBackend:
 
     def trt_cache_dir(self, request: EngineRequest, cache: ArtifactCache) -> Any:
         """The TensorRT EP writes its own engines; give each configuration its own directory."""
-        import onnxruntime as ort
+        ort = import_onnxruntime()
 
         from suite.cache import digest
 
@@ -212,7 +233,7 @@ class OnnxRuntimeBackend:
 
     def skip_reason(self, request: EngineRequest) -> str | None:
         try:
-            import onnxruntime as ort
+            ort = import_onnxruntime()
         except ImportError as exc:
             return f"onnxruntime is not importable ({exc}); pip install onnxruntime (or onnxruntime-gpu)"
         try:
@@ -227,7 +248,7 @@ class OnnxRuntimeBackend:
         return None
 
     def load(self, request: EngineRequest, artifacts: ModelArtifacts, cache: ArtifactCache) -> LoadedEngine:
-        import onnxruntime as ort
+        ort = import_onnxruntime()
 
         ep = execution_provider(request)
         # The TensorRT EP takes precision as a flag on the fp32 graph (int8: the QDQ graph).
@@ -259,7 +280,7 @@ class OnnxRuntimeBackend:
             cuda_name, cuda_options = providers[0]
             graph_providers = [(cuda_name, {**cuda_options, "enable_cuda_graph": "1"})]
             graph_session = lambda: ort.InferenceSession(str(path), options, providers=graph_providers)
-        runner = OnnxRuntimeRunner(session, request.outputs, graph_session)
+        runner = OnnxRuntimeRunner(session, request.outputs, graph_session, label=request.cell_id)
         facts = onnx_facts(path)
         return LoadedEngine(runner=runner, facts=replace(facts, detail={**facts.detail, "providers": active}),
                             artifact=path)

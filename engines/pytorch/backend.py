@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from engines.base import UNSUPPORTED, CellUnavailable, EngineFacts, EngineRequest, Feed, LoadedEngine, ModelArtifacts
-from engines.feeds import check_feed
+from engines.feeds import check_feed, pick_outputs
 
 if TYPE_CHECKING:
     from suite.cache import ArtifactCache
@@ -59,15 +59,18 @@ _DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, 
 class TorchRunner:
     """Runs a module on host arrays; outputs are mapped to the configured output names.
 
-    The precision sets the weights' and inputs' dtype (fp16, bf16) or the math mode (tf32: fp32
-    storage, TF32 tensor-core matmuls/convolutions). TF32 flags are process-global in PyTorch, so
-    they are set for each call and restored, keeping the fp32 reference's TF32 off. fp16 and bf16
-    leave the flags at PyTorch's defaults, as a deployment would: forcing cuDNN's TF32 off there
+    The precision sets the floating weights' and inputs' dtype (fp16, bf16; integer and bool inputs
+    and buffers, such as token ids, keep theirs) or the math mode (tf32: fp32 storage, TF32
+    tensor-core matmuls/convolutions). TF32 flags are process-global in PyTorch, so they are set for
+    each call and restored, keeping the fp32 reference's TF32 off. fp16 and bf16 leave the flags at
+    PyTorch's defaults, as a deployment would: forcing cuDNN's TF32 off there
     changed nothing numerically but let it pick other kernels (see docs/gpu.md).
     """
 
     def __init__(self, module: torch.nn.Module, input_names: tuple[str, ...], output_names: tuple[str, ...],
-                 device: str = "cpu", precision: str = "fp32", channels_last: bool = False) -> None:
+                 device: str = "cpu", precision: str = "fp32", channels_last: bool = False,
+                 label: str = "torch") -> None:
+        self.label = label  # names the cell in output-binding errors
         self.dtype = _DTYPES[precision]
         self.tf32: bool | None = {"fp32": False, "tf32": True}.get(precision)  # None: library defaults
         self.channels_last = channels_last
@@ -83,7 +86,7 @@ class TorchRunner:
         args = [self._tensor(feed[n]) for n in self.input_names]
         with self._math_mode(), torch.inference_mode():
             out = self.module(*args)
-        return name_outputs(out, self.output_names)
+        return name_outputs(out, self.output_names, self.label)
 
     # ---- device-resident latency paths (GPU tier) ------------------------------------------------
     def prepare_path(self, path: str, feed: Feed) -> str:
@@ -152,18 +155,23 @@ def _tf32(enabled: bool | None) -> Iterator[None]:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
-def name_outputs(out: Any, names: tuple[str, ...]) -> dict[str, np.ndarray]:
-    """Map a module's return value (tensor, tuple or dict) to the configured output names."""
-    if isinstance(out, torch.Tensor):
-        out = (out,)
-    if isinstance(out, dict):
-        missing = [n for n in names if n not in out]
-        if missing:
-            raise ValueError(f"model returned keys {sorted(out)}, config expects {list(names)}")
-        return {n: out[n].detach().float().cpu().numpy() for n in names}
-    if len(out) != len(names):
-        raise ValueError(f"model returned {len(out)} outputs, config names {len(names)}: {list(names)}")
-    return {n: t.detach().float().cpu().numpy() for n, t in zip(names, out, strict=True)}
+def name_outputs(out: Any, names: tuple[str, ...], where: str = "torch") -> dict[str, np.ndarray]:
+    """A module's return value as host arrays under the configured output names, bound by
+    ``engines.feeds.pick_outputs``: by key for a dict or named tuple, by position otherwise.
+
+    Floating outputs come back as float32 (numpy has no bf16, and every engine's outputs are compared
+    in fp32); integer and bool outputs keep their dtype, as ONNX Runtime and TensorRT return them.
+    """
+    return {n: _host_array(t, n, where) for n, t in zip(names, pick_outputs(out, names, where), strict=True)}
+
+
+def _host_array(value: Any, name: str, where: str) -> np.ndarray:
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"{where}: output {name!r} is a {type(value).__name__}, not a tensor")
+    t = value.detach()
+    if t.is_floating_point():
+        t = t.float()
+    return t.cpu().numpy()
 
 
 class TorchBackend:
@@ -194,5 +202,6 @@ class TorchBackend:
         if request.precision != "fp32" or request.device != "cpu":
             module = copy.deepcopy(module)  # the fp32 CPU module stays the reference for exports
         runner = TorchRunner(module, tuple(i.name for i in request.inputs), request.outputs, request.device,
-                             request.precision, channels_last=bool(request.options.get("channels_last", False)))
+                             request.precision, channels_last=bool(request.options.get("channels_last", False)),
+                             label=request.cell_id)
         return LoadedEngine(runner=runner, facts=torch_facts(runner.module))

@@ -22,6 +22,7 @@ import numpy as np
 
 from engines.base import UNSUPPORTED, CellUnavailable, Feed, ShapeProfile
 from engines.cuda.runtime import DeviceBuffer, EventTimer, Releasable, Stream
+from engines.feeds import as_input_dtype, check_feed
 from engines.trt.settings import TensorSpec, check_feed_shapes
 
 if TYPE_CHECKING:
@@ -109,9 +110,16 @@ class TensorRTRunner(Releasable):
         return buf
 
     def _bind(self, feed: Feed) -> tuple[dict[str, np.ndarray], dict[str, tuple[int, ...]]]:
-        """Validate the feed, set input shapes and every I/O address; returns contiguous inputs, output shapes."""
-        check_feed_shapes(feed, self.input_specs, self.profile.min_batch, self.profile.max_batch)
-        arrays = {n: np.ascontiguousarray(feed[n]) for n in self.input_names}
+        """Validate the feed, set input shapes and every I/O address; returns contiguous inputs, output shapes.
+
+        Inputs are converted to the engine tensor's own dtype (engines.feeds.as_input_dtype): int64 token
+        ids into an int32 engine input when every id fits, never a float into an integer or bool input.
+        Host arrays, device buffers and output arrays are all sized and typed from the engine's dtypes.
+        """
+        check_feed(feed, self.input_names)
+        typed = {n: as_input_dtype(feed[n], self._specs[n].dtype, n, self.label) for n in self.input_names}
+        check_feed_shapes(typed, self.input_specs, self.profile.min_batch, self.profile.max_batch)
+        arrays = {n: np.ascontiguousarray(typed[n]) for n in self.input_names}
         for name, array in arrays.items():
             if not self.context.set_input_shape(name, tuple(int(d) for d in array.shape)):
                 raise ValueError(f"{self.label}: TensorRT rejected shape {array.shape} for input {name!r} "

@@ -121,9 +121,14 @@ def test_call_factory_passes_the_cache_only_to_a_factory_that_takes_it():
 
 
 @pytest.mark.parametrize("factory,outputs,problem", [
-    ("two_outputs", ["logits"], "the model returns 2 outputs (a tuple), the config names 1"),
-    ("linear16", ["logits", "probs"], "the model returns 1 output (a tensor), the config names 2"),
-    ("dict_outputs", ["logits"], "the model returns a dict without 'logits'; its keys: 'probs', 'embedding'"),
+    ("two_outputs", ["logits"], "the model returns 2 unnamed output(s) (tuple), the config names 1: ['logits']; a "
+                                "tuple or list is bound by position, so the counts must match (return a dict to "
+                                "bind by name)"),
+    ("linear16", ["logits", "probs"], "the model returns 1 unnamed output(s) (Tensor), the config names 2: "
+                                      "['logits', 'probs']; a tuple or list is bound by position, so the counts must "
+                                      "match (return a dict to bind by name)"),
+    ("dict_outputs", ["logits"], "outputs ['logits'] are configured but the model does not return them; it returns "
+                                 "dict with names ['probs', 'embedding'] (configured: ['logits'])"),
 ])
 def test_outputs_that_do_not_match_the_names(tmp_path, factory, outputs, problem):
     err = _error(tmp_path, factory=f"{M}:{factory}", outputs=outputs)

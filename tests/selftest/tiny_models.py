@@ -1,5 +1,7 @@
 """Tiny models for the machinery tests: fast to export, quantize and run on CPU."""
 
+from typing import NamedTuple
+
 import torch
 
 
@@ -71,3 +73,103 @@ class Data:
 
 def tiny_data(cache=None) -> Data:
     return Data()
+
+
+class TokenNet(torch.nn.Module):
+    """int64 token ids (an embedding) beside a float input: integer inputs must keep their dtype on every
+    engine and precision (inductor once cast them to float and failed in the embedding)."""
+
+    VOCAB, LENGTH, FEATURES = 50, 6, 3
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = torch.nn.Embedding(self.VOCAB, 8)
+        self.fc = torch.nn.Linear(8 + self.FEATURES, 4)
+
+    def forward(self, ids: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
+        pooled = self.embed(ids).mean(dim=1)
+        return self.fc(torch.cat([pooled, features], dim=1))
+
+
+def token_net(cache=None) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return TokenNet().eval()
+
+
+class TokenData:
+    """Calibration rows for TokenNet: int64 ids within the vocabulary, float features."""
+
+    def __init__(self, rows: int = 32, seed: int = 2) -> None:
+        import numpy as np
+
+        rng = np.random.default_rng(seed)
+        self.feeds = {"ids": rng.integers(0, TokenNet.VOCAB, (rows, TokenNet.LENGTH), dtype=np.int64),
+                      "features": rng.uniform(-1, 1, (rows, TokenNet.FEATURES)).astype(np.float32)}
+        self.rows, self.seed = rows, seed
+
+    def __len__(self) -> int:
+        return self.rows
+
+    def take(self, n: int) -> "TokenData":
+        return TokenData(min(n, self.rows), self.seed)
+
+    def digest(self) -> str:
+        return f"tokens-{self.rows}-{self.seed}"
+
+
+class DictOutputNet(TwoInputNet):
+    """Returns a dict whose keys come in another order than the config's outputs (logits, probs): the
+    export and every engine must bind by key, not by position."""
+
+    def forward(self, image: torch.Tensor, extra: torch.Tensor) -> dict[str, torch.Tensor]:
+        logits = super().forward(image, extra)
+        return {"probs": torch.softmax(logits, dim=1), "logits": logits}
+
+
+def dict_output_net(cache=None) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return DictOutputNet().eval()
+
+
+class Heads(NamedTuple):
+    probs: torch.Tensor
+    logits: torch.Tensor
+
+
+class NamedTupleOutputNet(TwoInputNet):
+    """The same outputs as DictOutputNet, as a named tuple whose fields come in the other order."""
+
+    def forward(self, image: torch.Tensor, extra: torch.Tensor) -> Heads:
+        logits = super().forward(image, extra)
+        return Heads(probs=torch.softmax(logits, dim=1), logits=logits)
+
+
+def named_tuple_output_net(cache=None) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return NamedTupleOutputNet().eval()
+
+
+class BatchMean(TwoInputNet):
+    """A wrong model: one row for the whole batch. Parity against a reference that does the same passes;
+    only the output-shape check (engines.feeds.check_outputs) sees it."""
+
+    def forward(self, image: torch.Tensor, extra: torch.Tensor) -> torch.Tensor:
+        return super().forward(image, extra).mean(0, keepdim=True)
+
+
+def batch_mean(cache=None) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return BatchMean().eval()
+
+
+class BatchTwice(TwoInputNet):
+    """A wrong model: every row twice (``torch.cat([out, out])``)."""
+
+    def forward(self, image: torch.Tensor, extra: torch.Tensor) -> torch.Tensor:
+        out = super().forward(image, extra)
+        return torch.cat([out, out])
+
+
+def batch_twice(cache=None) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return BatchTwice().eval()
