@@ -38,7 +38,9 @@ from metrics import ParityReport, Tolerance, compare_outputs
 from metrics.localize import LayerComparison, LayerPair, LayerStat, compare_layers, format_layer_table
 
 if TYPE_CHECKING:
-    import onnxruntime as ort
+    from engines.onnxrt.backend import import_onnxruntime
+
+    ort = import_onnxruntime()
     import torch
 
     from engines.onnx.precision_census import PrecisionCensus
@@ -250,7 +252,9 @@ def onnxruntime_cell(artifacts: ModelArtifacts, precision: str, device: str, opt
     onnx_precision = "fp32" if execution_provider(request) == "tensorrt" and precision == "fp16" else precision
 
     def make() -> ort.SessionOptions:
-        import onnxruntime as ort
+        from engines.onnxrt.backend import import_onnxruntime
+
+        ort = import_onnxruntime()
 
         so = ort.SessionOptions()
         threads = options.get("intra_op_threads")

@@ -94,9 +94,9 @@ def fingerprint(device: str = "cpu") -> dict[str, Any]:
         if version is not None:
             info[lib] = version
     try:
-        import onnxruntime
+        from engines.onnxrt.backend import import_onnxruntime
 
-        info["onnxruntime_providers"] = list(onnxruntime.get_available_providers())
+        info["onnxruntime_providers"] = list(import_onnxruntime().get_available_providers())
     except ImportError:
         pass
     info.update(_gpu(device))

@@ -13,6 +13,7 @@ passes only when it fails the declared way, and the run's exit code and last blo
 from __future__ import annotations
 
 import logging
+import os
 import re
 import signal
 import subprocess
@@ -23,7 +24,7 @@ from typing import Any
 import pytest
 
 from engines.base import UNAVAILABLE, CellUnavailable
-from suite import verdict
+from suite import fleet, verdict
 from suite.cache import ArtifactCache, CacheEvent, CacheUnusable
 from suite.config import (
     ConfigError,
@@ -40,6 +41,7 @@ from suite.results import results_document, write_json_atomic
 from suite.session import Cell, SuiteSession
 from suite.timing import PATHS
 
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")  # before anything imports onnxruntime (it writes at import)
 log = logging.getLogger("suite")
 
 _ROOT = Path(__file__).resolve().parent.parent
@@ -124,9 +126,21 @@ def pytest_configure(config: pytest.Config) -> None:
     device = config.getoption("--device")
     requires = suite_config.requires
     try:
-        check_device(device)
+        gpus = check_device(device)
     except DeviceError as exc:
         raise pytest.UsageError(str(exc)) from exc
+    numprocesses = config.getoption("numprocesses", None)
+    why = fleet.check_workers(device, numprocesses, gpus)
+    if why:
+        raise pytest.UsageError(why)
+    if numprocesses and (config.getoption("benchmark_compare", None) or config.getoption("benchmark_compare_fail",
+                                                                                           None)):
+        raise pytest.UsageError("--benchmark-compare/--benchmark-compare-fail compare in one process; under xdist "
+                                "use the suite's gate, --latency-baseline (docs/gating.md)")
+    if device == "cuda" and not _is_worker(config):
+        os.environ[fleet.WORKER_GPUS_ENV] = ",".join(fleet.visible_gpus(gpus))  # read by each worker at import
+    if device == "cuda" or fleet.BOUND_GPU is not None:
+        device = "cuda:0"  # every visible GPU (one per worker: its own GPU is its cuda:0)
     if "cuda" in requires and not device.startswith("cuda"):
         raise pytest.UsageError(f"{suite_config.path.name} requires a CUDA device ([run] requires); run with "
                                 "--device cuda:0")
@@ -142,6 +156,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_RUN_KEY] = state
     config.stash[LEDGER_KEY] = verdict.Ledger(accepted=accepted)
     config.pluginmanager.register(_VerdictPlugin(config), "suite-verdict")
+    config.pluginmanager.register(fleet.FleetPlugin(config, gpus), "suite-fleet")
 
     for noisy in ("onnxscript", "onnx_ir", "torch.onnx", "torch._dynamo", "torch.export"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -168,6 +183,9 @@ def pytest_configure(config: pytest.Config) -> None:
         cache.ensure_usable()
     except CacheUnusable as exc:
         raise pytest.UsageError(f"--engine-cache: {exc}") from exc
+    _keep_writes_inside(cache.root)
+    if config.getoption("benchmark_storage", None) == "file://./.benchmarks":  # pytest-benchmark's cwd default
+        config.option.benchmark_storage = f"file://{_ROOT / '.benchmarks'}"  # the project's, whatever the cwd
     session = SuiteSession(suite_config, cache, device)
     results = config.getoption("--suite-results")
     if results:
@@ -176,6 +194,20 @@ def pytest_configure(config: pytest.Config) -> None:
     # A CI timeout sends SIGTERM: end like Ctrl-C does, with the summary, the verdict and marked results.
     if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
         state.signal_handler = signal.signal(signal.SIGTERM, _sigterm)
+
+
+def _keep_writes_inside(cache_root: Path) -> None:
+    """Nothing written outside the project, the engine cache and the benchmark storage: inductor's and
+    triton's caches and matplotlib's config go into the engine cache (before torch._dynamo's import makes
+    its directory; ONNX Runtime's telemetry is off from this module's import, above), and hypothesis's
+    database into the project."""
+    from hypothesis.configuration import set_hypothesis_home_dir
+
+    from engines.inductor.backend import inductor_cache_env
+
+    os.environ.update(inductor_cache_env(cache_root))
+    os.environ.setdefault("MPLCONFIGDIR", str(cache_root.resolve() / "matplotlib"))
+    set_hypothesis_home_dir(_ROOT / ".hypothesis")  # its examples database and caches, whatever the cwd
 
 
 def _sigterm(signum: int, frame: Any) -> None:
@@ -348,11 +380,21 @@ def _is_worker(config: pytest.Config) -> bool:
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Before any test: the start-up check of every model a collected test uses (suite/preflight.py), so
     that a model that cannot run is one error naming it, not a failure in each of its tests."""
-    if _is_worker(session.config):
+    if not _is_worker(session.config):
+        note_collected(session.config, [item.nodeid for item in session.items])
+
+
+def note_collected(config: pytest.Config, ids: list[str]) -> None:
+    """What the run will test, known once (this process's collection, or the first xdist worker's): the
+    start-up check of the models it uses, and the gates' coverage of it."""
+    from suite.gate_plugin import set_coverage
+
+    state = config.stash[_RUN_KEY]
+    if state.collected:
         return
-    ids = [item.nodeid for item in session.items]
-    session.config.stash[_RUN_KEY].collected = ids
-    _preflight(session.config, ids)
+    state.collected = ids
+    _preflight(config, ids)
+    set_coverage(config, ids)
 
 
 def models_of(nodeids: list[str], models: Any) -> list[str]:
@@ -411,7 +453,9 @@ class _VerdictPlugin:
         """A plain hook, first among plain ones: after pytest-benchmark's finish (a wrapper) has compared,
         before pytest-html renders. Settles the verdict, the exit code and the results file."""
         config = self.config
+        plugin = config.pluginmanager.get_plugin("suite-fleet")
         if _is_worker(config):
+            config.workeroutput["suite"] = plugin.worker_output()  # type: ignore[attr-defined]
             return
         ledger = ledger_of(config)
         stopped = {pytest.ExitCode.INTERRUPTED: "interrupted", pytest.ExitCode.USAGE_ERROR: "stopped by a usage error",
@@ -424,12 +468,16 @@ class _VerdictPlugin:
         session.exitstatus = ledger.exit_status(int(session.exitstatus))
         config._suite_verdict = ledger.as_dict()  # type: ignore[attr-defined]  # read by report/plugin.py
         config._suite_run_info = run_info(config)  # type: ignore[attr-defined]
+        suite = suite_session(config)
+        environment = run_environment(config)
+        if plugin.benchmarks:  # an xdist run: the one pytest-benchmark file, from every worker's cases
+            fleet.write_benchmark_json(config, plugin.benchmarks, environment, ledger.interrupted is None,
+                                       ledger.interrupted)
+        fleet.save_durations(suite.cache.root, plugin.clock.per_model)
         path = config.getoption("--suite-results")
         if path:
-            suite = suite_session(config)
             write_json_atomic(path, results_document(
-                environment=fingerprint(suite.device), records=suite.records,
-                engines={c.id: e.facts.as_dict() for c, e in suite.loaded_cells().items()},
+                environment=environment, records=suite.records, engines=suite.engine_facts(),
                 verdict=config._suite_verdict, complete=ledger.interrupted is None,  # type: ignore[attr-defined]
                 incomplete_reason=ledger.interrupted, run=config._suite_run_info))  # type: ignore[attr-defined]
 
@@ -480,11 +528,26 @@ def _take_benchmark_regressions(config: pytest.Config, ledger: verdict.Ledger) -
                    detail=f"Performance has regressed: {failure}")
 
 
+def run_environment(config: pytest.Config) -> dict[str, Any]:
+    """The fingerprint of the process that timed: this one, or (xdist) the first worker's, with every
+    worker's GPU listed."""
+    workers = config.pluginmanager.get_plugin("suite-fleet").worker_environments  # type: ignore[union-attr]
+    if not workers:
+        return fingerprint(suite_session(config).device)
+    first = workers[sorted(workers)[0]]
+    return {**first, "workers": {w: f"{e.get('gpu_name', e.get('cpu'))} (CUDA_VISIBLE_DEVICES="
+                                    f"{e.get('cuda_visible_devices')})" for w, e in sorted(workers.items())}}
+
+
 def run_info(config: pytest.Config) -> dict[str, Any]:
     """What the report and the results say about how this run was made."""
     state = config.stash[_RUN_KEY]
     suite = suite_session(config)
+    fleet_plugin = config.pluginmanager.get_plugin("suite-fleet")
     return {"config": str(state.config.path), "device": config.getoption("--device"),
+            "workers": len(fleet_plugin.worker_phases) or 1,  # type: ignore[union-attr]
+            "phases": fleet_plugin.phases(),  # type: ignore[union-attr]
+            "worker_seconds": fleet_plugin.worker_seconds(),  # type: ignore[union-attr]
             "engine_options": {m.name: {e: dict(o) for e, o in m.engine_options.items() if o and e in m.engines}
                                for m in state.config.models.values()},
             "git_commit": git_commit(), "command": " ".join(config.invocation_params.args),
@@ -513,14 +576,20 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         tr.section("engine cache: corrupt entries rebuilt", sep="-", yellow=True)
         for event in corrupt:
             tr.write_line(f"{event.label}: {event.detail}")
-    loaded = session.loaded_cells()
-    if loaded:
+    facts = session.engine_facts()
+    if facts:
         tr.section("engines", sep="-")
         tr.write_line(f"{'cell':<44}{'size MB':>10}{'layers':>9}{'params':>12}")
-        for cell, engine in sorted(loaded.items()):
-            f = engine.facts
-            size = f"{f.size_mb:.2f}" if f.size_mb is not None else "-"
-            tr.write_line(f"{cell.id:<44}{size:>10}{f.layers or '-':>9}{f.parameters or '-':>12}")
+        for cell_id, f in facts.items():
+            size = f"{f['size_mb']:.2f}" if f.get("size_mb") is not None else "-"
+            tr.write_line(f"{cell_id:<44}{size:>10}{f.get('layers') or '-':>9}{f.get('parameters') or '-':>12}")
+    phases = config.pluginmanager.get_plugin("suite-fleet").phases()  # type: ignore[union-attr]
+    if phases:
+        workers = config.pluginmanager.get_plugin("suite-fleet").worker_seconds()  # type: ignore[union-attr]
+        tr.write_line("time per phase: " + ", ".join(f"{k} {v:.1f} s" for k, v in phases.items())
+                      + (f" (summed over {len(workers)} workers: " + ", ".join(f"{w} {t:.1f} s" for w, t in
+                                                                              workers.items()) + ")"
+                         if workers else ""))
     path = config.getoption("--suite-results")
     if path:
         tr.write_line(f"suite results written to {path}")

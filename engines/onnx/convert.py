@@ -33,6 +33,9 @@ def convert_parts(fp32_key: str, precision: str) -> dict[str, Any]:
 
 
 def convert_precision(src: Path, dst: Path, precision: str, model_name: str) -> None:
+    from engines.onnxrt.backend import import_onnxruntime
+
+    import_onnxruntime()  # telemetry off before onnxruntime.transformers imports onnxruntime
     from onnxruntime.transformers.float16 import convert_float_to_float16
 
     if precision not in ("fp16", "bf16"):

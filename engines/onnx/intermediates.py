@@ -47,7 +47,9 @@ from onnx import TensorProto, numpy_helper
 from metrics.localize import LayerPair
 
 if TYPE_CHECKING:
-    import onnxruntime as ort
+    from engines.onnxrt.backend import import_onnxruntime
+
+    ort = import_onnxruntime()
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +118,9 @@ def session_inputs(session: ort.InferenceSession, feed: Mapping[str, np.ndarray]
 def run_all(model: onnx.ModelProto, feed: Mapping[str, np.ndarray], options: ort.SessionOptions,
             providers: list[Any]) -> dict[str, np.ndarray]:
     """Run ``model`` (already marked) and return every graph output by name."""
-    import onnxruntime as ort
+    from engines.onnxrt.backend import import_onnxruntime
+
+    ort = import_onnxruntime()
 
     session = ort.InferenceSession(model.SerializeToString(), options, providers=providers)
     names = [o.name for o in session.get_outputs()]
@@ -128,7 +132,9 @@ def save_optimized(path: Path, options: ort.SessionOptions, providers: list[Any]
     """Let a session with ``options``/``providers`` optimize ``path`` and write the result to ``dst``.
 
     Raises whatever ONNX Runtime raises, e.g. for graphs holding compiled nodes (the TensorRT EP)."""
-    import onnxruntime as ort
+    from engines.onnxrt.backend import import_onnxruntime
+
+    ort = import_onnxruntime()
 
     options.optimized_model_filepath = str(dst)
     ort.InferenceSession(str(path), options, providers=providers)
@@ -323,7 +329,9 @@ class OnnxIntermediates:
 def reference_arrays(reference_path: Path,
                      feed: Mapping[str, np.ndarray]) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     """The fp32 export and every node output of it, run by ONNX Runtime on the CPU with optimizations off."""
-    import onnxruntime as ort
+    from engines.onnxrt.backend import import_onnxruntime
+
+    ort = import_onnxruntime()
 
     reference = onnx.load(str(reference_path))
     off = ort.SessionOptions()
@@ -373,7 +381,9 @@ def collect_layer_pairs(reference_path: Path, engine_path: Path, feed: Mapping[s
 
     ``engine_options`` makes the engine's SessionOptions (threads, optimization level) afresh for each session.
     ``workdir`` keeps the optimized model as ``engine-optimized.onnx`` (a temporary folder by default)."""
-    import onnxruntime as ort
+    from engines.onnxrt.backend import import_onnxruntime
+
+    ort = import_onnxruntime()
 
     reference, ref_arrays = reference_arrays(reference_path, feed)
     ref_outputs = {o.name: ref_arrays[o.name] for o in reference.graph.output}

@@ -29,7 +29,9 @@ import onnx
 from onnx import TensorProto
 
 if TYPE_CHECKING:
-    import onnxruntime as ort
+    from engines.onnxrt.backend import import_onnxruntime
+
+    ort = import_onnxruntime()
 
 #: A cell computes "in" its precision when at least this share of the counted nodes do.
 MIN_SHARE = 0.5

@@ -26,7 +26,9 @@ import onnx
 from metrics import Tolerance, compare_outputs
 
 if TYPE_CHECKING:
-    import onnxruntime as ort
+    from engines.onnxrt.backend import import_onnxruntime
+
+    ort = import_onnxruntime()
 
 LEVELS = ("ORT_DISABLE_ALL", "ORT_ENABLE_BASIC", "ORT_ENABLE_EXTENDED", "ORT_ENABLE_LAYOUT", "ORT_ENABLE_ALL")
 _SHOWN_NAMES = 6
@@ -113,7 +115,9 @@ class BisectReport:
 
 
 def available_levels() -> tuple[str, ...]:
-    import onnxruntime as ort
+    from engines.onnxrt.backend import import_onnxruntime
+
+    ort = import_onnxruntime()
 
     return tuple(level for level in LEVELS if hasattr(ort.GraphOptimizationLevel, level))
 
@@ -129,7 +133,9 @@ def bisect_optimizations(onnx_path: Path | str, feed: Mapping[str, np.ndarray],
     ``output_names``: which outputs to judge (default: the reference's). ``session_options`` makes the cell's
     SessionOptions (threads...) afresh; its optimization level is overridden. ``workdir`` keeps each level's
     optimized model as ``<level>.onnx`` (a temporary folder by default)."""
-    import onnxruntime as ort
+    from engines.onnxrt.backend import import_onnxruntime
+
+    ort = import_onnxruntime()
 
     from engines.onnx.intermediates import session_inputs
 

@@ -147,8 +147,9 @@ def test_onnxruntime_cpu_has_no_bf16_by_design():
     ("cpu", "fp32", {"execution_provider": "directml"}, "valid: cpu, cuda, tensorrt", "unsupported"),
 ])
 def test_onnxruntime_execution_provider_skips_name_the_reason(device, precision, options, reason, kind):
-    import onnxruntime as ort
+    from engines.onnxrt.backend import import_onnxruntime
 
+    ort = import_onnxruntime()
     if reason.startswith("lacks") and "TensorrtExecutionProvider" in ort.get_available_providers():
         pytest.skip("this onnxruntime has the TensorRT EP; the skip path cannot be exercised here")
     request = EngineRequest("tiny", "onnxruntime", precision, device, INPUTS, ("out",), PROFILE, options)
@@ -205,6 +206,11 @@ def test_torch_reference_keeps_fp32_after_reduced_precision_cells(cache, feed):
 
 
 def test_inductor_package_is_built_once_and_matches_torch(tmp_path, feed):
+    """Also: inductor's own cache is in the engine cache, and the process environment is as it was."""
+    import os
+
+    variables = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TMPDIR")
+    before = {v: os.environ.get(v) for v in variables}
     cache = ArtifactCache(tmp_path)
     build = _build(cache)
     ref = _run(build, cache, "torch", "fp32", feed)
@@ -213,6 +219,8 @@ def test_inductor_package_is_built_once_and_matches_torch(tmp_path, feed):
     fresh = ArtifactCache(tmp_path)
     _run(_build(fresh), fresh, "inductor", "fp32", synthetic_feed(INPUTS, 8, "uniform", seed=8))
     assert (fresh.stats.builds, fresh.stats.hits) == (0, 1)
+    assert {v: os.environ.get(v) for v in variables} == before
+    assert any((tmp_path / "torchinductor").rglob("*.so")), "inductor compiled nothing into the engine cache"
 
 
 def test_inductor_compiles_with_the_configured_compiler(tmp_path):
