@@ -32,23 +32,21 @@ SuiteData = tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any], dict[str
 def _suite_data(config: pytest.Config) -> SuiteData:
     """Everything the report shows, as plain data: (records, engines, environment, gate, verdict, run_info).
 
-    The one place that reads the live session, so a run split over pytest-xdist workers can gather the
-    same data elsewhere and replace only this function. verdict: ``suite.verdict.Ledger.as_dict()``;
+    The one place that reads the run: in an xdist run the session and the gate already hold every
+    worker's records, engines and comparisons (suite/fleet.py). verdict: ``suite.verdict.Ledger.as_dict()``;
     run_info: how the run was made (config, engine_options, git_commit, command, device, workers, phases);
     each None where the run did not record it."""
-    from suite.environment import fingerprint
     from suite.gate_plugin import gate_of
-    from suite.plugin import suite_session
+    from suite.plugin import run_environment, suite_session
 
     session = suite_session(config)
-    engines = {cell.id: engine.facts.as_dict() for cell, engine in session.loaded_cells().items()}
     gate = gate_of(config)
     if gate is not None:
         gate.finish(session.records)
     verdict = getattr(config, "_suite_verdict", None)
     run_info = getattr(config, "_suite_run_info", None)
-    return (session.records, engines, fingerprint(session.device), (gate.as_dict() if gate else {}), verdict,
-            run_info)
+    return (session.records, session.engine_facts(), run_environment(config), (gate.as_dict() if gate else {}),
+            verdict, run_info)
 
 
 @pytest.hookimpl(optionalhook=True)

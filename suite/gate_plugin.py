@@ -23,6 +23,7 @@ and which baseline cases this run does not have. A baseline that matches nothing
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import statistics
@@ -36,6 +37,7 @@ import pytest
 
 from metrics.regression import (
     DriftComparison,
+    DriftFigure,
     LatencyComparison,
     compare_accuracy,
     compare_latency,
@@ -351,6 +353,28 @@ class Gate:
             "injected": {"slowdown": self.inject_slowdown, "accuracy_drop": self.inject_accuracy_drop},
         }
 
+    def export_outcomes(self) -> dict[str, Any]:
+        """This process's comparisons as plain data, for the controller of an xdist run (suite/fleet.py)."""
+        return {"latency": [{**{k: v for k, v in vars(o).items() if k != "comparison"},
+                             "comparison": None if o.comparison is None else dataclasses.asdict(o.comparison)}
+                            for o in self.latency],
+                "drift": [{"label": o.label, "nodeid": o.nodeid, "kind": o.comparison.kind,
+                           "figures": [f.as_dict() for f in o.comparison.figures], "notes": list(o.comparison.notes)}
+                          for o in self.drift_results],
+                "no_accuracy_baseline": list(self.no_accuracy_baseline), "saved_busy": list(self.saved_busy)}
+
+    def import_outcomes(self, data: dict[str, Any]) -> None:
+        """Add a worker's comparisons (``export_outcomes``) to this process's tables."""
+        for o in data.get("latency", []):
+            comparison = None if o["comparison"] is None else LatencyComparison(**o["comparison"])
+            self.latency.append(LatencyOutcome(**{**o, "comparison": comparison}))
+        for d in data.get("drift", []):
+            figures = tuple(DriftFigure(**f) for f in d["figures"])
+            self.drift_results.append(DriftOutcome(d["label"], d["nodeid"],
+                                                   DriftComparison(d["kind"], figures, tuple(d["notes"]))))
+        self.no_accuracy_baseline.extend(data.get("no_accuracy_baseline", []))
+        self.saved_busy.extend(data.get("saved_busy", []))
+
     def saved_busy_warning(self) -> list[str]:
         if not self.saved_busy:
             return []
@@ -475,7 +499,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     suite.run_batched = run_batched  # type: ignore[method-assign]
 
 
-def _set_coverage(config: pytest.Config, nodeids: list[str]) -> None:
+def set_coverage(config: pytest.Config, nodeids: list[str]) -> None:
+    """Called once the run's test ids are known (suite/plugin.py note_collected)."""
     gate = gate_of(config)
     if gate is None or (gate.latency_baseline is None and gate.results_baseline is None):
         return
@@ -484,17 +509,12 @@ def _set_coverage(config: pytest.Config, nodeids: list[str]) -> None:
     try:
         gate.set_coverage(nodeids, dict(suite_session(config).config.models))
     except BaselineError as exc:
-        pytest.exit(f"ERROR: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
+        raise pytest.UsageError(str(exc)) from exc
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         for which, coverage in gate.coverage.items():
             reporter.write_line(f"{which} gate coverage: {coverage.describe()}",
                                 yellow=bool(coverage.without_baseline or coverage.absent_from_run))
-
-
-def pytest_collection_finish(session: pytest.Session) -> None:
-    if not hasattr(session.config, "workerinput"):
-        _set_coverage(session.config, [item.nodeid for item in session.items])
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

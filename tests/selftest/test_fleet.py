@@ -1,0 +1,89 @@
+"""One worker per GPU, a model's tests on one worker, one result from many workers (suite/fleet.py).
+
+The GPU side (binding, one worker per visible GPU) is exercised on the GPU machine; here, on CPU, the
+same machinery: ``-n 2`` over the tiny config must leave one --suite-results file, one pytest-benchmark
+JSON that a later run takes as its baseline, one HTML report with every cell, one ``engine cache:`` line
+adding up both workers, and every model's tests on a single worker.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from suite import fleet
+from tests.selftest.suite_runs import ROOT, explain, run_suite
+
+pytestmark = pytest.mark.selftest
+
+TESTS = (str(ROOT / "tests" / "latency" / "test_latency.py"), str(ROOT / "tests" / "accuracy"),
+         str(ROOT / "tests" / "parity"))
+
+
+def test_workers_never_share_a_gpu() -> None:
+    assert fleet.check_workers("cuda", 2, gpus=2) is None
+    assert fleet.check_workers("cuda", "auto", gpus=4) is None
+    assert "only 2 GPU(s) are visible" in str(fleet.check_workers("cuda", 3, gpus=2))
+    assert "every worker would time on the same GPU" in str(fleet.check_workers("cuda:1", 2, gpus=2))
+    assert fleet.check_workers("cuda:1", 1, gpus=2) is None
+    assert fleet.check_workers("cpu", 2, gpus=0) is None
+
+
+def test_a_worker_binds_to_its_own_gpu_before_cuda_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(fleet.WORKER_GPUS_ENV, "3,5")
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
+    assert fleet.bind_worker_gpu() == "5"
+    import os
+
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "5"
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw2")
+    with pytest.raises(RuntimeError, match="gw2 has no GPU of its own"):
+        fleet.bind_worker_gpu()
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")
+    assert fleet.visible_gpus(2) == ["0", "1"]
+
+
+def test_phases_take_engine_builds_out_of_the_tests_that_triggered_them() -> None:
+    clock = fleet.PhaseClock()
+    clock.add("latency", 10.0, 4.0, "m")
+    clock.add("accuracy/parity", 3.0, 0.0, "m")
+    assert clock.seconds == {"building": 4.0, "accuracy/parity": 3.0, "latency": 6.0, "other": 0.0}
+    assert clock.per_model == {"m": 13.0}
+
+
+def test_two_workers_leave_one_result_of_every_kind(tmp_path: Path) -> None:
+    results, report = tmp_path / "results.json", tmp_path / "report.html"
+    done = run_suite(tmp_path, "-n", "2", "--benchmark-save", "fleet", "--suite-results", str(results),
+                     "--html", str(report), "--self-contained-html", "--latency-rounds", "12",
+                     "--accept-not-judged", "no-data", tests=TESTS)
+    assert done.returncode == 0, explain(done)
+    data = json.loads(results.read_text())
+    assert data["complete"] and data["run"]["workers"] == 2, data["run"]
+    by_model: dict[str, set[str]] = {}
+    for record in data["records"]:
+        by_model.setdefault(record["model"], set()).add(record["worker"])
+    assert set(by_model) == {"tiny", "steady"} and all(len(w) == 1 for w in by_model.values()), by_model
+    assert set().union(*by_model.values()) == {"gw0", "gw1"}, by_model  # both workers worked
+    assert set(data["engines"]) == {"tiny-torch-fp32", "tiny-onnxruntime-fp32", "steady-torch-fp32"}
+    saved = list((tmp_path / "benchmarks").rglob("*_fleet.json"))
+    assert len(saved) == 1, saved
+    benchmarks = json.loads(saved[0].read_text())["benchmarks"]
+    assert len(benchmarks) == 6 and all(b["extra_info"]["samples_s"] for b in benchmarks)
+    html = report.read_text()
+    for cell in data["engines"]:
+        assert f'data-cell="{cell}' in html, cell
+    out = done.stdout
+    assert "engine cache: " in out and "time per phase: " in out and "summed over 2 workers" in out, explain(done)
+    durations = json.loads((tmp_path / "cache" / fleet.DURATIONS_FILE).read_text())
+    assert set(durations) == {"tiny", "steady"}
+
+    # The merged JSON is a baseline like any other: a single-process run gates against it (the steady model:
+    # the tiny one's 20-microsecond calls measured beside another worker are not a baseline to hold it to).
+    gated = run_suite(tmp_path, "--models", "steady", "--latency-baseline", str(saved[0]), "--latency-rounds", "12",
+                      "--accept-not-judged", "no-data,busy,inconclusive", tests=TESTS[:1])
+    assert gated.returncode == 0, explain(gated)
+    assert "latency gate coverage: 2 of 2 cases have a baseline; 0 without baseline; 4 baseline cases absent" \
+        in gated.stdout, explain(gated)
