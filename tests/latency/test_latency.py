@@ -10,11 +10,13 @@ line up. A case measured while other processes used the CPUs is re-measured (sui
 """
 
 import math
+import statistics
 import time
 
 import pytest
 
 from metrics import summarize_latency
+from suite.bound import classify
 from suite.inputs import synthetic_feed, tile_to_batch
 
 pytestmark = pytest.mark.latency
@@ -42,8 +44,11 @@ def test_latency(latency_case, suite, engine_for, benchmark, request, latency_wr
         return
     with suite.gpu_monitor(cell) as monitor:
         benchmark.pedantic(timed, rounds=rounds, warmup_rounds=warmup, iterations=1)
-    record = {"model": cell.model, "engine": cell.engine, "precision": cell.precision, "batch_size": batch,
-              "path": path, "samples_s": list(timed.samples_s[warmup:])}
+    samples = list(timed.samples_s[warmup:])
+    record = {"model": cell.model, "engine": cell.engine, "precision": cell.precision, "cell": cell.id,
+              "batch_size": batch, "path": path, "device": suite.device, "samples_s": samples,
+              "median_ms": statistics.median(samples) * 1e3, "gpu": monitor.summary()}
+    record["bound"], record["bound_why"] = classify(record, suite.records)  # device- or host-bound, and why
 
     def remeasure():
         """The same case again, in this process (a busy attempt is not judged; see settle_latency)."""
@@ -58,9 +63,11 @@ def test_latency(latency_case, suite, engine_for, benchmark, request, latency_wr
     attempts = gate.settle_latency(record, remeasure)
     samples = record["samples_s"]
     summary = summarize_latency(samples, batch)
-    benchmark.extra_info.update(summary.as_dict(), samples_s=list(samples), gpu=monitor.summary(), attempts=attempts)
-    suite.record("latency", cell, path=path, clock=timed.clock, samples_s=list(samples), gpu=monitor.summary(),
-                 attempts=attempts, **summary.as_dict())
+    bound = {"bound": record["bound"], "bound_why": record["bound_why"]}
+    benchmark.extra_info.update(summary.as_dict(), samples_s=list(samples), gpu=record["gpu"], attempts=attempts,
+                                **bound)
+    suite.record("latency", cell, path=path, clock=timed.clock, samples_s=list(samples), gpu=record["gpu"],
+                 attempts=attempts, **bound, **summary.as_dict())
     gate.check()  # --latency-baseline: fails a significant slowdown (suite/gate_plugin.py)
 
 

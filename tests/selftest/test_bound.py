@@ -1,0 +1,63 @@
+"""Device- vs host-bound classification of latency cases (suite/bound.py) and the GPU study's analysis
+(tools/bound_study.py) on made-up measurements."""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+from pathlib import Path
+
+import pytest
+
+from suite.bound import DEVICE, HOST, classify
+
+pytestmark = pytest.mark.selftest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _record(path: str, median: float, util: float | None = None, device: str = "cuda:0") -> dict[str, object]:
+    return {"kind": "latency", "cell": "m-torch-fp16", "batch_size": 1, "path": path, "device": device,
+            "median_ms": median, "gpu": {} if util is None else {"mean_sm_util_pct": util}}
+
+
+def test_each_path_is_classified_from_what_the_run_measured() -> None:
+    graph = _record("graph", 0.9)
+    assert classify(graph, [])[0] == DEVICE
+    assert classify(_record("all", 5.0), [graph])[0] == HOST
+    assert classify(_record("model", 0.95), [graph]) == (DEVICE, "eager 1.06x its CUDA-graph replay (<= 1.1x)")
+    bound, why = classify(_record("model", 5.2), [graph])
+    assert bound == HOST and "5.78x" in why and "launch-bound" in why
+    assert classify(_record("model", 5.2, util=97.0), [])[0] == DEVICE  # no replay: NVML decides
+    assert classify(_record("model", 5.2, util=40.0), [])[0] == HOST
+    assert classify(_record("model", 5.2), [])[0] == HOST  # nothing to tell: the cautious answer
+    assert classify(_record("model", 0.5, device="cpu"), [graph])[0] == HOST
+
+
+def _load_study():
+    spec = importlib.util.spec_from_file_location("bound_study", ROOT / "tools" / "bound_study.py")
+    module = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_study_counts_false_alarms_per_class_and_rule() -> None:
+    """A device-bound case steady across processes, a host-bound one whose level follows the launch speed:
+    plain single-run comparisons alarm on the host-bound case, the launch control cancels the drift."""
+    study = _load_study()
+    rng = random.Random(0)
+    results = []
+    for index, speed in enumerate((1.0, 1.3, 0.8, 1.15, 0.9)):
+        device = [0.010 * (1 + rng.gauss(0, 0.002)) for _ in range(60)]
+        host = [0.005 * speed * (1 + rng.gauss(0, 0.002)) for _ in range(60)]
+        results.append({"index": index, "hogs": 0, "cases": [
+            {"cell": "m-torch-fp16", "batch": 256, "path": "graph", "samples_s": device, "median_ms": 10.0 * 1,
+             "util_pct": 99.0, "bound": "device", "why": "replay", "host_ms": 1.0, "launch_ms": 2.0},
+            {"cell": "m-torch-fp16", "batch": 1, "path": "model", "samples_s": host, "median_ms": 5.0 * speed,
+             "util_pct": 30.0, "bound": "host", "why": "eager 5x", "host_ms": 1.0, "launch_ms": 2.0 * speed}]})
+    analysis = study.analyse(results)
+    device, host = analysis["classes"]["device"], analysis["classes"]["host"]
+    assert device["plain"]["alarms"] == 0 and device["plain"]["trials"] == 20
+    assert host["plain"]["alarms"] >= 5 and host["launch_control"]["alarms"] == 0
+    assert "| host | 1 |" in study.markdown(analysis)
