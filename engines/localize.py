@@ -251,19 +251,45 @@ def onnxruntime_cell(artifacts: ModelArtifacts, precision: str, device: str, opt
     # as the backend does: the TensorRT EP takes fp16 as a flag on the fp32 graph
     onnx_precision = "fp32" if execution_provider(request) == "tensorrt" and precision == "fp16" else precision
 
-    def make() -> ort.SessionOptions:
-        from engines.onnxrt.backend import import_onnxruntime
+    return Path(artifacts.onnx_path(onnx_precision)), providers, lambda: _session_options(options)
 
-        ort = import_onnxruntime()
 
-        so = ort.SessionOptions()
-        threads = options.get("intra_op_threads")
-        if threads:
-            so.intra_op_num_threads = int(threads)
-        so.log_severity_level = 3
-        return so
+def _session_options(options: Mapping[str, Any]) -> ort.SessionOptions:
+    """The cell's SessionOptions as its backend makes them (intra-op threads, quiet log, ORT_ENABLE_ALL)."""
+    from engines.onnxrt.backend import import_onnxruntime
 
-    return Path(artifacts.onnx_path(onnx_precision)), providers, make
+    so = import_onnxruntime().SessionOptions()
+    threads = options.get("intra_op_threads")
+    if threads:
+        so.intra_op_num_threads = int(threads)
+    so.log_severity_level = 3
+    return so
+
+
+def cell_census(request: EngineRequest, artifacts: ModelArtifacts, runner: Runner | None = None,
+                workdir: Path | None = None) -> PrecisionCensus | None:
+    """Which precision a loaded cell's engine computes in, by what it really runs: ONNX Runtime's optimized
+    graph (saved as its session optimizes it), TensorRT's engine inspector. None for torch and inductor:
+    they compute in the module's dtype, which is the precision by construction."""
+    if request.engine == "onnxruntime":
+        import tempfile
+
+        from engines.onnx.precision_census import optimized_census
+        from engines.onnxrt.backend import OnnxRuntimeBackend, execution_provider
+
+        onnx_precision = ("fp32" if execution_provider(request) == "tensorrt" and request.precision == "fp16"
+                          else request.precision)
+        with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+            return optimized_census(Path(artifacts.onnx_path(onnx_precision)),
+                                    lambda: _session_options(request.options),
+                                    OnnxRuntimeBackend().providers(request), Path(tmp) / "optimized.onnx")
+    if request.engine == "tensorrt":
+        from engines.trt.debug import engine_precision_census
+        from engines.trt.runner import TensorRTRunner
+
+        if isinstance(runner, TensorRTRunner):
+            return engine_precision_census(runner.engine, runner.context, f"TensorRT engine of {request.cell_id}")
+    return None
 
 
 def _final_only(engine: str, precision: str, runner: Runner | None, feed: Mapping[str, np.ndarray],

@@ -586,14 +586,35 @@ def _cosine(value: Any) -> str:
 def localization_table(record: Mapping[str, Any]) -> str:
     """A parity record's ``localization``: its worst layers (name, op, max abs error, cosine, isclose %)."""
     loc = record.get("localization")
-    rows = (loc.get("layers") or loc.get("rows") or []) if isinstance(loc, Mapping) else (loc or [])
-    body = "".join(f'<tr><td class="name">{escape(str(x.get("name", "-")))}</td>'
-                   f'<td class="name">{escape(str(x.get("op", "-")))}</td><td>{_fmt(x.get("max_abs_error"))}</td>'
+    rows = ((loc.get("worst") or loc.get("layers") or loc.get("rows") or []) if isinstance(loc, Mapping)
+            else (loc or []))
+    first = loc.get("first_divergent") if isinstance(loc, Mapping) else None
+    first_index = first.get("index") if isinstance(first, Mapping) else None
+
+    def label(x: Mapping[str, Any]) -> str:
+        scope = x.get("scope")
+        return f"{x.get('name', '-')}" + (f" [{scope}]" if scope and scope != x.get("name") else "") + (
+            " (first divergent)" if first_index is not None and x.get("index") == first_index else "")
+
+    body = "".join(f'<tr><td class="name">{escape(label(x))}</td>'
+                   f'<td class="name">{escape(str(x.get("op_type", x.get("op", "-"))))}</td>'
+                   f"<td>{_fmt(x.get('max_abs_error'))}</td>"
                    f"<td>{_cosine(x.get('cosine'))}</td><td>{_fmt(x.get('isclose_pct'))}</td></tr>"
                    for x in rows if isinstance(x, Mapping))
     if not body:
         return ""
-    return (f'<table class="suite localization" data-cell="{escape(str(record.get("cell")))}"><caption>'
+    notes = []
+    if isinstance(loc, Mapping):
+        verdict = loc.get("census_verdict") or {}
+        if verdict.get("text"):
+            notes.append(("" if verdict.get("ok") else "WARNING: ") + str(verdict["text"]))
+        if loc.get("note"):
+            notes.append(str(loc["note"]))
+        bisect = loc.get("bisect") or {}
+        if bisect.get("conclusion"):
+            notes.append(f"optimization bisect: {bisect['conclusion']}")
+    note = "".join(f'<p class="note">{escape(n)}</p>' for n in notes)
+    return note + (f'<table class="suite localization" data-cell="{escape(str(record.get("cell")))}"><caption>'
             f"{escape(str(record.get('cell')))}, output {escape(str(record.get('name')))} on "
             f"{escape(dataset_text(record.get('dataset')))}: worst layers against the reference's</caption>"
             '<thead><tr><th class="name">layer</th><th class="name">op</th><th>max abs error</th><th>cosine</th>'

@@ -640,6 +640,19 @@ class GateCheck:
             gate.saved_busy.append(key_label(key) if key else node.name)
         return attempts
 
+    def _check_precision(self) -> None:
+        """A cell whose engine computes nothing, or almost nothing, in its precision never passes as a check of
+        that precision (suite.verdict reason 'precision-not-run'); its failures still fail."""
+        from suite.session import Cell
+
+        cells = {(r["model"], r["engine"], r["precision"]) for r in self._suite.records[self._first:] if "engine" in r}
+        for model, engine, precision in sorted(cells):
+            said = self._suite.precision_check(Cell(model, engine, precision))
+            if said is not None and not said[0]:
+                verdict.report_component(self._request.node, verdict.Component(
+                    f"precision census {model}-{engine}-{precision}", verdict.NOT_JUDGED, "precision-not-run",
+                    said[1]))
+
     def smoke(self, cell: Any, batch: int, path: str) -> None:
         """A latency case run once with --benchmark-disable: nothing timed, so a latency gate cannot judge it."""
         gate = gate_of(self._request.config)
@@ -651,6 +664,7 @@ class GateCheck:
 
     def check(self) -> None:
         request, gate = self._request, gate_of(self._request.config)
+        self._check_precision()
         if gate is None:
             return
         node = request.node

@@ -80,6 +80,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="write accuracy/parity/latency records, engine facts and the verdict of this run to this "
                          "JSON file at the end, atomically, marked complete or not (and each record, as it is "
                          "made, to FILE.partial.jsonl)")
+    group.addoption("--localize", action="store_true", default=False,
+                    help="localize every parity cell (first diverging layer, worst layers; docs/localization.md), "
+                         "not only the failing ones")
     group.addoption("--accept-not-judged", default=None, metavar="REASONS",
                     help="comma-separated reasons for which a check may end 'not judged' and the run still exit 0 "
                          f"({', '.join(verdict.REASONS)}; 'none' for no reason); default: the config's "

@@ -6,6 +6,7 @@ not be retried (and re-timed) by each of them.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -106,7 +107,8 @@ class SuiteSession:
                 reason = backend.skip_reason(request)
                 if reason:
                     raise CellUnavailable(reason, UNAVAILABLE)
-                self._engines[cell] = backend.load(request, self.build(cell.model), self.cache)
+                loaded = backend.load(request, self.build(cell.model), self.cache)
+                self._engines[cell] = self._with_census(request, loaded)
             except BaseException as exc:
                 if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                     raise
@@ -117,6 +119,30 @@ class SuiteSession:
         if isinstance(result, BaseException):
             raise result
         return result
+
+    def _with_census(self, request: EngineRequest, loaded: LoadedEngine) -> LoadedEngine:
+        """Engine facts gain the precision census of what the engine really runs (engines.localize.cell_census):
+        on the CPU EP an 'fp16' ONNX Runtime cell computes every conv and gemm in fp32, and must say so."""
+        from engines.localize import cell_census
+
+        try:
+            census = cell_census(request, self.build(request.model), loaded.runner, self.cache.root)
+        except Exception as exc:  # the cell itself loaded: record why its census is missing, never hide it
+            detail = {"precision_census_error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"}
+        else:
+            if census is None:
+                return loaded
+            ok, text = census.verdict(request.precision)
+            detail = {"precision_census": {"counts": dict(census), "by_kind": census.by_kind(), "ok": ok,
+                                           "text": text}}
+        facts = dataclasses.replace(loaded.facts, detail={**loaded.facts.detail, **detail})
+        return dataclasses.replace(loaded, facts=facts)
+
+    def precision_check(self, cell: Cell) -> tuple[bool, str] | None:
+        """(ok, text) of a loaded cell's precision census, None where there is none."""
+        engine = self._engines.get(cell)
+        census = engine.facts.detail.get("precision_census") if isinstance(engine, LoadedEngine) else None
+        return None if census is None else (bool(census["ok"]), str(census["text"]))
 
     def reference_cell(self, model_name: str) -> Cell:
         return Cell(model_name, REFERENCE_ENGINE, REFERENCE_PRECISION)
@@ -152,6 +178,25 @@ class SuiteSession:
             data = self.dataset(dataset_ref).take(n)
             self._reference_outputs[key] = self.run_batched(self.reference_cell(model_name), data.feeds)
         return self._reference_outputs[key]
+
+    def localize(self, cell: Cell, feed: dict[str, np.ndarray], reference: dict[str, np.ndarray],
+                 outputs: dict[str, np.ndarray], rows: int = 8) -> Any:
+        """Where the cell leaves the fp32 reference (engines.localize), on the ``rows`` rows of ``feed`` where
+        its outputs differ most from the reference's (a failure in row 40 must be in what is localized)."""
+        from engines.localize import localize
+
+        n = len(next(iter(feed.values())))
+        worst = np.zeros(n)
+        for name, ref in reference.items():
+            diff = np.abs(np.asarray(outputs[name], np.float64) - np.asarray(ref, np.float64)).reshape(n, -1)
+            worst = np.maximum(worst, np.where(np.isfinite(diff), diff, np.inf).max(axis=1))
+        chosen = np.sort(np.argsort(-worst, kind="stable")[:rows])
+        m = self.model(cell.model)
+        build = self.build(cell.model)
+        return localize(cell.engine, cell.precision, build, build.torch_module(),
+                        {k: v[chosen] for k, v in feed.items()}, m.tolerance(cell.precision), device=self.device,
+                        options=m.engine_options.get(cell.engine, {}), runner=self.engine(cell).runner,
+                        cache=self.cache, max_rows=None)
 
     def timed_call(self, cell: Cell, engine: LoadedEngine, feed: dict[str, np.ndarray], path: str) -> TimedCall:
         """The per-round callable for a latency case; a path the engine cannot time is a skip."""

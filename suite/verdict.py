@@ -37,6 +37,8 @@ REASONS: dict[str, str] = {
                    "where the device has none)",
     "unavailable": "a library, execution provider or device the check needs is missing on this machine",
     "no-data": "the model declares no data set for this check (e.g. no accuracy_dataset)",
+    "precision-not-run": "the engine computes nothing, or almost nothing, in the precision the cell is named for "
+                         "(the precision census of what it runs): its figures check another precision",
     "no-baseline": "a gate was asked for, and its baseline has no counterpart for this case",
     "busy": "other processes used the CPUs while this case was timed, in every attempt",
     "inconclusive": "the latency interval was too wide to tell a change of the threshold's size from none",

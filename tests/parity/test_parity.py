@@ -20,25 +20,41 @@ from suite.inputs import synthetic_feed
 pytestmark = pytest.mark.parity
 
 
-def _judge(suite, cell, feed, source, dataset, gate, **extra):
+def _judge(suite, cell, feed, source, dataset, gate, request, **extra):
     model = suite.model(cell.model)
     reference = suite.run_batched(suite.reference_cell(cell.model), feed)
     outputs = suite.run_batched(cell, feed)
     reports = compare_outputs(reference, outputs, model.tolerance(cell.precision))
-    for report in reports.values():
-        suite.record("parity", cell, dataset=dataset, **extra, **report.as_dict())
     failures = "\n".join(f"{cell.id} on {source}: {r.explain()}" for r in reports.values() if not r.passed)
+    localization = None
+    if _localize(request, cell, model, failures):
+        localization = suite.localize(cell, feed, reference, outputs)
+        failures += f"\n{localization.table()}" if failures else ""
+    for report in reports.values():
+        loc = {} if localization is None else {"localization": localization.as_dict()}
+        suite.record("parity", cell, dataset=dataset, **extra, **report.as_dict(), **loc)
     assert not failures, failures
     gate.check()  # --accuracy-baseline: isclose/MAE drift against the baseline run
 
 
-def test_parity_on_dataset(cell, suite, engine_for, gate):
+def _localize(request, cell, model, failures):
+    """Localize every failing cell, or every cell with --localize; a failure that is the cell's declared known
+    failure is already explained (docs/localization.md has its table), so it is not localized again."""
+    if request.config.getoption("--localize"):
+        return True
+    if not failures:
+        return False
+    known = model.known_failures.get(f"{cell.engine}-{cell.precision}")
+    return not (known is not None and known.covers("parity", failures))
+
+
+def test_parity_on_dataset(cell, suite, engine_for, gate, request):
     model = suite.model(cell.model)
     engine_for(cell)
     if model.parity_dataset is None:
         verdict.skip("no-data", f"{model.name} declares no parity_dataset; generated inputs are tested separately")
     data = suite.dataset(model.parity_dataset).take(model.parity_samples)
-    _judge(suite, cell, data.feeds, f"{model.parity_dataset}[:{len(data)}]", model.parity_dataset, gate)
+    _judge(suite, cell, data.feeds, f"{model.parity_dataset}[:{len(data)}]", model.parity_dataset, gate, request)
 
 
 def generated_example(model, distribution: str) -> tuple[int, int]:
@@ -49,10 +65,10 @@ def generated_example(model, distribution: str) -> tuple[int, int]:
     return batches[h % len(batches)], h % (2**31 - 1)
 
 
-def test_parity_on_generated_inputs(cell, distribution, suite, engine_for, gate):
+def test_parity_on_generated_inputs(cell, distribution, suite, engine_for, gate, request):
     model = suite.model(cell.model)
     engine_for(cell)
     batch, seed = generated_example(model, distribution)
     feed = synthetic_feed(model.inputs, batch, distribution, seed)
     _judge(suite, cell, feed, f"{distribution} inputs (batch {batch}, seed {seed})", f"generated:{distribution}",
-           gate, batch=batch, seed=seed)
+           gate, request, batch=batch, seed=seed)

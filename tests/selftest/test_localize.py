@@ -273,3 +273,43 @@ engines = ["torch", "onnxruntime"]
     data = json.loads(out.read_text())
     assert data["localization"]["first_divergent"]["scope"] == "norm"
     assert data["bisect"]["lowest_breaking"] == "ORT_DISABLE_ALL"
+
+
+# ---- in the suite: a failing parity cell says where -------------------------------------------------------
+
+SUITE_CONFIG = f"""
+[run]
+requires = ["torch", "onnxruntime"]
+accept_not_judged = ["precision-not-run"]
+
+[models.overflow_mlp]
+factory = "tests.selftest.overflow_models:overflow_mlp"
+inputs = [{{ name = "x", shape = [{FEATURES}], dtype = "float32", low = -1.0, high = 1.0 }}]
+outputs = ["logits"]
+batch_sizes = [1, 8]
+precisions = ["fp32", "fp16"]
+engines = ["torch", "onnxruntime"]
+"""
+
+
+def test_a_failing_parity_cell_names_its_first_diverging_layer_in_the_message_and_the_records(tmp_path):
+    """torch fp16 overflows in `blowup`: the failure message and the --suite-results record name it first; ONNX
+    Runtime's CPU fp16 cell computes in fp32 (its census says so) and is not judged, never passed; fp32 cells,
+    localized on request with --localize, flag no layer."""
+    from tests.selftest.suite_runs import explain, run_suite
+
+    config = tmp_path / "suite.toml"
+    config.write_text(SUITE_CONFIG)
+    results = tmp_path / "results.json"
+    done = run_suite(tmp_path, "--suite-config", str(config), "--suite-results", str(results), "--localize",
+                     "-k", "uniform", tests=(str(ROOT / "tests" / "parity" / "test_parity.py"),))
+    out = done.stdout
+    assert done.returncode == 1 and "1 failed" in out, explain(done)
+    assert "first divergent: #2 blowup (Linear)" in out, explain(done)
+    records = json.loads(results.read_text())["records"]
+    by_cell = {r["cell"]: r for r in records if r["kind"] == "parity"}
+    assert by_cell["overflow_mlp-torch-fp16"]["localization"]["first_divergent"]["name"] == "blowup"
+    assert by_cell["overflow_mlp-onnxruntime-fp32"]["localization"]["first_divergent"] is None
+    verdict = json.loads(results.read_text())["verdict"]
+    assert [c["id"] for c in verdict["not_judged"]["precision-not-run"]] == [
+        "tests/parity/test_parity.py::test_parity_on_generated_inputs[overflow_mlp-onnxruntime-fp16-uniform]"]
