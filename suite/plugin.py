@@ -80,6 +80,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="write accuracy/parity/latency records, engine facts and the verdict of this run to this "
                          "JSON file at the end, atomically, marked complete or not (and each record, as it is "
                          "made, to FILE.partial.jsonl)")
+    group.addoption("--rebuild-check", type=int, default=0, metavar="N",
+                    help="build each selected engine N times from scratch, bypassing the cache, and report whether "
+                         "artifacts and outputs are identical (tests/parity/test_rebuild.py; off by default)")
     group.addoption("--localize", action="store_true", default=False,
                     help="localize every parity cell (first diverging layer, worst layers; docs/localization.md), "
                          "not only the failing ones")
@@ -111,6 +114,7 @@ def pytest_configure(config: pytest.Config) -> None:
         ("parity", "output agreement with the PyTorch reference on the same inputs"),
         ("latency", "pytest-benchmark latency/throughput cases (gate with --latency-baseline)"),
         ("selftest", "tests of the suite's own machinery; CPU only, no engines"),
+        ("rebuild", "--rebuild-check N: each engine built N times from scratch; collected only with the option"),
     ):
         config.addinivalue_line("markers", f"{name}: {text}")
     engines_option = _split(config.getoption("--engines"))
@@ -382,6 +386,18 @@ def _is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The rebuild check runs only when asked for (--rebuild-check N >= 2): deselected, not skipped, otherwise."""
+    n = config.getoption("--rebuild-check")
+    if n and n < 2:
+        raise pytest.UsageError(f"--rebuild-check {n}: at least 2 builds are needed to compare")
+    if not n:
+        dropped = [item for item in items if item.get_closest_marker("rebuild")]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = [item for item in items if not item.get_closest_marker("rebuild")]
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Before any test: the start-up check of every model a collected test uses (suite/preflight.py), so
     that a model that cannot run is one error naming it, not a failure in each of its tests."""
@@ -588,6 +604,14 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         for cell_id, f in facts.items():
             size = f"{f['size_mb']:.2f}" if f.get("size_mb") is not None else "-"
             tr.write_line(f"{cell_id:<44}{size:>10}{f.get('layers') or '-':>9}{f.get('parameters') or '-':>12}")
+    rebuilds = [r for r in session.records if r.get("kind") == "rebuild"]
+    if rebuilds:
+        from suite.rebuild import describe
+
+        tr.section("rebuild check (--rebuild-check)", sep="-")
+        for r in rebuilds:
+            tr.write_line(describe(r["cell"], r), yellow=not (r["identical_outputs"] and r["identical_artifacts"]
+                                                              in (True, None)))
     phases = config.pluginmanager.get_plugin("suite-fleet").phases()  # type: ignore[union-attr]
     if phases:
         workers = config.pluginmanager.get_plugin("suite-fleet").worker_seconds()  # type: ignore[union-attr]

@@ -87,3 +87,17 @@ def test_two_workers_leave_one_result_of_every_kind(tmp_path: Path) -> None:
     assert gated.returncode == 0, explain(gated)
     assert "latency gate coverage: 2 of 2 cases have a baseline; 0 without baseline; 4 baseline cases absent" \
         in gated.stdout, explain(gated)
+
+
+def test_rebuild_check_builds_each_engine_anew_and_compares(tmp_path: Path) -> None:
+    """--rebuild-check 2 on the tiny config: ONNX Runtime's engine is exported twice from scratch; without the
+    option the rebuild tests are deselected, not skipped (a skip would be 'not judged')."""
+    parity = (str(ROOT / "tests" / "parity" / "test_rebuild.py"),)
+    done = run_suite(tmp_path, "--models", "tiny", "--rebuild-check", "2", "--suite-results",
+                     str(tmp_path / "r.json"), tests=parity)
+    assert done.returncode == 0, explain(done)
+    assert "tiny-onnxruntime-fp32: 2 builds; artifacts " in done.stdout, explain(done)
+    record = next(r for r in json.loads((tmp_path / "r.json").read_text())["records"] if r["kind"] == "rebuild")
+    assert record["builds"] == 2 and len(record["per_build"]) == 2 and record["identical_outputs"] is not None
+    plain = run_suite(tmp_path, "--models", "tiny", tests=parity)
+    assert plain.returncode == 5 and "1 deselected" in plain.stdout, explain(plain)  # nothing collected: pytest's 5
