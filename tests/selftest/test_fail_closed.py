@@ -107,7 +107,8 @@ def test_an_engine_named_on_the_command_line_must_be_judged(tmp_path: Path) -> N
                      "--engines", "tensorrt", "-m", "accuracy", tests=(str(ROOT / "tests" / "accuracy"),))
     assert done.returncode == 1, explain(done)
     tail = _tail(done.stdout)
-    assert "required engine tensorrt: tensorrt is required (--engines) and none of its 5 checks could run" in tail, explain(done)
+    assert "required engine tensorrt: tensorrt is required (--engines) and none of its 5 checks could run" in tail, \
+        explain(done)
 
 
 # ----------------------------------------------------------------------------------------------- baselines
@@ -270,8 +271,10 @@ batch_sizes = [1, 4]
 engines = ["torch", "onnxruntime"]
 {data}
 
-[models.m.known_failures]
-onnxruntime-fp32 = {{ reason = "the export scales outputs by 1.05 (test model)", match = "isclose [0-9.]+% < ", checks = ["parity"] }}
+[models.m.known_failures.onnxruntime-fp32]
+reason = "the export scales outputs by 1.05 (test model)"
+match = "isclose [0-9.]+% < "
+checks = ["parity"]
 """
 _IMAGE = '{{ name = "image", shape = [1, 8, 8], dtype = "float32", low = 0.0, high = 1.0 }}'
 _EXTRA = '{{ name = "extra", shape = [3], dtype = "float32", low = -1.0, high = 1.0 }}'
