@@ -512,10 +512,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> Any:
     if bench is not None and getattr(bench, "benchmarks", None):
         bench.benchmarks[:] = [b for b in bench.benchmarks if b]
     result = yield
-    if not _is_worker(session.config) and LEDGER_KEY in session.config.stash:
+    stopped_early = session.exitstatus in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR)
+    if not _is_worker(session.config) and LEDGER_KEY in session.config.stash and not stopped_early:
         from suite.summary import print_verdict
 
-        print_verdict(session.config)
+        print_verdict(session.config)  # (a usage error's own ERROR line is the last word: nothing was judged)
     return result
 
 

@@ -50,7 +50,7 @@ def print_verdict(config: pytest.Config) -> None:
         tr.write_line(f"known failure (as declared): {check.id}: {check.detail}"[:240])
     for text, style in verdict_lines(config):
         tr.write_line(text, **style)
-    unaccepted = sorted(ledger.unaccepted())
+    unaccepted = sorted(r for r in ledger.unaccepted() if r != "interrupted")  # a run to finish, not a reason
     if unaccepted and not failed:
         names = ",".join(ledger.accepted + tuple(unaccepted))
         tr.write_line(f"to accept these reasons by name: --accept-not-judged={names} (or [run] accept_not_judged)")

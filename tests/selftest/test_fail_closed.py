@@ -111,6 +111,23 @@ def test_an_engine_named_on_the_command_line_must_be_judged(tmp_path: Path) -> N
         explain(done)
 
 
+def test_a_reference_that_cannot_run_fails_instead_of_skipping(tmp_path: Path) -> None:
+    """main: 'the fp32 reference included' in the 58 skips. Simulated: torch's fp32 cells report their
+    library missing (as torch without CUDA does on --device cuda)."""
+    (tmp_path / "no_reference.py").write_text(
+        "import engines.pytorch.backend as backend\n"
+        "original = backend.TorchBackend.skip_reason\n"
+        "def skip_reason(self, request):\n"
+        "    return 'torch sees no CUDA device (simulated)' if request.precision == 'fp32' else original(self, "
+        "request)\n"
+        "backend.TorchBackend.skip_reason = skip_reason\n")
+    done = run_suite(tmp_path, "-p", "no_reference", "--models", "tiny", tests=ACCURACY,
+                     env={"PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"})
+    assert done.returncode == 1, explain(done)
+    tail = _tail(done.stdout)
+    assert "the fp32 reference tiny-torch-fp32 cannot run, so nothing can be judged against it" in tail, explain(done)
+
+
 # ----------------------------------------------------------------------------------------------- baselines
 
 
