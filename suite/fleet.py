@@ -279,6 +279,8 @@ class FleetPlugin:
 
         suite = suite_session(self.config)
         gate = gate_of(self.config)
+        if gate is not None:
+            gate.finish(suite.records)
         bench = getattr(self.config, "_benchmarksession", None)
         benchmarks: list[dict[str, Any]] = []
         if bench is not None and not bench.disabled:

@@ -203,10 +203,14 @@ class Gate:
     coverage: dict[str, Coverage] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     saved_busy: list[str] = field(default_factory=list)
+    imported: bool = False  # holds comparisons sent by xdist workers (suite/fleet.py)
     _drift_seen: set[int] = field(default_factory=set)
 
     def finish(self, records: list[dict[str, Any]]) -> None:
-        """Compare, for the tables only, the records whose test failed before reaching gate.check()."""
+        """Compare, for the tables only, the records whose test failed before reaching gate.check(). (Under
+        xdist each worker does this before sending its comparisons; the controller's records are theirs.)"""
+        if self.imported:
+            return
         for record in records:
             if record.get("kind") in ("accuracy", "parity"):
                 self.check_drift(record, "")
@@ -365,6 +369,7 @@ class Gate:
 
     def import_outcomes(self, data: dict[str, Any]) -> None:
         """Add a worker's comparisons (``export_outcomes``) to this process's tables."""
+        self.imported = True
         for o in data.get("latency", []):
             comparison = None if o["comparison"] is None else LatencyComparison(**o["comparison"])
             self.latency.append(LatencyOutcome(**{**o, "comparison": comparison}))

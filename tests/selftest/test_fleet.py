@@ -80,6 +80,13 @@ def test_two_workers_leave_one_result_of_every_kind(tmp_path: Path) -> None:
     durations = json.loads((tmp_path / "cache" / fleet.DURATIONS_FILE).read_text())
     assert set(durations) == {"tiny", "steady"}
 
+    # Accuracy and parity gated under xdist: each record compared once (not once per worker and again).
+    results_gated = run_suite(tmp_path, "-n", "2", "--accuracy-baseline", str(results), "--accept-not-judged",
+                              "no-data", tests=TESTS[1:])
+    assert results_gated.returncode == 0, explain(results_gated)
+    line = next(x for x in results_gated.stdout.splitlines() if x.startswith("accuracy gate: gated"))
+    assert line.startswith("accuracy gate: gated 7 of 7 cases"), explain(results_gated)  # 2 accuracy + 5 parity
+
     # The merged JSON is a baseline like any other: a single-process run gates against it (the steady model:
     # the tiny one's 20-microsecond calls measured beside another worker are not a baseline to hold it to).
     gated = run_suite(tmp_path, "--models", "steady", "--latency-baseline", str(saved[0]), "--latency-rounds", "12",
