@@ -9,6 +9,7 @@ from engines import get_backend
 from engines.artifacts import ModelBuild
 from engines.base import EngineBuildError, EngineRequest, InputSpec, ShapeProfile
 from metrics import Tolerance, compare_outputs
+from suite import verdict
 from suite.cache import ArtifactCache
 from suite.inputs import synthetic_feed
 from tests.selftest.tiny_models import Data, exports_wrong, not_exportable, two_input_net
@@ -151,7 +152,7 @@ def test_onnxruntime_execution_provider_skips_name_the_reason(device, precision,
 
     ort = import_onnxruntime()
     if reason.startswith("lacks") and "TensorrtExecutionProvider" in ort.get_available_providers():
-        pytest.skip("this onnxruntime has the TensorRT EP; the skip path cannot be exercised here")
+        verdict.skip("unsupported", "this onnxruntime has the TensorRT EP; the skip path cannot be exercised here")
     request = EngineRequest("tiny", "onnxruntime", precision, device, INPUTS, ("out",), PROFILE, options)
     backend = get_backend("onnxruntime")
     said = backend.unsupported_reason(request) if kind == "unsupported" else backend.skip_reason(request)
@@ -243,7 +244,7 @@ def test_inductor_load_failure_names_a_statically_linked_libstdcxx(tmp_path, sta
     from engines.inductor.backend import _load_failure_hint
 
     if shutil.which("g++") is None or shutil.which("readelf") is None:
-        pytest.skip("needs g++ and readelf (binutils), as AOTInductor itself does")
+        verdict.skip("unavailable", "needs g++ and readelf (binutils), as AOTInductor itself does")
     source = tmp_path / "w.cpp"
     source.write_text("#include <regex>\n"
                       'bool ok(const std::string& s) { return std::regex_match(s, std::regex("cpu|cuda")); }\n')

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from report.html import BASELINE_COLUMNS, GPU_COLUMNS, PRACTITIONER_COLUMNS, render_report
+from suite import verdict
 from tests.selftest.suite_runs import explain, run_suite
 
 pytestmark = pytest.mark.selftest
@@ -457,7 +458,8 @@ def _chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium; .ci/run does)")
+@pytest.mark.skipif(CHROMIUM is None, reason=verdict.skip_message(
+    "unavailable", "chromium is not installed (apt-get install chromium; .ci/run does)"))
 def test_report_renders_in_headless_chromium(report: Path, tmp_path: Path) -> None:
     done = _chromium(tmp_path, "--virtual-time-budget=5000", "--dump-dom", report.as_uri())
     assert done.returncode == 0, done.stderr[-2000:]

@@ -31,6 +31,7 @@ from engines.trt.settings import (
     precision_skip_reason,
     timing_cache_filename,
 )
+from suite import verdict
 from suite.cache import ArtifactCache, digest
 
 pytestmark = pytest.mark.selftest
@@ -389,11 +390,14 @@ class _OnnxFile:
 
 
 def test_tensorrt_engine_builds_and_runs(tmp_path):
-    trt = pytest.importorskip("tensorrt", reason="tensorrt is not installed (GPU tier only)")
+    try:
+        import tensorrt as trt
+    except ImportError:
+        verdict.skip("unavailable", "tensorrt is not installed (GPU tier only)")
     if not hasattr(trt, "Builder"):
-        pytest.skip("only tensorrt's type stubs are installed, not the library")
+        verdict.skip("unavailable", "only tensorrt's type stubs are installed, not the library")
     if (reason := cuda_rt.cuda_available(0)) is not None:
-        pytest.skip(reason)
+        verdict.skip("unavailable", reason)
 
     rng = np.random.default_rng(0)
     weight = rng.standard_normal((4, 3)).astype(np.float32)
