@@ -45,6 +45,7 @@ STYLE = """
 .suite-report .knob { border: 2px solid #c80; background: #ffe; padding: 6px 12px; }
 .suite-report tr.regression td, .suite-report tr.drift td, .suite-report tr.over-limit td { background: #fdd; }
 .suite-report tr.improvement td { background: #dfd; }
+.suite-report td.census-off { background: #fdd; }
 .suite-report tr.busy td, .suite-report tr.inconclusive td, .suite-report tr.no-baseline td { background: #ffd; }
 .suite-report figure.plot { margin: 8px 0 16px; }
 .suite-report figure.plot img { max-width: 100%; border: 1px solid #ddd; }
@@ -98,6 +99,7 @@ PRACTITIONER_COLUMNS = ("engine", "precision", "layers", "parameters", "size (MB
                         "mean (ms)", "p99 (ms)", "max (ms)", "throughput (items/s)", "top-1 (%)", "top-5 (%)",
                         "isclose (%)", "MAE")
 BOUND_COLUMN = "bound"
+CENSUS_COLUMN = "computes in"
 BASELINE_COLUMNS = ("baseline median (ms)", "change")
 GPU_COLUMNS = ("peak GPU memory (MiB)", "mean GPU util (%)")
 
@@ -108,6 +110,8 @@ _COLUMN_TITLES = {
     "baseline median (ms)": "the latency baseline's median for the same model, engine, precision, batch and path",
     "change": "current / baseline median - 1, and the gate's verdict (see 'Changed since baseline')",
     "bound": "whether the case is limited by the device or by the host launching work",
+    "computes in": "compute nodes of what the engine really runs (ONNX Runtime's optimized graph, TensorRT's "
+                   "inspector) by the precision they compute in; red: almost nothing in the cell's precision",
     "peak GPU memory (MiB)": "NVML: most device memory in use during the case",
     "mean GPU util (%)": "NVML: mean share of time a kernel ran during the case",
     "isclose (%)": "parity against PyTorch fp32 on the model's data set (generated inputs: parity tables below)",
@@ -436,6 +440,17 @@ def _clock_caption(rows: Iterable[Mapping[str, Any]]) -> str:
     return ". ".join(items)
 
 
+def census_cell(facts: Mapping[str, Any], rowspan: str) -> str:
+    """The precision census of an engine (suite/session.py): counts per precision, red when the engine computes
+    nothing, or almost nothing, in the precision the cell is named for."""
+    census = facts.get("precision_census")
+    if not isinstance(census, Mapping):
+        return f"<td{rowspan}>-</td>"
+    counts = ", ".join(f"{escape(str(k))} {v}" for k, v in (census.get("counts") or {}).items()) or "-"
+    style = "" if census.get("ok", True) else ' class="census-off"'
+    return f'<td{rowspan}{style} title="{escape(str(census.get("text", "")))}">{counts}</td>'
+
+
 def practitioners_table(model: str, records: Sequence[Mapping[str, Any]], engines: Mapping[str, Mapping[str, Any]],
                         batch: int | None, gate: Mapping[str, Any] | None = None) -> str:
     """Rows engine x precision x latency path at one batch size; cell-level figures (layers, parameters,
@@ -463,8 +478,10 @@ def practitioners_table(model: str, records: Sequence[Mapping[str, Any]], engine
     latency_columns = ["path", "median (ms)", "mean (ms)", "p99 (ms)", "max (ms)", "throughput (items/s)"]
     latency_columns += [BOUND_COLUMN] * with_bound + list(BASELINE_COLUMNS) * with_baseline
     latency_columns += list(GPU_COLUMNS) * with_gpu
-    columns = ["engine", "precision", "layers", "parameters", "size (MB)", *latency_columns,
-               "top-1 (%)", "top-5 (%)", "isclose (%)", "MAE"]
+    with_census = any("precision_census" in engines.get(f"{model}-{e}-{p}", {}) for e, p in
+                      _cells(model, records, engines))
+    columns = ["engine", "precision", "layers", "parameters", "size (MB)", *[CENSUS_COLUMN] * with_census,
+               *latency_columns, "top-1 (%)", "top-5 (%)", "isclose (%)", "MAE"]
     head = "".join(f'<th class="{"name" if c in ("engine", "precision", "path", "change") else ""}"'
                    + (f' title="{escape(_COLUMN_TITLES[c])}"' if c in _COLUMN_TITLES else "") + f">{c}</th>"
                    for c in columns)
@@ -483,7 +500,7 @@ def practitioners_table(model: str, records: Sequence[Mapping[str, Any]], engine
             layers += f'<span class="unit">{escape(str(facts["layer_kind"]))}</span>'
         lead = (f'<td class="name"{rs}>{escape(engine)}</td><td class="name"{rs}>{escape(precision)}</td>'
                 f"<td{rs}>{layers}</td><td{rs}>{_fmt(facts.get('parameters'))}</td>"
-                f"<td{rs}>{_fmt(facts.get('size_mb'))}</td>")
+                f"<td{rs}>{_fmt(facts.get('size_mb'))}</td>") + (census_cell(facts, rs) if with_census else "")
         tail = "".join(f"<td{rs}>{v}</td>" for v in (
             _fmt(pct(acc.get("top1"))), _fmt(pct(acc.get("top5"))),
             "reference" if reference else _fmt(par.get("isclose_pct")),
@@ -714,7 +731,33 @@ def model_section(model: str, records: Sequence[Mapping[str, Any]], engines: Map
     parts.extend(figure_html(*f) for f in figures["gpu"])
     parts.append(parity_tables(model, records))
     parts.append(rank_table(model, records))
+    parts.append(rebuild_table(model, records))
     return "\n".join(p for p in parts if p)
+
+
+def rebuild_table(model: str, records: Sequence[Mapping[str, Any]]) -> str:
+    """--rebuild-check N: per engine, whether N builds from scratch gave the same artifact and the same outputs,
+    and each build's size and layers (what practitioners compared by hand between TensorRT builds)."""
+    rows = [r for r in records if r.get("model") == model and r.get("kind") == "rebuild"]
+    if not rows:
+        return ""
+    body = []
+    for r in sorted(rows, key=lambda r: cell_sort_key(str(r.get("engine")), str(r.get("precision")))):
+        identical = {True: "byte-identical", False: "differ", None: "no artifact"}[r.get("identical_artifacts")]
+        outputs = ("bitwise identical" if r.get("identical_outputs")
+                   else f"differ (largest {_fmt(r.get('max_abs_difference'))})")
+        builds = "; ".join(f"{_fmt(b.get('size_mb'))} MB, {b.get('layers', '-')} layers"
+                           for b in r.get("per_build") or [])
+        cls = "" if r.get("identical_outputs") else ' class="inconclusive"'
+        body.append(f'<tr{cls}><td class="name">{escape(str(r.get("engine")))}</td>'
+                    f'<td class="name">{escape(str(r.get("precision")))}</td><td>{r.get("builds")}</td>'
+                    f'<td class="name">{identical}</td><td class="name">{escape(outputs)}</td>'
+                    f'<td class="name">{escape(builds)}</td></tr>')
+    return (f'<table class="suite rebuild" data-model="{escape(model)}"><caption>{escape(model)}: each engine '
+            "built from scratch several times (--rebuild-check)</caption><thead><tr><th class=\"name\">engine</th>"
+            '<th class="name">precision</th><th>builds</th><th class="name">artifacts</th>'
+            '<th class="name">outputs on the parity data</th><th class="name">each build</th></tr></thead>'
+            f"<tbody>{''.join(body)}</tbody></table>")
 
 
 # =========================================================================== baseline

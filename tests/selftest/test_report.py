@@ -479,3 +479,18 @@ def test_report_renders_in_headless_chromium(report: Path, tmp_path: Path) -> No
                      report.as_uri())
     assert done.returncode == 0 and shot.exists() and shot.stat().st_size > 50_000, done.stderr[-2000:]
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_engine_census_and_rebuild_checks_appear_in_the_model_section() -> None:
+    """Engine facts' precision census is a column (red where the engine computes almost nothing in the cell's
+    precision), and --rebuild-check records are a table of their own."""
+    records = [{"kind": "rebuild", "model": "m", "engine": "onnxruntime", "precision": "fp16",
+                "cell": "m-onnxruntime-fp16", "builds": 2, "identical_artifacts": False, "identical_outputs": False,
+                "max_abs_difference": 0.004, "per_build": [{"size_mb": 1.2, "layers": 11},
+                                                            {"size_mb": 1.3, "layers": 12}]}]
+    engines = {"m-onnxruntime-fp16": {"size_mb": 1.2, "layers": 11, "precision_census": {
+        "counts": {"fp32": 4}, "ok": False, "text": "named fp16 but computes nothing in fp16: 0 of 4"}}}
+    html = render_report(records, engines, {"device": "cpu"}, {}, None, None, with_plots=False)
+    assert ">computes in</th>" in html and 'class="census-off"' in html and ">fp32 4<" in html
+    table = re.search(r'<table class="suite rebuild".*?</table>', html, flags=re.S)
+    assert table and "differ (largest 0.00400)" in table.group(0) and "1.300 MB, 12 layers" in table.group(0)
