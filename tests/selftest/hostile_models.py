@@ -1,0 +1,122 @@
+"""Models and datasets with one mistake each, for the hostile-input corpus (tests/selftest/test_hostile_inputs.py).
+
+Each is as small as tests/selftest/tiny_models.py's TwoInputNet (inputs ``image`` 1x8x8 in [0, 1] and ``extra``
+3 in [-1, 1], five logits), so that a child run of the suite that exports and runs it takes seconds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from fixtures.data import Dataset
+from tests.selftest.tiny_models import Data, TwoInputNet
+
+# ---- models ---------------------------------------------------------------------------------------------
+
+
+class NanOnSaturatedRows(TwoInputNet):
+    """NaN for the rows whose image is mostly saturated (16 or more of its 64 pixels above 0.99): the
+    'extremes' generated inputs are (about half of each row sits at the top of the range), the uniform,
+    normal and sparse ones and the dataset rows are not. Reference and engine alike: the NaN is the
+    model's, so which generated cases fail must not depend on what else pytest collects."""
+
+    def forward(self, image: torch.Tensor, extra: torch.Tensor) -> torch.Tensor:
+        out = super().forward(image, extra)
+        saturated = (image > 0.99).flatten(1).sum(dim=1) >= 16
+        return torch.where(saturated[:, None], torch.full_like(out, float("nan")), out)
+
+
+def nan_on_saturated_rows(cache=None) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return NanOnSaturatedRows().eval()
+
+
+class InfWhenExported(TwoInputNet):
+    """Correct in eager PyTorch (the reference); +Inf in every positive logit of the exported graph, i.e.
+    in ONNX Runtime: an engine that produces Inf."""
+
+    def forward(self, image: torch.Tensor, extra: torch.Tensor) -> torch.Tensor:
+        out = super().forward(image, extra)
+        if torch.onnx.is_in_onnx_export():
+            out = torch.where(out > 0, torch.full_like(out, float("inf")), out)
+        return out
+
+
+def inf_when_exported(cache=None) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return InfWhenExported().eval()
+
+
+class AllNan(TwoInputNet):
+    """NaN everywhere, in the reference too: the reference must fail, not pass parity against itself."""
+
+    def forward(self, image: torch.Tensor, extra: torch.Tensor) -> torch.Tensor:
+        return super().forward(image, extra) * float("nan")
+
+
+def all_nan(cache=None) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return AllNan().eval()
+
+
+# ---- datasets -------------------------------------------------------------------------------------------
+
+
+def rows_8(cache=None) -> Data:
+    """Eight labelled rows: fewer than a parity_samples of 64."""
+    return Data(rows=8)
+
+
+def rows_179(cache=None) -> Data:
+    """179 rows: an odd calibration set, smaller than int8's default 256 samples."""
+    return Data(rows=179, seed=3)
+
+
+def nan_rows(cache=None) -> Dataset:
+    """TwoInputNet's rows with NaN in the image of every fourth row: bad data, not a bad engine."""
+    data = Data(rows=32, seed=4)
+    image = np.array(data.feeds["image"])
+    image[::4, 0, 0, 0] = np.nan
+    return Dataset("nan_rows", {"image": image, "extra": np.array(data.feeds["extra"])}, labels=data.labels)
+
+
+class _LabelMismatch:
+    """A dataset look-alike that does not check itself: 64 rows, 63 labels (fixtures.data.Dataset refuses)."""
+
+    def __init__(self) -> None:
+        data = Data(rows=64)
+        self.feeds = dict(data.feeds)
+        self.labels = np.array(data.labels[:63])
+
+    def __len__(self) -> int:
+        return 64
+
+    def take(self, n: int) -> _LabelMismatch:
+        return self
+
+    def digest(self) -> str:
+        return "label-mismatch"
+
+
+def label_mismatch(cache=None) -> _LabelMismatch:
+    return _LabelMismatch()
+
+
+def unlabelled(cache=None) -> Dataset:
+    data = Data(rows=16)
+    return Dataset("unlabelled", {k: np.array(v) for k, v in data.feeds.items()})
+
+
+def labels_out_of_range(cache=None) -> Dataset:
+    """Labels 0..9 for a model with five outputs: rows whose label no output stands for."""
+    data = Data(rows=16)
+    return Dataset("labels_out_of_range", {k: np.array(v) for k, v in data.feeds.items()},
+                   labels=np.arange(16) % 10)
+
+
+def integer_image(cache=None) -> Dataset:
+    """The image feed as int64 (0 or 1) where the config declares float32."""
+    data = Data(rows=16)
+    feeds = {"image": np.rint(np.array(data.feeds["image"])).astype(np.int64), "extra": np.array(data.feeds["extra"])}
+    return Dataset("integer_image", feeds, labels=data.labels)
