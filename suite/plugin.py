@@ -38,7 +38,7 @@ from suite.device import DeviceError, check_device
 from suite.environment import fingerprint
 from suite.preflight import check_models
 from suite.results import results_document, write_json_atomic
-from suite.session import Cell, SuiteSession
+from suite.session import REFERENCE_ENGINE, Cell, SuiteSession
 from suite.timing import PATHS
 
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")  # before anything imports onnxruntime (it writes at import)
@@ -130,6 +130,7 @@ def pytest_configure(config: pytest.Config) -> None:
             check_rounds_option(config.getoption("--latency-rounds"))
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from exc
+    _check_options(config, suite_config)
     device = config.getoption("--device")
     requires = suite_config.requires
     try:
@@ -201,6 +202,34 @@ def pytest_configure(config: pytest.Config) -> None:
     # A CI timeout sends SIGTERM: end like Ctrl-C does, with the summary, the verdict and marked results.
     if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
         state.signal_handler = signal.signal(signal.SIGTERM, _sigterm)
+
+
+def _check_options(config: pytest.Config, suite_config: SuiteConfig) -> None:
+    """Options that would otherwise fail per test, or silently do nothing: one usage error each, at start-up."""
+    paths = _split(config.getoption("--latency-paths")) or []
+    unknown = [p for p in paths if p not in PATHS]
+    if unknown:
+        raise pytest.UsageError(f"--latency-paths: unknown {unknown}; valid: {', '.join(PATHS)}")
+    overhead = config.getoption("--overhead-model")
+    if overhead is not None and overhead not in suite_config.models:
+        raise pytest.UsageError(f"--overhead-model {overhead!r}: not among the selected models "
+                                f"({', '.join(suite_config.models)})")
+    limit = config.getoption("--max-harness-overhead")
+    if not 0.0 < limit < 1.0:
+        raise pytest.UsageError(f"--max-harness-overhead {limit!r}: a fraction of the bare loop's time in (0, 1), "
+                                "e.g. 0.02 for 2%")
+    if not str(config.getoption("--engine-cache")).strip():
+        raise pytest.UsageError("--engine-cache: empty (an unset variable?); give a directory, or leave the option "
+                                "out for .engine-cache/")
+    results = config.getoption("--suite-results")
+    if results is not None:
+        path = Path(results)
+        if not str(results).strip() or path.is_dir():
+            raise pytest.UsageError(f"--suite-results {results!r}: give a file path, not a directory")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise pytest.UsageError(f"--suite-results {results}: its directory cannot be made ({exc})") from exc
 
 
 def _keep_writes_inside(cache_root: Path) -> None:
@@ -290,14 +319,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         cells = [c for c in session.cells() if not c.is_reference]
         metafunc.parametrize("cell", cells, ids=[c.id for c in cells])
     if "latency_case" in metafunc.fixturenames:
-        paths = _split(metafunc.config.getoption("--latency-paths"))
+        paths = _split(metafunc.config.getoption("--latency-paths"))  # checked at start-up
         if not paths:
             paths = ["all"] if session.device == "cpu" else list(PATHS)
         # Graph replay first: a cell's eager case is classified against its replay (suite/bound.py).
-        paths = sorted(paths, key=lambda p: ("graph", "model", "all").index(p) if p in PATHS else 9)
-        unknown = [p for p in paths if p not in PATHS]
-        if unknown:
-            raise pytest.UsageError(f"--latency-paths: unknown {unknown}; valid: {', '.join(PATHS)}")
+        paths = sorted(paths, key=lambda p: ("graph", "model", "all").index(p))
         cases = [(c, b, p) for c in session.cells()
                  for b in _latency_batches(metafunc.config, session.model(c.model)) for p in paths]
         metafunc.parametrize("latency_case", cases, ids=[latency_case_id(*c) for c in cases])
@@ -528,6 +554,9 @@ def _required_engines_judged(state: RunState, ledger: verdict.Ledger) -> None:
         token = re.compile(rf"-{re.escape(engine)}-(?:fp32|tf32|fp16|bf16|int8)\b")
         ids = [i for i in state.collected if token.search(i)]
         checks = [ledger.checks[i] for i in ids if i in ledger.checks]
+        if engine == REFERENCE_ENGINE and any(c.state != verdict.NOT_JUDGED for c in ledger.checks.values()
+                                              if "/test_accuracy.py::" in c.id or "/test_parity.py::" in c.id):
+            continue  # torch ran as the reference of every judged accuracy and parity check
         if checks and all(c.state == verdict.NOT_JUDGED and c.reason in ("unsupported", "unavailable")
                           for c in checks):
             reasons = sorted({str(c.reason) for c in checks})

@@ -117,8 +117,21 @@ class SuiteSession:
                 self._engines[cell] = exc
         result = self._engines[cell]
         if isinstance(result, BaseException):
-            raise result
+            raise self._again(cell, result)
         return result
+
+    def _again(self, cell: Cell, exc: BaseException) -> BaseException:
+        """The memoized failure of a cell, for every test after the first: the first test shows it whole (the
+        tool's own error chain); the others get its message alone. Re-raising the one exception object would
+        append each test's frames to its traceback (a failed export printed 5,600 lines over 5 tests)."""
+        seen = getattr(exc, "suite_reported", False)
+        exc.suite_reported = True  # type: ignore[attr-defined]
+        if not seen or isinstance(exc, CellUnavailable):
+            exc.__traceback__ = None
+            return exc
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return RuntimeError(f"{cell.id}: building the engine failed earlier in this run (see the first test of "
+                            f"this cell for the whole error): {type(exc).__name__}: {text}")
 
     def _with_census(self, request: EngineRequest, loaded: LoadedEngine) -> LoadedEngine:
         """Engine facts gain the precision census of what the engine really runs (engines.localize.cell_census):

@@ -645,13 +645,7 @@ CASES: list[Case] = [
                     precisions='["fp32", "int8"]', calibration_dataset=TINY_DATA, parity_dataset=TINY_DATA,
                     tables=f"\n[models.m.precision.int8]\n{LOOSE_INT8}\n"),
              ("--precisions", "int8"), tests=(PARITY_DATASET,), **_WARM), 0,
-         (r"VERDICT: PASSED",), lines=PASSING,
-         xfail="a false failure: torch ran as the fp32 reference of every judged check, and its only cell here "
-               "(torch-int8) is unsupported by design and accepted, yet the run fails 'required engine torch: torch "
-               "is required ([run] requires in suite.toml) and none of its 1 checks could run' (exit 1; the same "
-               "for `pytest -m parity --precisions int8` on suite.toml). Fix: suite/plugin.py "
-               "_required_engines_judged: count the runs of the reference as the engine's, or leave out an engine "
-               "whose every check is 'unsupported' by design when it ran as the reference"),
+         (r"VERDICT: PASSED",), lines=PASSING),
     # ------------------------------------------------------------------ the command line
     _usage("unknown-model", "`--models nosuch`", config(), "--models", "nosuch",
            says=(r"--models: unknown 'nosuch'; valid: m",)),
@@ -677,36 +671,20 @@ CASES: list[Case] = [
     _usage("accept-not-judged-bogus", "`--accept-not-judged bogus`", config(), "--accept-not-judged", "bogus",
            says=(r"--accept-not-judged: unknown reason\(s\) 'bogus'; valid: unsupported",)),
     _usage("latency-paths-foo", "`--latency-paths foo`", config(), "--latency-paths", "foo", tests=(LATENCY,),
-           says=(r"--latency-paths: unknown \['foo'\]; valid: all, model, graph",),
-           xfail="checked in pytest_generate_tests, so the UsageError becomes a collection error of "
-                 "tests/latency/test_latency.py: exit 2, a 20-line pluggy traceback, 'Interrupted: 1 error during "
-                 "collection' and a NOT JUDGED verdict (~28 lines). Fix: suite/plugin.py pytest_configure: check "
-                 "--latency-paths there, with the other options"),
+           says=(r"--latency-paths: unknown \['foo'\]; valid: all, model, graph",)),
     _usage("latency-rounds-not-int", "`--latency-rounds abc`", config(), "--latency-rounds", "abc",
            says=(r"argument --latency-rounds: invalid int value: 'abc'",)),
     _usage("latency-batch-sizes-not-int", "`--latency-batch-sizes=x`", config(), "--latency-batch-sizes=x",
            says=(r"--latency-batch-sizes: 'x' is not an integer batch size",)),
     _usage("overhead-model-unknown", "`--overhead-model nosuch`", TORCH_ONLY, "--overhead-model", "nosuch",
-           tests=(OVERHEAD, LATENCY), says=(r"--overhead-model.*nosuch",), green_today=True,
-           xfail="accepted without a word (exit 0 on a CPU run); on CUDA each harness-overhead case would fail on "
-                 "its own with a KeyError from suite.model('nosuch'). Fix: suite/plugin.py pytest_configure: an "
-                 "--overhead-model that is not a selected model is a usage error listing them"),
+           tests=(OVERHEAD, LATENCY), says=(r"--overhead-model.*nosuch",), green_today=True),
     _usage("max-harness-overhead-negative", "`--max-harness-overhead=-1`", TORCH_ONLY, "--max-harness-overhead=-1",
-           tests=(OVERHEAD, LATENCY), says=(r"--max-harness-overhead.*-1",), green_today=True,
-           xfail="accepted without a word (exit 0); on CUDA every harness-overhead case would fail against a limit "
-                 "of -100%. Fix: suite/plugin.py pytest_configure: a fraction outside (0, 1) is a usage error"),
+           tests=(OVERHEAD, LATENCY), says=(r"--max-harness-overhead.*-1",), green_today=True),
     _usage("engine-cache-empty", "`--engine-cache=` (an unset variable)", TORCH_ONLY, "--engine-cache=",
-           tests=(LATENCY,), says=(r"--engine-cache",), green_today=True,
-           xfail="an empty path is the working directory: the run passes (exit 0) and leaves the cache's "
-                 "directories (preflight/, onnx/, ...) and durations.json in whatever directory it was started "
-                 "from. Fix: suite/plugin.py pytest_configure (or ArtifactCache.ensure_usable): an empty "
-                 "--engine-cache is a usage error"),
+           tests=(LATENCY,), says=(r"--engine-cache",), green_today=True),
     _usage("suite-results-under-a-file", "`--suite-results` in a directory that is a file", config(),
            "--suite-results", "{work}/afile/results.json", prepare=_write("afile", "x"),
-           says=(r"--suite-results.*afile",),
-           xfail="INTERNALERROR: an OSError traceback (FileExistsError from the mkdir in "
-                 "SuiteSession.stream_records_to; exit 3, ~23 lines). Fix: suite/plugin.py pytest_configure: make "
-                 "the results' directory and partial file there, an OSError a usage error naming --suite-results"),
+           says=(r"--suite-results.*afile",)),
     _usage("accuracy-drift-bogus", "`--accuracy-drift bogus`", config(), "--accuracy-drift", "bogus",
            says=(r"--accuracy-drift: 'bogus'; expected NAME=VALUE",)),
     # ------------------------------------------------------------------ baselines
