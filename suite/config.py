@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from engines.base import PRECISIONS, InputSpec, ShapeProfile
+from engines.base import BATCH_AXIS, INPUT_ROLES, PRECISIONS, AxisRange, InputSpec, ShapeProfile
 from metrics import AccuracyThreshold, Tolerance
 from suite.inputs import DISTRIBUTIONS
 from suite.verdict import NotJudgedReasonError, check_reasons
@@ -33,15 +33,21 @@ REQUIREMENTS: tuple[str, ...] = ("cuda", *ENGINES)
 #: The checks a known failure may cover (``checks``); the default is all of them.
 KNOWN_FAILURE_CHECKS: tuple[str, ...] = ("accuracy", "parity")
 EXECUTION_PROVIDERS: tuple[str, ...] = ("cpu", "cuda", "tensorrt")
+#: ONNX Runtime transformer optimizer model types the onnxruntime backend applies (transformer_fusion).
+TRANSFORMER_FUSIONS: tuple[str, ...] = ("bert",)
+#: A named axis: a letter, then letters, digits and underscores (it becomes a torch.export Dim and an ONNX dim).
+_AXIS_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 
 _TOP_KEYS = {"defaults", "precision", "int8", "latency", "engine_options", "models", "run"}
 _DEFAULT_KEYS = {"batch_sizes", "latency_batch_sizes", "opt_batch", "precisions", "engines", "parity_samples"}
 _MODEL_KEYS = {
     "factory", "inputs", "outputs", "batch_sizes", "latency_batch_sizes", "opt_batch", "precisions", "engines",
     "accuracy_dataset", "parity_dataset", "calibration_dataset", "min_top1", "min_top5",
-    "parity_samples", "precision", "int8", "engine_options", "description", "known_failures",
+    "parity_samples", "precision", "int8", "engine_options", "description", "known_failures", "axes",
+    "latency_shapes",
 }
-_INPUT_KEYS = {"name", "shape", "dtype", "low", "high"}
+_INPUT_KEYS = {"name", "shape", "dtype", "low", "high", "role"}
+_AXIS_KEYS = {"min", "opt", "max"}
 _PRECISION_KEYS = {"parity", "accuracy", "generated"}
 _PARITY_KEYS = set(Tolerance.__dataclass_fields__)
 # min_top1/min_top5 are per model (absolute floors), the rest per precision (relative to the reference).
@@ -54,7 +60,7 @@ _KNOWN_FAILURE_KEYS = {"reason", "match", "checks"}
 # not an option silently ignored.
 _ENGINE_OPTION_KEYS = {
     "torch": {"channels_last"},
-    "onnxruntime": {"execution_provider", "intra_op_threads"},
+    "onnxruntime": {"execution_provider", "intra_op_threads", "transformer_fusion"},
     "inductor": {"precisions", "cxx"},
     "tensorrt": {"workspace_mb", "builder_optimization_level"},
 }
@@ -107,6 +113,26 @@ class KnownFailure:
 
 
 @dataclass(frozen=True)
+class LatencyShape:
+    """One latency case's input shape: a batch size and, for a model with named axes, a length per axis.
+
+    ``id`` is the stable case-name part: ``bs32`` for a model with a batch axis only (the historical
+    form), ``bs32-seq128`` with named axes, in the order ``[models.NAME.axes]`` declares them.
+    """
+
+    batch: int
+    dims: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def id(self) -> str:
+        return "-".join([f"bs{self.batch}", *(f"{name}{value}" for name, value in self.dims)])
+
+    def dims_dict(self) -> dict[str, int]:
+        """The lengths as ``synthetic_feed(..., dims=)`` and ``tile_to_batch(..., dims=)`` take them."""
+        return dict(self.dims)
+
+
+@dataclass(frozen=True)
 class ModelConfig:
     name: str
     factory: str
@@ -130,10 +156,19 @@ class ModelConfig:
     engine_options: Mapping[str, Mapping[str, Any]]
     description: str = ""
     known_failures: Mapping[str, KnownFailure] = field(default_factory=dict)
+    #: [models.NAME.axes]: each named axis's range, in declared order (empty: a batch axis only).
+    axes: tuple[tuple[str, AxisRange], ...] = ()
+    #: The shapes tests/latency times: latency_shapes, else each latency batch size at every axis's opt.
+    latency_shapes: tuple[LatencyShape, ...] = ()
 
     @property
     def profile(self) -> ShapeProfile:
-        return ShapeProfile.from_batch_sizes(self.batch_sizes, self.opt_batch)
+        return ShapeProfile.from_batch_sizes(self.batch_sizes, self.opt_batch, self.axes)
+
+    @property
+    def attention_mask(self) -> InputSpec | None:
+        """The input whose role is attention_mask (a sentence-embedding model's), or None."""
+        return next((i for i in self.inputs if i.role == "attention_mask"), None)
 
     def tolerance(self, precision: str) -> Tolerance:
         return self.tolerances[precision]
@@ -412,6 +447,8 @@ def _check_engine_options(where: str, engine: str, opts: Any) -> None:
             _check_choice(at, _string(at, value), EXECUTION_PROVIDERS)
         elif key == "intra_op_threads":
             _int(at, value, lo=1)
+        elif key == "transformer_fusion":
+            _check_choice(at, _string(at, value), TRANSFORMER_FUSIONS)
         elif key == "precisions":
             _choice_list(at, value, PRECISIONS)
         elif key == "cxx":
@@ -442,11 +479,17 @@ def _parse_model(
         return f"{where}.{key}" if key in entry or key not in defaults else f"[defaults].{key} (used by {where})"
 
     factory = _ref(f"{where}.factory", entry["factory"])
+    axes = _parse_axes(f"{where}.axes", entry.get("axes", {}))
     inputs_raw = _list(f"{where}.inputs", entry["inputs"])
-    inputs = tuple(_parse_input(f"{where}.inputs[{i}]", spec) for i, spec in enumerate(inputs_raw))
+    inputs = tuple(_parse_input(f"{where}.inputs[{i}]", spec, axes, f"{where}.axes")
+                   for i, spec in enumerate(inputs_raw))
     names = [i.name for i in inputs]
     if len(set(names)) != len(names):
         raise ConfigError(f"{where}.inputs: duplicate input names {names}")
+    unused = [a for a in axes if not any(a in i.axis_names for i in inputs)]
+    if unused:
+        raise ConfigError(f"{where}.axes: {unused} named by no input's shape; an axis no input has is never "
+                          "checked (name it in a shape, e.g. shape = [\"seq\"], or delete it)")
     outputs = tuple(_string(f"{where}.outputs[{i}]", o) for i, o in enumerate(_list(f"{where}.outputs",
                                                                                      entry["outputs"])))
     if len(set(outputs)) != len(outputs):
@@ -455,14 +498,23 @@ def _parse_model(
     batch_sizes = (_batch_list(f"{where}.batch_sizes", entry["batch_sizes"]) if "batch_sizes" in entry
                    else defaults.get("batch_sizes", (1, 8, 32)))
     lo, hi = min(batch_sizes), max(batch_sizes)
+    if "latency_batch_sizes" in entry and "latency_shapes" in entry:
+        raise ConfigError(f"{where}: set latency_shapes or latency_batch_sizes, not both (latency_shapes names the "
+                          "batch of each case)")
     if "latency_batch_sizes" in entry:
         latency_batches = _batch_list(f"{where}.latency_batch_sizes", entry["latency_batch_sizes"])
     else:
         latency_batches = defaults.get("latency_batch_sizes", batch_sizes)
+    if "latency_shapes" in entry:
+        latency_shapes = _parse_latency_shapes(f"{where}.latency_shapes", entry["latency_shapes"], (lo, hi), axes)
+        latency_batches = tuple(dict.fromkeys(shape.batch for shape in latency_shapes))
     outside = [b for b in latency_batches if not lo <= b <= hi]
     if outside:
         raise ConfigError(f"{origin('latency_batch_sizes')}: latency_batch_sizes {outside} fall outside "
                           f"batch_sizes {list(batch_sizes)} (range {lo}..{hi})")
+    if "latency_shapes" not in entry:
+        latency_shapes = tuple(LatencyShape(b, tuple((name, r.opt) for name, r in axes.items()))
+                               for b in latency_batches)
     opt_batch = _int(f"{where}.opt_batch", entry["opt_batch"], lo=1) if "opt_batch" in entry \
         else defaults.get("opt_batch")
     if opt_batch is not None and not lo <= opt_batch <= hi:
@@ -532,6 +584,8 @@ def _parse_model(
         engine_options=engine_options,
         description=description,
         known_failures=known,
+        axes=tuple(axes.items()),
+        latency_shapes=latency_shapes,
     )
 
 
@@ -573,14 +627,70 @@ def _parse_known_failures(where: str, table: Any, engines: tuple[str, ...], prec
     return out
 
 
-def _parse_input(where: str, spec: Any) -> InputSpec:
+def _parse_axes(where: str, table: Any) -> dict[str, AxisRange]:
+    """[models.NAME.axes]: ``seq = { min = 16, opt = 128, max = 256 }``, one per named axis (opt: default max)."""
+    out: dict[str, AxisRange] = {}
+    for name, spec in _table(where, table).items():
+        at = f"{where}.{name}"
+        if not _AXIS_NAME.match(name) or name == BATCH_AXIS:
+            raise ConfigError(f"{at}: {name!r} is not an axis name: a letter, then letters, digits or _, and not "
+                              f"{BATCH_AXIS!r} (the batch axis is batch_sizes)")
+        spec = _table(at, spec)
+        _check_keys(at, spec, _AXIS_KEYS)
+        for required in ("min", "max"):
+            if required not in spec:
+                raise ConfigError(f"{at}: missing required key {required!r}; the form is "
+                                  f"{name} = {{ min = 16, opt = 128, max = 256 }}")
+        lo = _int(f"{at}.min", spec["min"], lo=1, what="a length")
+        hi = _int(f"{at}.max", spec["max"], lo=1, what="a length")
+        opt = _int(f"{at}.opt", spec["opt"], lo=1, what="a length") if "opt" in spec else hi
+        if not lo <= opt <= hi:
+            raise ConfigError(f"{at}: min {lo}, opt {opt}, max {hi}; the shape profile needs min <= opt <= max")
+        out[name] = AxisRange(lo, opt, hi)
+    return out
+
+
+def _parse_latency_shapes(where: str, value: Any, batches: tuple[int, int],
+                          axes: Mapping[str, AxisRange]) -> tuple[LatencyShape, ...]:
+    """``[{ batch = 1, seq = 128 }, ...]``: every case names its batch and a length for each named axis, each
+    within the profile (a shape outside it would time an engine that rejects it, or one rebuilt for it)."""
+    form = "{ " + ", ".join(["batch = 1", *(f"{a} = {r.opt}" for a, r in axes.items())]) + " }"
+    shapes: list[LatencyShape] = []
+    for i, item in enumerate(_list(where, value)):
+        at = f"{where}[{i}]"
+        if not isinstance(item, Mapping):
+            raise ConfigError(f"{at}: expected a table like {form}, got {item!r}")
+        _check_keys(at, item, {BATCH_AXIS, *axes})
+        missing = [k for k in (BATCH_AXIS, *axes) if k not in item]
+        if missing:
+            raise ConfigError(f"{at}: missing {', '.join(missing)}; each latency shape names the batch and every "
+                              f"axis: {form}")
+        batch = _int(f"{at}.batch", item[BATCH_AXIS], lo=1, what="a batch size")
+        if not batches[0] <= batch <= batches[1]:
+            raise ConfigError(f"{at}.batch: {batch} is outside batch_sizes' range {batches[0]}..{batches[1]}")
+        dims = []
+        for name, r in axes.items():
+            length = _int(f"{at}.{name}", item[name], lo=1, what="a length")
+            if not r.min <= length <= r.max:
+                raise ConfigError(f"{at}.{name}: {length} is outside axis {name!r}'s range {r.min}..{r.max}")
+            dims.append((name, length))
+        shapes.append(LatencyShape(batch, tuple(dims)))
+    repeated = sorted({s.id for s in shapes if shapes.count(s) > 1})
+    if repeated:
+        raise ConfigError(f"{where}: {repeated} listed more than once")
+    return tuple(shapes)
+
+
+def _parse_input(where: str, spec: Any, axes: Mapping[str, AxisRange] | None = None,
+                 axes_where: str = "axes") -> InputSpec:
+    axes = axes or {}
     if not isinstance(spec, Mapping):
         raise ConfigError(f"{where}: expected a table like {{name=..., shape=[...]}}, got {spec!r}")
     _check_keys(where, spec, _INPUT_KEYS)
     if "name" not in spec or "shape" not in spec:
         raise ConfigError(f"{where}: needs name and shape (without the batch axis)")
     name = _string(f"{where}.name", spec["name"])
-    shape = tuple(_int(f"{where}.shape[{j}]", d, lo=1, what="a dimension")
+    shape = tuple(_dimension(f"{where}.shape[{j}]", d, axes, axes_where)
                   for j, d in enumerate(_list(f"{where}.shape", spec["shape"], allow_empty=True)))
     dtype_name = _string(f"{where}.dtype", spec.get("dtype", "float32"))
     try:
@@ -604,7 +714,32 @@ def _parse_input(where: str, spec: Any) -> InputSpec:
         for key, value in (("low", low), ("high", high)):
             if abs(value) > limit:
                 raise ConfigError(f"{where}.{key}: {value!r} does not fit in {dtype.name} (max {limit:g})")
-    return InputSpec(name=name, shape=shape, dtype=dtype.name, low=float(low), high=float(high))
+    role = _string(f"{where}.role", spec.get("role", "values"))
+    _check_choice(f"{where}.role", role, INPUT_ROLES)
+    if role == "attention_mask":
+        if dtype.kind not in "iu" or (low, high) != (0, 1):
+            raise ConfigError(f"{where}: role attention_mask needs an integer dtype and low = 0, high = 1 (its "
+                              f"values are 1 for a token, 0 for padding), got {dtype.name} in [{low:g}, {high:g}]")
+        if not shape or not isinstance(shape[-1], str):
+            raise ConfigError(f"{where}.shape: role attention_mask needs its last axis named (the sequence, "
+                              f"e.g. shape = [\"seq\"]), got {list(shape)}")
+    named = tuple((d, axes[d]) for d in dict.fromkeys(d for d in shape if isinstance(d, str)))
+    return InputSpec(name=name, shape=shape, dtype=dtype.name, low=float(low), high=float(high), axes=named,
+                     role=role)
+
+
+def _dimension(where: str, value: Any, axes: Mapping[str, AxisRange], axes_where: str) -> int | str:
+    """A fixed dimension (an integer >= 1) or the name of an axis declared in [models.NAME.axes]."""
+    if isinstance(value, str):
+        if value not in axes:
+            declared = ", ".join(axes) or "none"
+            raise ConfigError(f"{where}: axis {value!r} is not declared in {axes_where} (declared: {declared}); "
+                              f"add {value} = {{ min = ..., opt = ..., max = ... }} there")
+        return value
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        named = f" or a named axis of {axes_where} ({', '.join(axes)})" if axes else ""
+        raise ConfigError(f"{where}: expected a dimension (an integer) >= 1{named}, got {value!r}")
+    return value
 
 
 # =========================================================================== typed values

@@ -2,8 +2,10 @@
 
 Why several: engines break at the edges (saturating int8 scales, fp16 overflow, sparse activations),
 which uniform noise alone rarely reaches. Never all-zero: a zero input can hide a broken engine and
-makes latency meaningless on hardware that skips work. Integer and bool inputs (token ids, masks) get
-integers within [low, high] in their own dtype.
+makes latency meaningless on hardware that skips work. Integer and bool inputs (token ids) get integers
+within [low, high] in their own dtype. Named axes (a sequence length) take the length ``dims`` gives, else
+the axis's opt. An input whose role is ``attention_mask`` gets what a tokenizer makes: per row 1s then 0s
+(padding at the end), at least one 1 per row, row lengths drawn in the distribution.
 """
 
 from __future__ import annotations
@@ -12,15 +14,18 @@ import math
 
 import numpy as np
 
-from engines.base import InputSpec
+from engines.base import Dims, InputSpec
 
 DISTRIBUTIONS: tuple[str, ...] = ("uniform", "normal", "extremes", "sparse")
 
 
-def synthetic_array(spec: InputSpec, batch: int, distribution: str, rng: np.random.Generator) -> np.ndarray:
-    shape = spec.batch_shape(batch)
+def synthetic_array(spec: InputSpec, batch: int, distribution: str, rng: np.random.Generator,
+                    dims: Dims | None = None) -> np.ndarray:
+    shape = spec.batch_shape(batch, dims)
     lo, hi = spec.low, spec.high
     dtype = np.dtype(spec.dtype)
+    if spec.role == "attention_mask":
+        return _attention_mask(spec, shape, distribution, rng)
     if dtype == np.bool_ or np.issubdtype(dtype, np.integer):
         return _discrete_array(spec, shape, distribution, rng)
     mid, half = (lo + hi) / 2, (hi - lo) / 2
@@ -93,14 +98,81 @@ def _discrete_array(spec: InputSpec, shape: tuple[int, ...], distribution: str,
     return arr.astype(dtype)
 
 
+def _attention_mask(spec: InputSpec, shape: tuple[int, ...], distribution: str,
+                    rng: np.random.Generator) -> np.ndarray:
+    """Per row: ``length`` 1s, then 0s to the end of the (last, named) axis; 1 <= length <= the axis length.
+    Lengths: uniform, a rounded normal around half, the two ends (1 or full), or mostly one token ("sparse").
+    Where the axis holds two or more positions and there are two or more rows, one row is full and one is
+    padded, so that a batch always mixes padding with none."""
+    length = shape[-1]
+    rows = int(np.prod(shape[:-1]))
+    if distribution == "uniform":
+        lengths = rng.integers(1, length, size=rows, endpoint=True)
+    elif distribution == "normal":
+        lengths = np.clip(np.rint(rng.normal(length / 2, length / 6, size=rows)), 1, length).astype(np.int64)
+    elif distribution == "extremes":
+        lengths = np.where(rng.random(rows) < 0.5, 1, length)
+    elif distribution == "sparse":
+        lengths = np.where(rng.random(rows) < 0.9, 1, rng.integers(1, length, size=rows, endpoint=True))
+    else:
+        raise ValueError(f"unknown distribution {distribution!r}; valid: {DISTRIBUTIONS}")
+    if rows >= 2 and length >= 2:
+        if np.all(lengths == length):
+            lengths[-1] = rng.integers(1, length)
+        if np.all(lengths < length):
+            lengths[0] = length
+    mask = (np.arange(length)[None, :] < lengths[:, None]).reshape(shape)
+    return mask.astype(spec.dtype)
+
+
+def _check_dims(inputs: tuple[InputSpec, ...], dims: Dims) -> None:
+    """Every length given names an axis of these inputs and lies within its range."""
+    ranges = {name: r for spec in inputs for name, r in spec.axes}
+    unknown = sorted(set(dims) - set(ranges))
+    if unknown:
+        raise ValueError(f"dims {dict(dims)}: {unknown} name no axis of the inputs (axes: {sorted(ranges) or 'none'})")
+    for name, value in dims.items():
+        r = ranges[name]
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not r.min <= value <= r.max:
+            raise ValueError(f"dims {name}={value!r}: outside axis {name!r}'s range {r.min}..{r.max}")
+
+
 def synthetic_feed(inputs: tuple[InputSpec, ...], batch: int, distribution: str = "uniform",
-                   seed: int = 0) -> dict[str, np.ndarray]:
+                   seed: int = 0, dims: Dims | None = None) -> dict[str, np.ndarray]:
+    """One array per input at ``batch`` rows; each named axis at ``dims[name]``, else at its opt."""
+    if dims:
+        _check_dims(inputs, dims)
     rng = np.random.default_rng(seed)
-    return {spec.name: synthetic_array(spec, batch, distribution, rng) for spec in inputs}
+    return {spec.name: synthetic_array(spec, batch, distribution, rng, dims) for spec in inputs}
 
 
-def tile_to_batch(feeds: dict[str, np.ndarray], batch: int) -> dict[str, np.ndarray]:
-    """Real rows repeated up to ``batch`` rows (latency on real data when a dataset exists)."""
+def tile_to_batch(feeds: dict[str, np.ndarray], batch: int, inputs: tuple[InputSpec, ...] = (),
+                  dims: Dims | None = None) -> dict[str, np.ndarray]:
+    """Real rows repeated up to ``batch`` rows (latency on real data when a dataset exists). With ``inputs``
+    and ``dims``, each named axis is also cut or padded to its length in ``dims``: padding is 0 (a mask's
+    padding; in-range for an id input whose low is 0, else the input's low), cutting keeps each row's start,
+    so a mask keeps its leading 1s."""
     n = len(next(iter(feeds.values())))
     idx = np.arange(batch) % n
-    return {k: np.ascontiguousarray(v[idx]) for k, v in feeds.items()}
+    out = {k: np.ascontiguousarray(v[idx]) for k, v in feeds.items()}
+    if dims:
+        _check_dims(inputs, dims)
+        for spec in inputs:
+            out[spec.name] = _fit_axes(out[spec.name], spec, dims)
+    return out
+
+
+def _fit_axes(array: np.ndarray, spec: InputSpec, dims: Dims) -> np.ndarray:
+    pad = 0 if spec.role == "attention_mask" or spec.low <= 0 <= spec.high else spec.low
+    for j, axis in enumerate(spec.shape, start=1):
+        if not isinstance(axis, str) or axis not in dims:
+            continue
+        want = int(dims[axis])
+        have = array.shape[j]
+        if have > want:
+            array = np.take(array, np.arange(want), axis=j)
+        elif have < want:
+            widths = [(0, 0)] * array.ndim
+            widths[j] = (0, want - have)
+            array = np.pad(array, widths, constant_values=pad)
+    return np.ascontiguousarray(array)

@@ -197,7 +197,7 @@ def _check_model(model: ModelConfig, cache: ArtifactCache, device: str,
     batch = model.profile.min_batch
     run_on = _usable_device(device)
     parts = {"version": PREFLIGHT_VERSION, "model": model.name, "model_digest": digest,
-             "inputs": [vars(i) for i in model.inputs], "outputs": list(model.outputs), "batch": batch,
+             "inputs": [i.as_key() for i in model.inputs], "outputs": list(model.outputs), "batch": batch,
              "device": run_on, "torch": torch.__version__}
 
     def build(directory: Path) -> None:
@@ -254,8 +254,10 @@ def _named_outputs(out: Any, model: ModelConfig, fail: Callable[..., PreflightEr
 
 def _check_datasets(model: ModelConfig, datasets: Callable[[str], Any],
                     fail: Callable[..., PreflightError]) -> None:
-    """Each dataset the model names: callable, with exactly the declared inputs, and labels row for row."""
+    """Each dataset the model names: callable, with exactly the declared inputs, and labels row for row. A named
+    axis (``"seq"``) may have any length within its range, the same in every feed that has it."""
     expected = {spec.name: tuple(spec.shape) for spec in model.inputs}
+    specs = {spec.name: spec for spec in model.inputs}
     for attr in _DATASET_KEYS:
         ref = getattr(model, attr)
         if ref is None:
@@ -274,12 +276,24 @@ def _check_datasets(model: ModelConfig, datasets: Callable[[str], Any],
         if sorted(feeds) != sorted(expected):
             raise fail(key, f"its feeds are named {sorted(feeds)}; inputs declare {sorted(expected)}")
         rows: dict[str, int] = {}
+        lengths: dict[str, tuple[int, str]] = {}  # named axis -> (its length in this dataset, the feed that set it)
         for name, want in expected.items():
             shape = tuple(np.shape(feeds[name]))
             if not shape:
                 raise fail(key, f"feed {name!r} is a scalar; it needs a batch axis of rows")
-            if shape[1:] != want:
+            if len(shape[1:]) != len(want) or any(isinstance(w, int) and g != w
+                                                  for g, w in zip(shape[1:], want, strict=True)):
                 raise fail(key, f"feed {name!r} has rows of shape {list(shape[1:])}; inputs declare {list(want)}")
+            for got, axis in zip(shape[1:], want, strict=True):
+                if not isinstance(axis, str):
+                    continue
+                r = specs[name].axis(axis)
+                if not r.min <= got <= r.max:
+                    raise fail(key, f"feed {name!r} has {axis} = {got}, outside axis {axis!r}'s range "
+                                    f"{r.min}..{r.max}")
+                first = lengths.setdefault(axis, (got, name))
+                if first[0] != got:
+                    raise fail(key, f"feeds {first[1]!r} and {name!r} disagree on axis {axis!r}: {first[0]} and {got}")
             rows[name] = shape[0]
         if len(set(rows.values())) != 1:
             raise fail(key, f"its feeds have different numbers of rows: {rows}")

@@ -1,4 +1,5 @@
-"""AOTInductor engine: ``torch.export`` with a dynamic batch axis, compiled into a ``.pt2`` package.
+"""AOTInductor engine: ``torch.export`` with a dynamic batch axis (and a ``Dim`` per named axis, such as a
+sequence length), compiled into a ``.pt2`` package.
 
 Why AOTInductor rather than ``torch.compile``: the package is an artifact like a TensorRT plan,
 built once, stored in the engine cache under a key that includes the torch version, the device and
@@ -35,7 +36,7 @@ from engines.base import (
     LoadedEngine,
     ModelArtifacts,
 )
-from engines.onnx.export import batch_dynamic_shapes, sample_inputs, with_configured_outputs
+from engines.onnx.export import export_dims, input_dynamic_shapes, sample_inputs, with_configured_outputs
 from engines.pytorch.backend import _DTYPES, TorchRunner
 
 if TYPE_CHECKING:
@@ -232,7 +233,7 @@ class InductorBackend:
 
     def load(self, request: EngineRequest, artifacts: ModelArtifacts, cache: ArtifactCache) -> LoadedEngine:
         parts = {"model_digest": artifacts.model_digest(), "precision": request.precision,
-                 "profile": request.profile.as_dict(), "inputs": [vars(i) for i in request.inputs],
+                 "profile": request.profile.as_dict(), "inputs": [i.as_key() for i in request.inputs],
                  "outputs": list(request.outputs), "torch": torch.__version__,
                  "device": _device_identity(request.device), "options": dict(request.options),
                  "compiler": _compiler_identity(cxx := _compiler(request))}
@@ -261,21 +262,22 @@ class InductorBackend:
     def _compile(self, request: EngineRequest, artifacts: ModelArtifacts, package: Path, cxx: str) -> None:
         """Export and compile with the ONNX export's conventions: sample inputs in their configured dtype
         (only floating ones cast to the precision: token ids stay integers), outputs in the configured
-        order (by key for dict and named-tuple outputs), axis 0 dynamic."""
+        order (by key for dict and named-tuple outputs), axis 0 dynamic over the profile's batch range and
+        each named axis over its range (engines.onnx.export.export_dims, shared with the ONNX export)."""
         dtype = _DTYPES[request.precision]
         module = copy.deepcopy(artifacts.torch_module()).to(device=request.device, dtype=dtype).eval()
         batch = max(2, min(request.profile.opt_batch, 8))
         args = tuple(t.to(request.device, dtype) if t.is_floating_point() else t.to(request.device)
                      for t in sample_inputs(request.inputs, batch))
-        dim = torch.export.Dim("batch", min=max(1, request.profile.min_batch), max=request.profile.max_batch)
-        names = [i.name for i in request.inputs]
+        dims = export_dims(request.inputs, max(1, request.profile.min_batch), request.profile.max_batch)
         module = with_configured_outputs(module, args, request.outputs, request.cell_id)
         log.info("inductor: exporting and compiling %s with %s (this takes a while)", request.cell_id, cxx)
         try:
             with warnings.catch_warnings(), torch.inference_mode(), \
                     torch._inductor.config.patch({"cpp.cxx": (None, cxx), **_NO_PRECOMPILED_HEADERS}):
                 warnings.simplefilter("ignore")
-                exported = torch.export.export(module, args, dynamic_shapes=batch_dynamic_shapes(module, names, dim))
+                shapes = input_dynamic_shapes(module, request.inputs, dims)
+                exported = torch.export.export(module, args, dynamic_shapes=shapes)
                 torch._inductor.aoti_compile_and_package(exported, package_path=str(package))
         except Exception as exc:
             raise EngineBuildError(f"{request.cell_id}: torch.export/AOTInductor failed: "

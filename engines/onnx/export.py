@@ -1,5 +1,5 @@
-"""PyTorch -> ONNX with a dynamic batch axis and the configured outputs in order, then onnx.checker and
-shape inference.
+"""PyTorch -> ONNX with a dynamic batch axis (and every named axis of the inputs, such as a sequence length)
+and the configured outputs in order, then onnx.checker and shape inference.
 
 Why here and once: ONNX Runtime and TensorRT both consume this file, so both judge the same graph.
 """
@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import re
 import warnings
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ import numpy as np
 import onnx
 import torch
 
-from engines.base import EngineBuildError, EngineFacts, InputSpec
+from engines.base import BATCH_AXIS, EngineBuildError, EngineFacts, InputSpec
 from engines.feeds import pick_outputs, returned_output_names
 
 log = logging.getLogger(__name__)
@@ -95,19 +96,36 @@ def with_configured_outputs(module: torch.nn.Module, args: tuple[torch.Tensor, .
     return ConfiguredOutputs(module, tuple(outputs), where)
 
 
-def batch_dynamic_shapes(module: torch.nn.Module, input_names: list[str], dim: Any) -> dict[str, Any]:
-    """torch.export's ``dynamic_shapes`` with axis 0 of every input dynamic (``dim``). They are keyed by
-    forward()'s parameter names, which may differ from the configured input names."""
+def export_dims(inputs: tuple[InputSpec, ...], min_batch: int, max_batch: int) -> dict[str, Any]:
+    """One ``torch.export.Dim`` per axis: ``batch`` over [min_batch, max_batch], each named axis over its
+    configured range. One object per name, so that inputs sharing an axis (token ids and their mask) are
+    exported as equal in length."""
+    dims: dict[str, Any] = {BATCH_AXIS: torch.export.Dim(BATCH_AXIS, min=min_batch, max=max_batch)}
+    for spec in inputs:
+        for name, r in spec.axes:
+            dims.setdefault(name, torch.export.Dim(name, min=r.min, max=r.max))
+    return dims
+
+
+def input_dynamic_shapes(module: torch.nn.Module, inputs: tuple[InputSpec, ...],
+                         dims: Mapping[str, Any]) -> dict[str, Any]:
+    """torch.export's ``dynamic_shapes``: axis 0 of every input is ``dims["batch"]``, a named axis of an input's
+    shape is ``dims[name]``. They are keyed by forward()'s parameter names, which may differ from the
+    configured input names."""
+    per_input = tuple({0: dims[BATCH_AXIS], **{j: dims[d] for j, d in enumerate(spec.shape, start=1)
+                                                if isinstance(d, str)}} for spec in inputs)
+    names = [spec.name for spec in inputs]
     if isinstance(module, ConfiguredOutputs):
-        _forward_arg_names(module.module, input_names)  # the wrapped model must take the configured inputs
-        return {"args": tuple({0: dim} for _ in input_names)}
-    return {n: {0: dim} for n in _forward_arg_names(module, input_names)}
+        _forward_arg_names(module.module, names)  # the wrapped model must take the configured inputs
+        return {"args": per_input}
+    return dict(zip(_forward_arg_names(module, names), per_input, strict=True))
 
 
 def export_onnx(module: torch.nn.Module, model_name: str, inputs: tuple[InputSpec, ...],
                 outputs: tuple[str, ...], path: Path, options: dict[str, Any]) -> None:
-    """Export with the batch axis dynamic and the graph's outputs in the configured order, bound by name
-    for dict and named-tuple outputs; raise EngineBuildError naming the model on any failure."""
+    """Export with the batch axis and every named axis dynamic and the graph's outputs in the configured
+    order, bound by name for dict and named-tuple outputs; raise EngineBuildError naming the model on any
+    failure."""
     args = sample_inputs(inputs, options["sample_batch"])
     names = [i.name for i in inputs]
     module = with_configured_outputs(module.eval(), args, outputs, f"model {model_name!r}")
@@ -116,25 +134,73 @@ def export_onnx(module: torch.nn.Module, model_name: str, inputs: tuple[InputSpe
         with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")
             if options["exporter"] == "dynamo":
-                batch = torch.export.Dim("batch", min=1, max=4096)
+                dims = export_dims(inputs, 1, 4096)
+                placeholders = [f"{_PLACEHOLDER}{i}" for i in range(len(outputs))]
                 torch.onnx.export(
-                    module.eval(), args, str(path), input_names=names, output_names=list(outputs),
-                    dynamic_shapes=batch_dynamic_shapes(module, names, batch),
+                    module.eval(), args, str(path), input_names=names, output_names=placeholders,
+                    dynamic_shapes=input_dynamic_shapes(module, inputs, dims),
                     opset_version=options["opset"], dynamo=True, external_data=False,
                     verbose=False, optimize=True,
                 )
+                _name_outputs(path, placeholders, outputs)
             else:
                 torch.onnx.export(
                     module.eval(), args, str(path), input_names=names, output_names=list(outputs),
-                    dynamic_axes={n: {0: "batch"} for n in [*names, *outputs]},
+                    dynamic_axes={**{n: {0: BATCH_AXIS} for n in outputs},
+                                  **{i.name: {0: BATCH_AXIS, **{j: d for j, d in enumerate(i.shape, start=1)
+                                                               if isinstance(d, str)}} for i in inputs}},
                     opset_version=options["opset"], dynamo=False,
                 )
     except Exception as exc:  # the exporter raises many types; the message is what the user needs
         message = _ANSI.sub("", str(exc))
         raise EngineBuildError(f"ONNX export of model {model_name!r} failed ({options}): "
                                f"{type(exc).__name__}: {message}") from exc
-    check_onnx(path, model_name)
+    check_onnx(path, model_name, inputs)
     _check_output_names(path, model_name, outputs)
+
+
+# The dynamo exporter names values after the FX nodes that make them ("embedding" for aten.embedding, "linear",
+# "add"...) and, asked for an output of such a name, gives two values that name (an invalid, non-SSA graph).
+# So it exports with placeholder names, and the configured names are put in afterwards.
+_PLACEHOLDER = "__suite_output_"
+
+
+def _name_outputs(path: Path, placeholders: list[str], outputs: tuple[str, ...]) -> None:
+    """Rename the graph outputs from ``placeholders`` to ``outputs``; an inner value that already carries one of
+    those names is renamed first (``NAME__inner``, numbered if taken), in every (sub)graph."""
+    model = onnx.load(str(path))
+    graphs = list(_graphs(model.graph))
+    taken = {name for g in graphs for node in g.node for name in (*node.input, *node.output)}
+    taken |= {v.name for g in graphs for v in (*g.input, *g.output, *g.value_info, *g.initializer)}
+    rename: dict[str, str] = {}
+    for want in outputs:
+        if want in taken:
+            new, n = f"{want}__inner", 1
+            while new in taken:
+                new, n = f"{want}__inner{n}", n + 1
+            taken.add(new)
+            rename[want] = new
+    rename.update(zip(placeholders, outputs, strict=True))
+    for g in graphs:
+        for node in g.node:
+            node.input[:] = [rename.get(n, n) for n in node.input]
+            node.output[:] = [rename.get(n, n) for n in node.output]
+        for value in (*g.output, *g.value_info):
+            value.name = rename.get(value.name, value.name)
+        for init in g.initializer:
+            init.name = rename.get(init.name, init.name)
+    onnx.save(model, str(path))
+
+
+def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    """A graph and every subgraph of its nodes' attributes (If, Loop, Scan bodies)."""
+    yield graph
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from _graphs(attr.g)
+            for sub in attr.graphs:
+                yield from _graphs(sub)
 
 
 def _check_output_names(path: Path, model_name: str, outputs: tuple[str, ...]) -> None:
@@ -158,8 +224,9 @@ def _forward_arg_names(module: torch.nn.Module, fallback: list[str]) -> list[str
     return [p.name for p in params]
 
 
-def check_onnx(path: Path, model_name: str) -> None:
-    """onnx.checker (full) and strict shape inference; the batch axis must stay symbolic."""
+def check_onnx(path: Path, model_name: str, inputs: tuple[InputSpec, ...] = ()) -> None:
+    """onnx.checker (full) and strict shape inference; the batch axis, and each named axis of ``inputs`` whose
+    range is more than one length, must stay symbolic."""
     try:
         onnx.checker.check_model(str(path), full_check=True)
         model = onnx.shape_inference.infer_shapes(onnx.load(str(path)), check_type=True, strict_mode=True)
@@ -170,6 +237,17 @@ def check_onnx(path: Path, model_name: str) -> None:
         if dim0.HasField("dim_value"):
             raise EngineBuildError(f"ONNX model of {model_name!r}: input {value.name!r} has a fixed batch "
                                    f"axis of {dim0.dim_value}; the export must keep it dynamic")
+    specs = {spec.name: spec for spec in inputs}
+    for value in model.graph.input:
+        spec = specs.get(value.name)
+        if spec is None:
+            continue
+        for j, axis in enumerate(spec.shape, start=1):
+            dim = value.type.tensor_type.shape.dim[j]
+            if isinstance(axis, str) and spec.axis(axis).min < spec.axis(axis).max and dim.HasField("dim_value"):
+                raise EngineBuildError(f"ONNX model of {model_name!r}: input {value.name!r} has a fixed axis {j} "
+                                       f"({axis!r}) of {dim.dim_value}; the export must keep it dynamic over "
+                                       f"{spec.axis(axis).min}..{spec.axis(axis).max}")
 
 
 _WEIGHT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16,

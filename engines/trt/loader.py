@@ -2,8 +2,9 @@
 
 Build: ``trt.OnnxParser.parse_from_file`` on the ONNX file the build plan names (settings.plan_build),
 a STRONGLY_TYPED network on TensorRT >= 10.12 / 11.x or precision flags before, one optimization profile
-(min/opt/max batch) for every input, optional workspace limit and builder optimization level, a persisted
-timing cache per (TensorRT version, compute capability, GPU name), and TensorRT's log and build progress
+(min/opt/max of the batch and of every named axis, such as a sequence length) for every input, optional
+workspace limit and builder optimization level, a persisted timing cache per (TensorRT version, compute
+capability, GPU name), and TensorRT's log and build progress
 forwarded to ``logging`` (logger "tensorrt" and this module's).
 
 The serialized engine lives in the content-addressed engine cache (kind "tensorrt-engine"), keyed by
@@ -298,6 +299,10 @@ def _check_network_io(request: EngineRequest, network: trt.INetworkDefinition, o
         if shape[0] >= 0 and not p.min_batch == p.max_batch == shape[0]:
             raise EngineBuildError(f"{request.cell_id}: input {spec.name!r} of {onnx_path} has a static batch "
                                    f"{shape[0]}; the profile {p.as_dict()} needs a dynamic batch axis")
+        for j, axis in enumerate(spec.shape, start=1):
+            if isinstance(axis, str) and shape[j] >= 0 and not spec.axis(axis).min == spec.axis(axis).max == shape[j]:
+                raise EngineBuildError(f"{request.cell_id}: input {spec.name!r} of {onnx_path} has a static axis {j} "
+                                       f"({axis!r}) of {shape[j]}; the profile {p.as_dict()} needs it dynamic")
 
 
 def build_serialized_engine(request: EngineRequest, plan: BuildPlan, onnx_path: Path,
@@ -360,9 +365,9 @@ def build_serialized_engine(request: EngineRequest, plan: BuildPlan, onnx_path: 
 
     profile = builder.create_optimization_profile()
     p = request.profile
-    for spec in request.inputs:
-        profile.set_shape(spec.name, trt.Dims(list(spec.batch_shape(p.min_batch))),
-                          trt.Dims(list(spec.batch_shape(p.opt_batch))), trt.Dims(list(spec.batch_shape(p.max_batch))))
+    for spec in request.inputs:  # min/opt/max of every axis: the batch and each named one (a sequence length)
+        low, opt, high = p.shapes(spec)
+        profile.set_shape(spec.name, trt.Dims(list(low)), trt.Dims(list(opt)), trt.Dims(list(high)))
     if config.add_optimization_profile(profile) < 0:
         raise EngineBuildError(f"{label}: TensorRT rejected the optimization profile {p.as_dict()}")
 

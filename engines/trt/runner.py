@@ -50,6 +50,16 @@ def numpy_dtype(engine: trt.ICudaEngine, name: str) -> np.dtype[Any]:
     return dtype
 
 
+def _profile_range(engine: trt.ICudaEngine, name: str,
+                   is_input: bool) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
+    """(min, max) shape of an input in optimization profile 0: the range every axis (batch, sequence length)
+    was built for; (None, None) for an output."""
+    if not is_input:
+        return None, None
+    low, _opt, high = engine.get_tensor_profile_shape(name, 0)
+    return dims_tuple(low), dims_tuple(high)
+
+
 class TensorRTRunner(Releasable):
     """Runs one deserialized ``trt.ICudaEngine`` (optimization profile 0) on its own CUDA stream."""
 
@@ -86,7 +96,8 @@ class TensorRTRunner(Releasable):
         self.input_names: tuple[str, ...] = tuple(inputs)
         self.output_names: tuple[str, ...] = tuple(output_names) if output_names else tuple(outputs)
         self._engine_outputs = tuple(outputs)  # every output needs an address, returned or not
-        self._specs = {n: TensorSpec(n, dims_tuple(engine.get_tensor_shape(n)), numpy_dtype(engine, n)) for n in names}
+        self._specs = {n: TensorSpec(n, dims_tuple(engine.get_tensor_shape(n)), numpy_dtype(engine, n),
+                                     *_profile_range(engine, n, n in inputs)) for n in names}
         self.stream = Stream()
         self._buffers: dict[str, DeviceBuffer] = {}
         self._staged: dict[str, tuple[int, ...]] | None = None

@@ -22,7 +22,7 @@ import logging
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -168,7 +168,7 @@ def engine_cache_parts(
         "precision": request.precision,
         "plan": plan.as_dict(),
         "profile": request.profile.as_dict(),
-        "inputs": [asdict(spec) for spec in request.inputs],
+        "inputs": [spec.as_key() for spec in request.inputs],  # as every other key: unchanged for batch-only inputs
         "outputs": list(request.outputs),
         "options": dict(request.options),
         "profiling_verbosity": PROFILING_VERBOSITY,
@@ -295,16 +295,20 @@ def layer_summary(engine_information_json: str) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class TensorSpec:
-    """An engine I/O tensor as the runner sees it: name, engine shape (-1 = dynamic), numpy dtype."""
+    """An engine I/O tensor as the runner sees it: name, engine shape (-1 = dynamic), numpy dtype, and for an
+    input the smallest and largest shapes of its optimization profile (None where unknown)."""
 
     name: str
     shape: tuple[int, ...]
     dtype: np.dtype[Any]
+    profile_min: tuple[int, ...] | None = None
+    profile_max: tuple[int, ...] | None = None
 
 
 def check_feed_shapes(feed: Feed, inputs: Sequence[TensorSpec], min_batch: int, max_batch: int) -> None:
     """Raise ValueError listing expected vs got unless every input has the engine's rank, static dims and
-    dtype, and a batch (axis 0) inside the engine's optimization profile [min_batch, max_batch].
+    dtype, a batch (axis 0) inside the engine's optimization profile [min_batch, max_batch], and every other
+    dynamic axis (a sequence length) inside the spec's profile range where the spec has one.
 
     Names and batch agreement are checked first, by the check every runner shares (engines.feeds).
     """
@@ -326,5 +330,10 @@ def check_feed_shapes(feed: Feed, inputs: Sequence[TensorSpec], min_batch: int, 
         if got_shape and not min_batch <= got_shape[0] <= max_batch:
             problems.append(f"{spec.name}: batch {got_shape[0]} is outside the engine's optimization profile "
                             f"[{min_batch}, {max_batch}]")
+        if spec.profile_min is not None and spec.profile_max is not None:
+            for i, (g, lo, hi) in enumerate(zip(got_shape, spec.profile_min, spec.profile_max, strict=False)):
+                if i > 0 and spec.shape[i] < 0 and not lo <= g <= hi:
+                    problems.append(f"{spec.name}: axis {i} is {g}, outside the engine's optimization profile "
+                                    f"[{lo}, {hi}]")
     if problems:
         raise ValueError("feed does not match the TensorRT engine:\n  " + "\n  ".join(problems))
