@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from .embedding import retrieval_agreement, row_cosines
+
 __all__ = [
     "ParityReport",
     "RankStat",
@@ -43,6 +45,13 @@ class Tolerance:
 
     ``min_top1_agreement_pct`` is only applied to 2-D ``(batch, classes)``
     outputs with at least two columns, where "top-1" is meaningful.
+    ``min_row_cosine`` bounds the worst row's cosine (outputs of 2 or more
+    dimensions; a global cosine dilutes one bad row among many good ones).
+    ``min_retrieval_agreement_pct`` marks a 2-D output as an embedding
+    ``(rows, dims)``: the rows' k nearest neighbours (metrics.embedding) must
+    agree this much with the reference's; an embedding's largest coordinate
+    is no decision, so top-1/top-k agreement and the rank table are not
+    computed for it.
     """
 
     rtol: float = 1e-3
@@ -51,6 +60,8 @@ class Tolerance:
     max_abs_error: float | None = None
     min_cosine: float | None = None
     min_top1_agreement_pct: float | None = None
+    min_row_cosine: float | None = None
+    min_retrieval_agreement_pct: float | None = None
 
     def __post_init__(self) -> None:
         # Written as `not (lo <= x)` so that NaN thresholds are rejected too.
@@ -66,10 +77,20 @@ class Tolerance:
             raise ValueError(f"min_cosine must be in [-1, 1], got {self.min_cosine!r}")
         if self.min_top1_agreement_pct is not None and not (0.0 <= self.min_top1_agreement_pct <= 100.0):
             raise ValueError(f"min_top1_agreement_pct must be in [0, 100], got {self.min_top1_agreement_pct!r}")
+        if self.min_row_cosine is not None and not (-1.0 <= self.min_row_cosine <= 1.0):
+            raise ValueError(f"min_row_cosine must be in [-1, 1], got {self.min_row_cosine!r}")
+        if self.min_retrieval_agreement_pct is not None and not (0.0 <= self.min_retrieval_agreement_pct <= 100.0):
+            raise ValueError(f"min_retrieval_agreement_pct must be in [0, 100], "
+                             f"got {self.min_retrieval_agreement_pct!r}")
 
     def as_dict(self) -> dict[str, object]:
-        """Plain dict for JSON reports."""
-        return dict(asdict(self))
+        """Plain dict for JSON reports; the embedding thresholds only where set, so that the tolerance of every
+        other output reads as it always did."""
+        out = dict(asdict(self))
+        for key in ("min_row_cosine", "min_retrieval_agreement_pct"):
+            if out[key] is None:
+                del out[key]
+        return out
 
 
 @dataclass(frozen=True)
@@ -105,6 +126,13 @@ class ParityReport:
     both); any NaN/Inf is itself listed in ``failures``, so a report with
     non-finite values can never pass. A statistic with nothing to be
     computed over is NaN (``None`` in ``as_dict``).
+
+    ``worst_row_cosine``: the smallest per-row cosine (outputs of 2 or more
+    dimensions, over rows finite in both; None for 1-D outputs).
+    ``retrieval_agreement_pct`` / ``retrieval_k``: for embeddings (see
+    Tolerance) of at least metrics.embedding.RETRIEVAL_MIN_ROWS rows, the
+    share of each row's ``retrieval_k`` nearest neighbours the engine finds
+    among the reference's; None otherwise.
     """
 
     name: str
@@ -122,6 +150,9 @@ class ParityReport:
     ranks: tuple[RankStat, ...]
     tolerance: Tolerance
     failures: tuple[str, ...]
+    worst_row_cosine: float | None = None
+    retrieval_agreement_pct: float | None = None
+    retrieval_k: int | None = None
 
     @property
     def passed(self) -> bool:
@@ -144,6 +175,10 @@ class ParityReport:
         cosine = f"cosine {_fmt_cos(self.cosine)}"
         if tol.min_cosine is not None:
             cosine += f" (>= {_fmt_cos(tol.min_cosine)} required)"
+        if self.worst_row_cosine is not None:
+            cosine += f"; worst row cosine {_fmt_cos(self.worst_row_cosine)}"
+            if tol.min_row_cosine is not None:
+                cosine += f" (>= {_fmt_cos(tol.min_row_cosine)} required)"
         lines.append(
             f"  {isclose}; MAE {_fmt_sci(self.mae)}; {max_abs}; "
             f"max rel {_fmt_sci(self.max_rel_error)} (where |ref| > atol); {cosine}"
@@ -154,6 +189,12 @@ class ParityReport:
         )
 
         agreement: list[str] = []
+        if self.retrieval_k is not None:
+            retrieval = (f"retrieval agreement {_fmt_pct(self.retrieval_agreement_pct)} "
+                         f"({self.retrieval_k} nearest rows)")
+            if tol.min_retrieval_agreement_pct is not None:
+                retrieval += f" (>= {_fmt_pct(tol.min_retrieval_agreement_pct)} required)"
+            agreement.append(retrieval)
         if self.top1_agreement_pct is not None:
             top1 = f"top-1 agreement {_fmt_pct(self.top1_agreement_pct)}"
             if tol.min_top1_agreement_pct is not None:
@@ -190,6 +231,10 @@ class ParityReport:
             "tolerance": self.tolerance.as_dict(),
             "failures": list(self.failures),
             "passed": self.passed,
+            "worst_row_cosine": None if self.worst_row_cosine is None else _json_float(self.worst_row_cosine),
+            "retrieval_agreement_pct": (None if self.retrieval_agreement_pct is None
+                                        else _json_float(self.retrieval_agreement_pct)),
+            "retrieval_k": self.retrieval_k,
         }
 
 
@@ -218,7 +263,20 @@ def compare_arrays(name: str, ref: npt.ArrayLike, test: npt.ArrayLike, tol: Tole
     top1: float | None = None
     topk: dict[int, float] = {}
     ranks: tuple[RankStat, ...] = ()
-    if r.ndim == 2:
+    worst_row: float | None = None
+    retrieval: float | None = None
+    retrieval_k: int | None = None
+    if r.ndim >= 2:
+        rows_ok = both.reshape(r.shape[0], -1).all(axis=1)
+        cosines = row_cosines(r[rows_ok], t[rows_ok]) if rows_ok.any() else np.array([math.nan])
+        worst_row = float(np.min(cosines))
+    embedding = r.ndim == 2 and tol.min_retrieval_agreement_pct is not None
+    if embedding:
+        rows_ok = both.all(axis=1)
+        retrieval, retrieval_k = retrieval_agreement(r[rows_ok], t[rows_ok])
+        if retrieval_k == 0:  # too few finite rows for neighbours to mean anything: not judged
+            retrieval, retrieval_k = None, None
+    elif r.ndim == 2:
         n_cols = r.shape[1]
         rows_ok = both.all(axis=1)
         rr, tt = r[rows_ok], t[rows_ok]
@@ -249,6 +307,12 @@ def compare_arrays(name: str, ref: npt.ArrayLike, test: npt.ArrayLike, tol: Tole
     if tol.min_top1_agreement_pct is not None and top1 is not None and not (top1 >= tol.min_top1_agreement_pct):
         m, th = _fmt_pct_pair(top1, tol.min_top1_agreement_pct)
         failures.append(f"top-1 agreement {m} < {th} required")
+    if tol.min_row_cosine is not None and worst_row is not None and not (worst_row >= tol.min_row_cosine):
+        failures.append(f"worst row cosine {_fmt_cos(worst_row)} < {_fmt_cos(tol.min_row_cosine)} required")
+    if (tol.min_retrieval_agreement_pct is not None and retrieval is not None
+            and not (retrieval >= tol.min_retrieval_agreement_pct)):
+        m, th = _fmt_pct_pair(retrieval, tol.min_retrieval_agreement_pct)
+        failures.append(f"retrieval agreement {m} < {th} required ({retrieval_k} nearest rows)")
 
     return ParityReport(
         name=name,
@@ -266,6 +330,9 @@ def compare_arrays(name: str, ref: npt.ArrayLike, test: npt.ArrayLike, tol: Tole
         ranks=ranks,
         tolerance=tol,
         failures=tuple(failures),
+        worst_row_cosine=worst_row,
+        retrieval_agreement_pct=retrieval,
+        retrieval_k=retrieval_k,
     )
 
 
