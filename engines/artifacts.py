@@ -2,7 +2,10 @@
 
 Why one object: ONNX Runtime and TensorRT consume the same exported, converted and quantized ONNX
 files, so the export/convert/quantize chain lives here once and every key chains from the model
-digest: change a weight and every downstream artifact gets a new address.
+digest: change a weight and every downstream artifact gets a new address. A second chain starts from
+ONNX Runtime's transformer fusions (``fusion="bert"``: a TorchScript export fused by
+onnxruntime.transformers, then converted or quantized like the plain one), for the ONNX Runtime cells
+that ask for it.
 """
 
 from __future__ import annotations
@@ -64,8 +67,8 @@ class ModelBuild:
         self.export_options = export_options(export_overrides)
         self._module: torch.nn.Module | None = None
         self._digest: str | None = None
-        self._paths: dict[str, Path] = {}
-        self._keys: dict[str, str] = {}
+        self._paths: dict[tuple[str, str | None], Path] = {}
+        self._keys: dict[tuple[str, str | None], str] = {}
 
     def torch_module(self) -> torch.nn.Module:
         if self._module is None:
@@ -79,26 +82,52 @@ class ModelBuild:
             self._digest = model_digest(self.torch_module())
         return self._digest
 
-    def onnx_path(self, precision: str) -> Path:
-        stage = _onnx_stage(precision)
+    def onnx_path(self, precision: str, fusion: str | None = None) -> Path:
+        stage = (_onnx_stage(precision), fusion)
         if stage not in self._paths:
-            parts, build, label = self._stage(stage)
+            parts, build, label = self._stage(*stage)
             entry = self.cache.get_or_build("onnx", parts, build, label=label)
             self._paths[stage] = entry / ONNX_FILE
             self._keys[stage] = entry.name
         return self._paths[stage]
 
-    def onnx_key(self, precision: str) -> str:
-        self.onnx_path(precision)
-        return self._keys[_onnx_stage(precision)]
+    def onnx_key(self, precision: str, fusion: str | None = None) -> str:
+        self.onnx_path(precision, fusion)
+        return self._keys[(_onnx_stage(precision), fusion)]
 
-    def _stage(self, stage: str) -> tuple[dict[str, Any], Callable[[Path], None], str]:
+    def _export_parts(self, options: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "model": self.name, "model_digest": self.model_digest(), "export": options,
+            "inputs": [i.as_key() for i in self.inputs], "outputs": list(self.outputs),
+            "torch": torch.__version__, "onnx": version_of("onnx"), "onnxscript": version_of("onnxscript"),
+        }
+
+    def _fused_stage(self, fusion: str) -> tuple[dict[str, Any], Callable[[Path], None], str]:
+        """The fp32 graph ONNX Runtime's transformer optimizer fused: exported with the exporter whose graphs
+        its patterns match (convert.FUSION_EXPORTER), then fused; the export itself is not kept."""
+        import tempfile
+
+        from engines.onnx.convert import FUSION_EXPORTER, fuse_transformer, fusion_parts, transformer_shape
+
+        chosen = {k: v for k, v in self.export_options.items() if k != "revision"}
+        options = export_options({**chosen, "exporter": FUSION_EXPORTER})
+        heads, hidden = transformer_shape(self.torch_module())
+        parts = {"source_export": self._export_parts(options), **fusion_parts(fusion, heads, hidden)}
+
+        def build(d: Path) -> None:
+            with tempfile.TemporaryDirectory() as tmp:
+                exported = Path(tmp) / ONNX_FILE
+                export_onnx(self.torch_module(), self.name, self.inputs, self.outputs, exported, options)
+                stats = fuse_transformer(exported, d / ONNX_FILE, fusion, heads, hidden, self.name)
+            log.info("%s: fused %s", self.name, stats)
+
+        return parts, build, f"export {self.name} ({FUSION_EXPORTER}) and fuse ({fusion})"
+
+    def _stage(self, stage: str, fusion: str | None = None) -> tuple[dict[str, Any], Callable[[Path], None], str]:
+        if stage == "fp32" and fusion is not None:
+            return self._fused_stage(fusion)
         if stage == "fp32":
-            parts = {
-                "model": self.name, "model_digest": self.model_digest(), "export": self.export_options,
-                "inputs": [vars(i) for i in self.inputs], "outputs": list(self.outputs),
-                "torch": torch.__version__, "onnx": version_of("onnx"), "onnxscript": version_of("onnxscript"),
-            }
+            parts = self._export_parts(self.export_options)
 
             def build(d: Path) -> None:
                 export_onnx(self.torch_module(), self.name, self.inputs, self.outputs, d / ONNX_FILE,
@@ -108,23 +137,24 @@ class ModelBuild:
         from engines.onnx.convert import convert_parts, convert_precision
         from engines.onnx.quantize import quantize_parts, quantize_qdq
 
-        source = self.onnx_path("fp32")
+        source = self.onnx_path("fp32", fusion)
+        fused = f" ({fusion}-fused)" if fusion else ""
         if stage in ("fp16", "bf16"):
-            parts = convert_parts(self.onnx_key("fp32"), stage)
+            parts = convert_parts(self.onnx_key("fp32", fusion), stage)
 
             def build(d: Path) -> None:
                 convert_precision(source, d / ONNX_FILE, stage, self.name)
 
-            return parts, build, f"convert {self.name} ONNX to {stage}"
+            return parts, build, f"convert {self.name} ONNX{fused} to {stage}"
         if self._calibration is None:
             raise ValueError(f"model {self.name!r} has no calibration_dataset; int8 needs one")
         data = self._calibration()
-        parts = quantize_parts(self.onnx_key("fp32"), data.digest(), len(data), self.int8_options)
+        parts = quantize_parts(self.onnx_key("fp32", fusion), data.digest(), len(data), self.int8_options)
 
         def build(d: Path) -> None:
             quantize_qdq(source, d / ONNX_FILE, data.feeds, self.int8_options, self.name)
 
-        return parts, build, f"calibrate {self.name} int8 ({self.int8_options.get('method')})"
+        return parts, build, f"calibrate {self.name}{fused} int8 ({self.int8_options.get('method')})"
 
 
 def _onnx_stage(precision: str) -> str:

@@ -101,3 +101,67 @@ def _bf16_tensor(values: np.ndarray, name: str) -> onnx.TensorProto:
     tensor = onnx.TensorProto(name=name, data_type=TensorProto.BFLOAT16, dims=list(values.shape))
     tensor.raw_data = rounded.tobytes()
     return tensor
+
+
+# ---- ONNX Runtime's transformer fusions (engine_options.onnxruntime.transformer_fusion) ----------------
+
+#: What fuses: onnxruntime.transformers.optimizer, the tool ONNX Runtime documents for BERT-class models.
+FUSION_OPTIMIZER = "onnxruntime.transformers.optimizer"
+#: The exporter whose graphs that optimizer's patterns match. Measured (torch 2.14, onnxruntime 1.32, MiniLM):
+#: the dynamo exporter's graph fuses LayerNorm and Gelu but never Attention, eager or SDPA attention alike;
+#: the TorchScript exporter's graph of eager attention with an additive mask fuses all of it.
+FUSION_EXPORTER = "torchscript"
+#: Fused operators that show the optimizer recognised attention; a "fused" graph without one is refused.
+ATTENTION_OPS = ("Attention", "MultiHeadAttention")
+
+
+def transformer_shape(module: Any) -> tuple[int, int]:
+    """(num_heads, hidden_size) from the first submodule carrying a Hugging Face config
+    (``num_attention_heads``, ``hidden_size``); (0, 0), which the optimizer reads as "detect", otherwise."""
+    for sub in module.modules():
+        config = getattr(sub, "config", None)
+        heads, hidden = getattr(config, "num_attention_heads", None), getattr(config, "hidden_size", None)
+        if isinstance(heads, int) and isinstance(hidden, int):
+            return heads, hidden
+    return 0, 0
+
+
+def fusion_parts(fusion: str, num_heads: int, hidden_size: int) -> dict[str, Any]:
+    """The fusion's part of a fused graph's cache key (the export it starts from is keyed beside it)."""
+    from engines.artifacts import version_of
+
+    return {"fusion": fusion, "optimizer": FUSION_OPTIMIZER, "num_heads": num_heads,
+            "hidden_size": hidden_size, "opt_level": 0, "use_gpu": False,
+            "onnxruntime": version_of("onnxruntime"), "revision": 1}
+
+
+def fuse_transformer(src: Path, dst: Path, fusion: str, num_heads: int, hidden_size: int,
+                     model_name: str) -> dict[str, int]:
+    """Fuse ``src`` with ONNX Runtime's transformer optimizer (``model_type=fusion``) into ``dst``; returns the
+    fused-operator counts. ``opt_level=0``: the file holds the optimizer's fusions only, and the session applies
+    ONNX Runtime's own graph optimizations as it does for every cell. ``use_gpu=False``: one graph for the CPU
+    and CUDA execution providers (both run the fused contrib operators).
+
+    Raises EngineBuildError when nothing was fused into an attention operator: such a "fused" cell would
+    measure the unfused graph under another name.
+    """
+    from engines.onnxrt.backend import import_onnxruntime
+
+    import_onnxruntime()  # telemetry off before onnxruntime.transformers imports onnxruntime
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    try:
+        optimized = optimize_model(str(src), model_type=fusion, num_heads=num_heads, hidden_size=hidden_size,
+                                   opt_level=0, use_gpu=False)
+        stats = {k: int(v) for k, v in optimized.get_fused_operator_statistics().items() if v}
+    except Exception as exc:
+        raise EngineBuildError(f"transformer fusion ({fusion}) of {model_name!r} failed: "
+                               f"{type(exc).__name__}: {exc}") from exc
+    if not any(stats.get(op) for op in ATTENTION_OPS):
+        raise EngineBuildError(f"transformer fusion ({fusion}) of {model_name!r} fused no attention "
+                               f"({FUSION_OPTIMIZER}, num_heads={num_heads}, hidden_size={hidden_size}; fused: "
+                               f"{stats or 'nothing'}): "
+                               "its patterns match eager attention with an additive mask, exported by the TorchScript "
+                               "exporter (e.g. Hugging Face attn_implementation='eager')")
+    optimized.save_model_to_file(str(dst))
+    return stats

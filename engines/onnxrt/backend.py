@@ -1,4 +1,6 @@
-"""ONNX Runtime backend: runs the shared ONNX artifact (fp32 export, fp16 conversion or int8 QDQ)."""
+"""ONNX Runtime backend: runs the shared ONNX artifact (fp32 export, fp16 conversion or int8 QDQ), or, with
+``transformer_fusion``, the same chain started from ONNX Runtime's transformer fusions (Attention,
+SkipLayerNormalization, BiasGelu...: how BERT-class models are deployed on ONNX Runtime)."""
 
 from __future__ import annotations
 
@@ -172,6 +174,33 @@ _WHY_NOT = {("cpu", "tf32"): "TF32 is a CUDA math mode", ("cpu", "bf16"): "no bf
             ("tensorrt", "bf16"): "the TensorRT EP exposes no bf16 switch"}
 
 
+def transformer_fusion(request: EngineRequest) -> str | None:
+    """``engine_options.onnxruntime.transformer_fusion``: the optimizer's model type (``"bert"``), or None."""
+    fusion = request.options.get("transformer_fusion")
+    return None if fusion is None else str(fusion)
+
+
+def onnx_file(request: EngineRequest, artifacts: ModelArtifacts) -> Any:
+    """The ONNX file an onnxruntime cell runs: the precision's graph (the fp32 one for the TensorRT EP's fp16,
+    which it takes as a flag), from the fused chain when the cell asks for transformer fusion. The one rule, for
+    the session and for whatever inspects what the session runs."""
+    on_trt_fp16 = execution_provider(request) == "tensorrt" and request.precision == "fp16"
+    precision = "fp32" if on_trt_fp16 else request.precision
+    return artifacts.onnx_path(precision, transformer_fusion(request))
+
+
+def trt_profile_options(request: EngineRequest) -> dict[str, str]:
+    """The TensorRT EP's explicit optimization profile (min/opt/max shape of every input, batch and named axes),
+    so that it builds one engine for the configured ranges instead of one per new shape it meets."""
+    shapes = {spec.name: request.profile.shapes(spec) for spec in request.inputs}
+
+    def option(which: int) -> str:
+        return ",".join(f"{name}:{'x'.join(map(str, s[which]))}" for name, s in shapes.items())
+
+    return {"trt_profile_min_shapes": option(0), "trt_profile_opt_shapes": option(1),
+            "trt_profile_max_shapes": option(2)}
+
+
 def execution_provider(request: EngineRequest) -> str:
     """``engine_options.onnxruntime.execution_provider``: cpu | cuda | tensorrt (default: by device)."""
     ep = str(request.options.get("execution_provider", "cpu" if request.device == "cpu" else "cuda"))
@@ -201,7 +230,8 @@ class OnnxRuntimeBackend:
             return [cuda]
         trt_options: dict[str, Any] = {"device_id": _device_id(request.device),
                                        "trt_fp16_enable": request.precision == "fp16",
-                                       "trt_int8_enable": request.precision == "int8"}
+                                       "trt_int8_enable": request.precision == "int8",
+                                       **trt_profile_options(request)}
         if cache is not None:
             trt_options.update(trt_engine_cache_enable=True, trt_timing_cache_enable=True,
                                trt_engine_cache_path=str(self.trt_cache_dir(request, cache)))
@@ -214,7 +244,8 @@ class OnnxRuntimeBackend:
         from suite.cache import digest
 
         parts = {"ort": ort.__version__, "precision": request.precision, "device": request.device,
-                 "profile": request.profile.as_dict(), "model": request.model}
+                 "profile": request.profile.as_dict(), "model": request.model,
+                 "profile_shapes": trt_profile_options(request)}
         path = cache.root / "ort-tensorrt" / digest(parts)
         path.mkdir(parents=True, exist_ok=True)
         return path
@@ -229,6 +260,9 @@ class OnnxRuntimeBackend:
         if request.precision not in PRECISIONS_BY_EP[ep]:
             why = _WHY_NOT.get((ep, request.precision), "not supported")
             return f"onnxruntime {EXECUTION_PROVIDERS[ep]} has no {request.precision} path ({why})"
+        if ep == "tensorrt" and transformer_fusion(request):
+            return ("transformer_fusion makes ONNX Runtime contrib operators (Attention, SkipLayerNormalization) that "
+                    "the TensorrtExecutionProvider does not take: fused graphs run on the CPU and CUDA EPs")
         return None
 
     def skip_reason(self, request: EngineRequest) -> str | None:
@@ -252,8 +286,7 @@ class OnnxRuntimeBackend:
 
         ep = execution_provider(request)
         # The TensorRT EP takes precision as a flag on the fp32 graph (int8: the QDQ graph).
-        precision = "fp32" if ep == "tensorrt" and request.precision == "fp16" else request.precision
-        path = artifacts.onnx_path(precision)
+        path = onnx_file(request, artifacts)
         options = ort.SessionOptions()
         threads = request.options.get("intra_op_threads")
         if threads:
