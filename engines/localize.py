@@ -244,14 +244,11 @@ def onnxruntime_cell(artifacts: ModelArtifacts, precision: str, device: str, opt
                      feed: Mapping[str, np.ndarray]) -> tuple[Path, list[Any], Callable[[], ort.SessionOptions]]:
     """What an onnxruntime cell runs, as its backend sets it up: the ONNX file, the providers, and a factory of
     its SessionOptions (intra-op threads, quiet log, the default optimization level ORT_ENABLE_ALL)."""
-    from engines.onnxrt.backend import OnnxRuntimeBackend, execution_provider
+    from engines.onnxrt.backend import OnnxRuntimeBackend, onnx_file
 
     request = _request(artifacts, "onnxruntime", precision, device, options, feed)
     providers = OnnxRuntimeBackend().providers(request)
-    # as the backend does: the TensorRT EP takes fp16 as a flag on the fp32 graph
-    onnx_precision = "fp32" if execution_provider(request) == "tensorrt" and precision == "fp16" else precision
-
-    return Path(artifacts.onnx_path(onnx_precision)), providers, lambda: _session_options(options)
+    return Path(onnx_file(request, artifacts)), providers, lambda: _session_options(options)
 
 
 def _session_options(options: Mapping[str, Any]) -> ort.SessionOptions:
@@ -275,12 +272,10 @@ def cell_census(request: EngineRequest, artifacts: ModelArtifacts, runner: Runne
         import tempfile
 
         from engines.onnx.precision_census import optimized_census
-        from engines.onnxrt.backend import OnnxRuntimeBackend, execution_provider
+        from engines.onnxrt.backend import OnnxRuntimeBackend, onnx_file
 
-        onnx_precision = ("fp32" if execution_provider(request) == "tensorrt" and request.precision == "fp16"
-                          else request.precision)
         with tempfile.TemporaryDirectory(dir=workdir) as tmp:
-            return optimized_census(Path(artifacts.onnx_path(onnx_precision)),
+            return optimized_census(Path(onnx_file(request, artifacts)),
                                     lambda: _session_options(request.options),
                                     OnnxRuntimeBackend().providers(request), Path(tmp) / "optimized.onnx")
     if request.engine == "tensorrt":

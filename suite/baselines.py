@@ -24,7 +24,7 @@ from typing import Any
 
 from suite.results import incompleteness
 
-LatencyKey = tuple[str, str, str, int, str]
+LatencyKey = tuple[str, str, str, str, str]
 RecordKey = tuple[str, ...]
 
 
@@ -83,18 +83,21 @@ def parse_drift(text: str) -> DriftTolerances:
 
 
 def latency_key(info: Mapping[str, Any]) -> LatencyKey | None:
-    """(model, engine, precision, batch, path) of a latency record or a benchmark's extra_info."""
+    """(model, engine, precision, shape, path) of a latency record or a benchmark's extra_info. The shape is
+    the case's ``bs32`` or ``bs32-seq128`` (suite.config.LatencyShape.id); records saved before shapes existed
+    carry a batch size only, which is the same ``bs32``."""
     try:
         path = str(info.get("path", "all"))
         path = path[len("latency-"):] if path.startswith("latency-") else path
-        return (str(info["model"]), str(info["engine"]), str(info["precision"]), int(info["batch_size"]), path)
+        shape = str(info.get("shape") or f"bs{int(info['batch_size'])}")
+        return (str(info["model"]), str(info["engine"]), str(info["precision"]), shape, path)
     except (KeyError, TypeError, ValueError):
         return None
 
 
 def key_label(key: LatencyKey) -> str:
-    model, engine, precision, batch, path = key
-    return f"{model}-{engine}-{precision}-bs{batch}-{path}"
+    model, engine, precision, shape, path = key
+    return f"{model}-{engine}-{precision}-{shape}-{path}"
 
 
 @dataclass(frozen=True)

@@ -69,7 +69,7 @@ _INTERFERENCE_KEY = pytest.StashKey["float | None"]()
 _ENGINES = "torch|onnxruntime|inductor|tensorrt"
 _PRECISIONS = "fp32|tf32|fp16|bf16|int8"
 _CELL = rf"(?P<model>.+)-(?P<engine>{_ENGINES})-(?P<precision>{_PRECISIONS})"
-_LATENCY_ID = re.compile(rf"test_latency\[{_CELL}-bs(?P<batch>\d+)(?:-(?P<path>model|graph))?\]$")
+_LATENCY_ID = re.compile(rf"test_latency\[{_CELL}-(?P<shape>bs\d+(?:-[A-Za-z_]+\d+)*)(?:-(?P<path>model|graph))?\]$")
 _ACCURACY_ID = re.compile(rf"test_top1_top5\[{_CELL}\]$")
 _PARITY_ID = re.compile(rf"test_parity_on_dataset\[{_CELL}\]$")
 _GENERATED_ID = re.compile(rf"test_parity_on_generated_inputs\[{_CELL}-(?P<distribution>[a-z]+)\]$")
@@ -404,12 +404,12 @@ def _examples(keys: set[Any], label: Callable[[Any], str]) -> str:
     return ", ".join(shown) + (" ..." if len(keys) > 3 else "") if shown else "none"
 
 
-def latency_key_of_nodeid(nodeid: str) -> tuple[str, str, str, int, str] | None:
-    """The (model, engine, precision, batch, path) a test_latency id measures (ids: plugin.latency_case_id)."""
+def latency_key_of_nodeid(nodeid: str) -> tuple[str, str, str, str, str] | None:
+    """The (model, engine, precision, shape, path) a test_latency id measures (ids: plugin.latency_case_id)."""
     match = _LATENCY_ID.search(nodeid)
     if not match:
         return None
-    return (match["model"], match["engine"], match["precision"], int(match["batch"]), match["path"] or "all")
+    return (match["model"], match["engine"], match["precision"], match["shape"], match["path"] or "all")
 
 
 def record_keys_of_nodeid(nodeid: str, models: dict[str, Any]) -> list[tuple[str, ...]]:
@@ -658,11 +658,11 @@ class GateCheck:
                     f"precision census {model}-{engine}-{precision}", verdict.NOT_JUDGED, "precision-not-run",
                     said[1]))
 
-    def smoke(self, cell: Any, batch: int, path: str) -> None:
+    def smoke(self, cell: Any, shape: str, path: str) -> None:
         """A latency case run once with --benchmark-disable: nothing timed, so a latency gate cannot judge it."""
         gate = gate_of(self._request.config)
         if gate is not None and gate.latency_baseline is not None:
-            label = key_label((cell.model, cell.engine, cell.precision, batch, path))
+            label = key_label((cell.model, cell.engine, cell.precision, shape, path))
             verdict.report_component(self._request.node, verdict.Component(
                 f"latency gate {label}", verdict.NOT_JUDGED, "benchmark-disabled",
                 "--benchmark-disable ran the case once, untimed"))

@@ -28,6 +28,7 @@ from suite import fleet, verdict
 from suite.cache import ArtifactCache, CacheEvent, CacheUnusable
 from suite.config import (
     ConfigError,
+    LatencyShape,
     ModelConfig,
     SuiteConfig,
     check_rounds_option,
@@ -288,18 +289,21 @@ def ledger_of(config: pytest.Config) -> verdict.Ledger:
     return config.stash[LEDGER_KEY]
 
 
-def _latency_batches(config: pytest.Config, model: ModelConfig) -> tuple[int, ...]:
-    """--latency-batch-sizes (checked at start-up: each fits some selected model) within this model's profile."""
+def _latency_shapes(config: pytest.Config, model: ModelConfig) -> tuple[LatencyShape, ...]:
+    """The model's latency shapes; --latency-batch-sizes (checked at start-up: each fits some selected model)
+    keeps those with these batch sizes, or for a batch-only model times each size within its profile."""
     chosen = config.getoption("--latency-batch-sizes")
     if chosen is None:
-        return model.latency_batch_sizes
-    sizes = tuple(int(b) for b in chosen.split(",") if b.strip())
-    return tuple(b for b in sizes if min(model.batch_sizes) <= b <= max(model.batch_sizes))
+        return model.latency_shapes
+    sizes = [int(b) for b in chosen.split(",") if b.strip()]
+    if any(s.dims for s in model.latency_shapes):
+        return tuple(s for s in model.latency_shapes if s.batch in sizes)
+    return tuple(LatencyShape(b) for b in sizes if min(model.batch_sizes) <= b <= max(model.batch_sizes))
 
 
-def latency_case_id(cell: Cell, batch: int, path: str) -> str:
-    """Stable names for baselines: CPU runs keep the historical "...-bsN" form for the 'all' path."""
-    return f"{cell.id}-bs{batch}" if path == "all" else f"{cell.id}-bs{batch}-{path}"
+def latency_case_id(cell: Cell, shape: LatencyShape, path: str) -> str:
+    """Stable names for baselines: "...-bs32" (with named axes "...-bs32-seq128"), and the path off 'all'."""
+    return f"{cell.id}-{shape.id}" if path == "all" else f"{cell.id}-{shape.id}-{path}"
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -324,8 +328,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             paths = ["all"] if session.device == "cpu" else list(PATHS)
         # Graph replay first: a cell's eager case is classified against its replay (suite/bound.py).
         paths = sorted(paths, key=lambda p: ("graph", "model", "all").index(p))
-        cases = [(c, b, p) for c in session.cells()
-                 for b in _latency_batches(metafunc.config, session.model(c.model)) for p in paths]
+        cases = [(c, shape, p) for c in session.cells()
+                 for shape in _latency_shapes(metafunc.config, session.model(c.model)) for p in paths]
         metafunc.parametrize("latency_case", cases, ids=[latency_case_id(*c) for c in cases])
 
 

@@ -132,8 +132,8 @@ def build_debug_engine(request: EngineRequest, plan: BuildPlan, onnx_path: Path)
     profile = builder.create_optimization_profile()
     p = request.profile
     for spec in request.inputs:
-        profile.set_shape(spec.name, trt.Dims(list(spec.batch_shape(p.min_batch))),
-                          trt.Dims(list(spec.batch_shape(p.opt_batch))), trt.Dims(list(spec.batch_shape(p.max_batch))))
+        low, opt, high = p.shapes(spec)  # batch and every named axis, as the cell's own engine
+        profile.set_shape(spec.name, trt.Dims(list(low)), trt.Dims(list(opt)), trt.Dims(list(high)))
     if config.add_optimization_profile(profile) < 0:
         raise EngineBuildError(f"{label}: TensorRT rejected the optimization profile {p.as_dict()}")
     start = time.perf_counter()

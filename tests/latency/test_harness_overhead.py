@@ -77,6 +77,9 @@ def test_harness_overhead(suite, benchmark, engine_name, path, batch, request):
         verdict.skip("unsupported", "the harness-overhead check compares CUDA-event loops; run with --device cuda:N")
     name = request.config.getoption("--overhead-model") or next(iter(suite.config.models))
     model = suite.model(name)
+    if not model.profile.min_batch <= batch <= model.profile.max_batch:
+        verdict.skip("unsupported", f"batch {batch} is outside {name}'s profile ({model.profile.min_batch}.."
+                                    f"{model.profile.max_batch})")
     precision = "fp16" if "fp16" in model.precisions else "fp32"
     cell = Cell(name, engine_name, precision)
     engine = suite.engine(cell)  # an engine that cannot run here skips with its reason

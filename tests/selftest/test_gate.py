@@ -50,8 +50,15 @@ def test_drift_spec_parses_units_and_rejects_unknown_names() -> None:
 def test_latency_keys_ignore_the_test_id_and_the_path_prefix() -> None:
     info = {"model": "m", "engine": "onnxruntime", "precision": "fp32", "batch_size": 8, "path": "latency-all"}
     record = {**info, "path": "all", "kind": "latency"}
-    assert latency_key(info) == latency_key(record) == ("m", "onnxruntime", "fp32", 8, "all")
+    assert latency_key(info) == latency_key(record) == ("m", "onnxruntime", "fp32", "bs8", "all")
     assert latency_key({"model": "m"}) is None
+    assert latency_key({**info, "shape": "bs32-seq128"})[3] == "bs32-seq128"  # named axes: the case's shape
+    from suite.gate_plugin import latency_key_of_nodeid
+
+    assert latency_key_of_nodeid("tests/latency/test_latency.py::test_latency[minilm_l6-torch-fp16-bs32-seq128-graph]"
+                                 ) == ("minilm_l6", "torch", "fp16", "bs32-seq128", "graph")
+    assert latency_key_of_nodeid("tests/latency/test_latency.py::test_latency[my-net-onnxruntime-fp32-bs8]") == (
+        "my-net", "onnxruntime", "fp32", "bs8", "all")
 
 
 def _benchmark_file(path: Path, samples: dict[int, list[float]], env: dict[str, str] | None = None) -> Path:
@@ -79,9 +86,9 @@ def test_baselines_resolve_by_file_id_latest_and_last_k(tmp_path: Path) -> None:
         with pytest.raises(BaselineError):
             resolve_latency_baselines(bad, tmp_path)
     base = load_latency_baselines([first, second])
-    assert base.samples[("m", "onnxruntime", "fp32", 1, "all")] == [[1e-3] * 10, [2e-3] * 10]
-    assert base.samples[("m", "onnxruntime", "fp32", 8, "all")] == [[3e-3] * 10]
-    assert base.interference[("m", "onnxruntime", "fp32", 1, "all")] == 0.01
+    assert base.samples[("m", "onnxruntime", "fp32", "bs1", "all")] == [[1e-3] * 10, [2e-3] * 10]
+    assert base.samples[("m", "onnxruntime", "fp32", "bs8", "all")] == [[3e-3] * 10]
+    assert base.interference[("m", "onnxruntime", "fp32", "bs1", "all")] == 0.01
     assert len(base.without_samples) == 2  # the old-style case, in both files
     with pytest.raises(BaselineError, match="not a pytest-benchmark file"):
         load_latency_baselines([_write(tmp_path / "x.json", {"records": []})])
