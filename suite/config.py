@@ -156,6 +156,9 @@ class ModelConfig:
     engine_options: Mapping[str, Mapping[str, Any]]
     description: str = ""
     known_failures: Mapping[str, KnownFailure] = field(default_factory=dict)
+    #: whether parity_samples was written (model or [defaults]) rather than the built-in 64: a data set with
+    #: fewer rows than written is an error; the default takes what the data set has.
+    parity_samples_set: bool = False
     #: [models.NAME.axes]: each named axis's range, in declared order (empty: a batch axis only).
     axes: tuple[tuple[str, AxisRange], ...] = ()
     #: The shapes tests/latency times: latency_shapes, else each latency batch size at every axis's opt.
@@ -200,6 +203,11 @@ class SuiteConfig:
             eng = tuple(e for e in model.engines if not engines or e in engines)
             prec = tuple(p for p in model.precisions if not precisions or p in precisions)
             chosen[name] = dataclasses.replace(model, engines=eng, precisions=prec)
+        for option, given, attr in (("--engines", engines, "engines"), ("--precisions", precisions, "precisions")):
+            if given and not any(getattr(m, attr) for m in chosen.values()):
+                listed = "; ".join(f"{n}: {', '.join(getattr(self.models[n], attr))}" for n in chosen)
+                raise ConfigError(f"{option} {','.join(given)}: no selected model runs any of them, so nothing would "
+                                  f"be tested (the models' {attr}: {listed})")
         return dataclasses.replace(self, models=chosen)
 
 
@@ -236,6 +244,10 @@ def load_config(path: Path | str) -> SuiteConfig:
         raise ConfigError(f"suite config {path} does not exist") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"suite config {path} is not valid TOML: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"suite config {path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    except OSError as exc:
+        raise ConfigError(f"suite config {path} cannot be read: {exc.strerror or exc}") from exc
     return parse_config(raw, path)
 
 
@@ -577,6 +589,7 @@ def _parse_model(
         min_top1=min_top1,
         min_top5=min_top5,
         parity_samples=parity_samples,
+        parity_samples_set="parity_samples" in entry or "parity_samples" in defaults,
         tolerances=tolerances,
         accuracy_thresholds=accuracy,
         generated=generated,

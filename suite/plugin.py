@@ -542,7 +542,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> Any:
     if bench is not None and getattr(bench, "benchmarks", None):
         bench.benchmarks[:] = [b for b in bench.benchmarks if b]
     result = yield
-    stopped_early = session.exitstatus in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR)
+    stopped_early = (session.exitstatus in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR)
+                     or session.config.option.collectonly)  # --collect-only judges nothing, by request
     if not _is_worker(session.config) and LEDGER_KEY in session.config.stash and not stopped_early:
         from suite.summary import print_verdict
 

@@ -36,7 +36,7 @@ from suite.config import ConfigError, ModelConfig, SuiteConfig, resolve
 from suite.inputs import synthetic_feed
 
 #: Part of the cache key: bump it when the checks change, so that stored positive results are redone.
-PREFLIGHT_VERSION = 1
+PREFLIGHT_VERSION = 2
 _DATASET_KEYS = ("accuracy_dataset", "parity_dataset", "calibration_dataset")
 
 
@@ -194,7 +194,9 @@ def _check_model(model: ModelConfig, cache: ArtifactCache, device: str,
     except Exception as exc:
         raise fail(factory, f"cannot hash the module's architecture and weights: {_last_line(exc)}") from None
 
-    batch = model.profile.min_batch
+    # At least 2 rows where the profile allows: at batch 1 a model that reduces the batch (out.mean(0)) has the
+    # right shape and would pass.
+    batch = min(model.profile.max_batch, max(2, model.profile.min_batch))
     run_on = _usable_device(device)
     parts = {"version": PREFLIGHT_VERSION, "model": model.name, "model_digest": digest,
              "inputs": [i.as_key() for i in model.inputs], "outputs": list(model.outputs), "batch": batch,
@@ -205,9 +207,10 @@ def _check_model(model: ModelConfig, cache: ArtifactCache, device: str,
         (directory / "passed.json").write_text(json.dumps({"outputs": shapes}, sort_keys=True))
 
     hits = cache.stats.hits
-    cache.get_or_build("preflight", parts, build, label=f"check {model.name} (smoke forward at batch {batch})")
+    entry = cache.get_or_build("preflight", parts, build, label=f"check {model.name} (smoke forward at batch {batch})")
     cached = cache.stats.hits > hits
-    _check_datasets(model, datasets, fail)
+    shapes = json.loads((entry / "passed.json").read_text())["outputs"]
+    _check_datasets(model, datasets, fail, shapes)
     return CheckedModel(model.name, digest, batch, cached, time.perf_counter() - start)
 
 
@@ -253,9 +256,11 @@ def _named_outputs(out: Any, model: ModelConfig, fail: Callable[..., PreflightEr
 
 
 def _check_datasets(model: ModelConfig, datasets: Callable[[str], Any],
-                    fail: Callable[..., PreflightError]) -> None:
-    """Each dataset the model names: callable, with exactly the declared inputs, and labels row for row. A named
-    axis (``"seq"``) may have any length within its range, the same in every feed that has it."""
+                    fail: Callable[..., PreflightError], output_shapes: Mapping[str, list[int]]) -> None:
+    """Each dataset the model names: callable, with exactly the declared inputs (names, shapes, kind of dtype,
+    finite values), labels row for row and within the first output's classes, and at least parity_samples rows
+    for the parity data. A named axis (``"seq"``) may have any length within its range, the same in every feed
+    that has it."""
     expected = {spec.name: tuple(spec.shape) for spec in model.inputs}
     specs = {spec.name: spec for spec in model.inputs}
     for attr in _DATASET_KEYS:
@@ -295,6 +300,15 @@ def _check_datasets(model: ModelConfig, datasets: Callable[[str], Any],
                 if first[0] != got:
                     raise fail(key, f"feeds {first[1]!r} and {name!r} disagree on axis {axis!r}: {first[0]} and {got}")
             rows[name] = shape[0]
+            values = np.asarray(feeds[name])
+            want_float = np.issubdtype(np.dtype(specs[name].dtype), np.floating)
+            if np.issubdtype(values.dtype, np.floating) != want_float:
+                raise fail(key, f"feed {name!r} is {values.dtype}; input {name!r} is declared {specs[name].dtype} "
+                                f"(a {'float' if want_float else 'integer'} input)")
+            if want_float and not np.isfinite(values).all():
+                bad = np.flatnonzero(~np.isfinite(values.reshape(len(values), -1)).all(axis=1))
+                raise fail(key, f"feed {name!r} holds NaN/Inf in {len(bad)} of its {len(values)} rows (first: row "
+                                f"{bad[0]}): a reference fed that fails every check it takes part in")
         if len(set(rows.values())) != 1:
             raise fail(key, f"its feeds have different numbers of rows: {rows}")
         n_rows = next(iter(rows.values()))
@@ -303,6 +317,16 @@ def _check_datasets(model: ModelConfig, datasets: Callable[[str], Any],
             raise fail(key, f"{len(labels)} labels for {n_rows} rows")
         if attr == "accuracy_dataset" and labels is None:
             raise fail(key, "the dataset has no labels; top-1/top-5 accuracy needs them")
+        first = output_shapes.get(model.outputs[0]) or []
+        if attr == "accuracy_dataset" and labels is not None and len(first) == 2:
+            classes = np.asarray(labels)
+            outside = np.flatnonzero((classes < 0) | (classes >= first[1]))
+            if len(outside):
+                raise fail(key, f"{len(outside)} labels lie outside the {first[1]} classes of output "
+                                f"{model.outputs[0]!r} (first at row {outside[0]}: {classes[outside[0]]})")
+        if attr == "parity_dataset" and model.parity_samples_set and model.parity_samples > n_rows:
+            raise fail("parity_samples", f"the parity_dataset {ref} has {n_rows} rows, fewer than asked for; lower "
+                                         "parity_samples or give the data set more rows")
 
 
 # =========================================================================== helpers

@@ -275,10 +275,10 @@ def _drop_bytes(manifest: dict) -> dict:
 # Four malformed manifests, each in another entry of one cache: independent, so they share a run. The entries
 # are start-up checks and int8 models, which rebuild in a second (an export takes several).
 MALFORMED = {
-    "missing `bytes`": ("check m (smoke forward at batch 1)", _drop_bytes, r"bytes of passed\.json is missing"),
+    "missing `bytes`": ("check m (smoke forward at batch 2)", _drop_bytes, r"bytes of passed\.json is missing"),
     "`null` file meta": ("calibrate m int8 (minmax)", lambda m: {**m, "files": dict.fromkeys(m["files"])},
                          r"model\.onnx is a JSON null, not an object"),
-    "`files` as a list": ("check m2 (smoke forward at batch 1)", lambda m: {**m, "files": list(m["files"])},
+    "`files` as a list": ("check m2 (smoke forward at batch 2)", lambda m: {**m, "files": list(m["files"])},
                           r"files is a JSON array, not an object"),
     '`"files": {}`': ("calibrate m2 int8 (minmax)", lambda m: {**m, "files": {}}, r"lists no files"),
 }
@@ -410,16 +410,10 @@ CASES: list[Case] = [
     # ------------------------------------------------------------------ the output's batch axis
     Case("batch-mean", "a model returning `out.mean(0, keepdim=True)`, parity only (no data set)",
          Run("batch-mean", config(factory=f'"{T}:batch_mean"'), tests=(GENERATED,)), 4,
-         (r"\[models\.m\]\.outputs", r"output 'out' has shape \S*1, 5\S*.* batch of [2-9]"),
-         xfail="the start-up check runs the model at the profile's smallest batch, 1, where a batch mean has the "
-               "right shape, so the model passes it; each generated parity case at batch 4 then fails on its own "
-               "(OutputShapeError naming the output and both shapes, exit 1, 3 tracebacks, ~170 lines) and the "
-               "one at batch 1 passes. Fix: suite/preflight.py _check_model: run the smoke forward at a batch of "
-               "at least 2 within the profile (min(max_batch, max(2, min_batch))), so that one start-up error "
-               "names [models.m].outputs"),
+         (r"\[models\.m\]\.outputs", r"output 'out' has shape \S*1, 5\S*.* batch of [2-9]")),
     Case("batch-twice", "a model returning `torch.cat([out, out])`",
          Run("batch-twice", config(factory=f'"{T}:batch_twice"'), tests=(PARITY,)), 4,
-         (r"\[models\.m\]\.outputs: output 'out' has shape \[2, 5\] for a batch of 1",)),
+         (r"\[models\.m\]\.outputs: output 'out' has shape \[4, 5\] for a batch of 2",)),
     # ------------------------------------------------------------------ outputs bound by name
     Case("dict-outputs-by-key", '`{"probs": ..., "logits": ...}` with `outputs = ["logits", "probs"]`',
          Run("dict-outputs", config(factory=f'"{T}:dict_output_net"', outputs='["logits", "probs"]',
@@ -510,8 +504,8 @@ CASES: list[Case] = [
            says=(r"--engine-cache: engine cache \S*ro is not writable: Permission denied",)),
     _usage("input-shape-does-not-fit", "`shape = [10]` for a `Linear(16, 4)`",
            config(factory=f'"{P}:linear16"', inputs='[{ name = "x", shape = [10] }]', outputs='["y"]'),
-           says=(r"\[models\.m\]\.inputs: the smoke forward on a synthetic batch of 1 failed: RuntimeError: mat1 "
-                 r"and mat2 shapes cannot be multiplied \(1x10 and 16x4\); declared inputs: x float32 \[10\]",)),
+           says=(r"\[models\.m\]\.inputs: the smoke forward on a synthetic batch of 2 failed: RuntimeError: mat1 "
+                 r"and mat2 shapes cannot be multiplied \(2x10 and 16x4\); declared inputs: x float32 \[10\]",)),
     _usage("factory-raises", "a factory that raises", config(factory=f'"{P}:raises"'),
            says=(r"\[models\.m\]\.factory = '\S+:raises': the factory raised FileNotFoundError: weights\.pt: no "
                  r"such file in the package",)),
@@ -556,34 +550,18 @@ CASES: list[Case] = [
     Case("dataset-nan-rows", "an accuracy_dataset with NaN in every fourth row",
          Run("dataset-nan-rows", config(accuracy_dataset=f'"{H}:nan_rows"'), tests=(ACCURACY, PARITY_DATASET),
              **_WARM), 4,
-         (r"\[models\.m\]\.accuracy_dataset = '\S+:nan_rows': .*(NaN|finite)",),
-         xfail="the datasets' values are not looked at: 3 checks fail, each on its own ('engine logits have 8 rows "
-               "with NaN/Inf', 'reference has 40 NaN/Inf values'), none naming the data set as the cause (exit 1, "
-               "~150 lines). Fix: suite/preflight.py _check_datasets: non-finite values in a float feed are a "
-               "start-up error naming the key, the feed and the rows"),
+         (r"\[models\.m\]\.accuracy_dataset = '\S+:nan_rows': .*(NaN|finite)",)),
     Case("dataset-labels-out-of-range", "labels 0..9 for a model with 5 outputs",
          Run("labels-out-of-range", config(accuracy_dataset=f'"{H}:labels_out_of_range"'), tests=(ACCURACY,),
              **_WARM), 4,
-         (r"\[models\.m\]\.accuracy_dataset = '\S+:labels_out_of_range': .*label",),
-         xfail="each accuracy check fails with 'ValueError: 6 labels out of range [0, 5), first at row 5: 5' and a "
-               "traceback, naming neither the data set nor the key (exit 1, 2 checks). Fix: suite/preflight.py "
-               "_check_datasets: labels outside [0, width of the first output) (the width is known from the smoke "
-               "forward) are a start-up error naming accuracy_dataset"),
+         (r"\[models\.m\]\.accuracy_dataset = '\S+:labels_out_of_range': .*label",)),
     Case("dataset-integer-feed-for-float-input", "a parity_dataset whose float32 image feed is int64",
          Run("integer-feed", config(parity_dataset=f'"{H}:integer_image"'), tests=(PARITY_DATASET,), **_WARM), 4,
-         (r"\[models\.m\]\.parity_dataset = '\S+:integer_image': .*int64",),
-         xfail="the feeds' dtypes are not compared with the declared inputs: the parity check fails inside the "
-               "PyTorch reference with 'RuntimeError: Input type (long int) and bias type (float) should be the "
-               "same', naming neither the data set nor the feed (exit 1). Fix: suite/preflight.py _check_datasets: "
-               "a feed of another kind than its input's dtype (integer for float, float for integer) is a start-up "
-               "error naming the key, the feed and both dtypes"),
+         (r"\[models\.m\]\.parity_dataset = '\S+:integer_image': .*int64",)),
     Case("parity-dataset-fewer-rows-than-samples", "`parity_samples = 64` with an 8-row parity_dataset",
          Run("fewer-rows", config(parity_dataset=f'"{H}:rows_8"', parity_samples="64"), tests=(PARITY_DATASET,),
              **_WARM), 4,
-         (r"\[models\.m\]\.parity_samples = 64: .*\b8\b",), green_today=True,
-         xfail="the run compares 8 rows where the config asks for 64, says so only in the name of the data set in "
-               "a failure message it never prints, and passes (exit 0). Fix: suite/preflight.py _check_datasets: "
-               "a parity_samples the model sets above its parity_dataset's rows is a start-up error naming both"),
+         (r"\[models\.m\]\.parity_samples = 64: .*\b8\b",), green_today=True),
     Case("engine-produces-inf", "an engine producing +Inf (the exported graph, not the reference)",
          Run("engine-inf", config(factory=f'"{H}:inf_when_exported"', parity_dataset=TINY_DATA),
              tests=(PARITY_DATASET,)), 1,
@@ -600,13 +578,7 @@ CASES: list[Case] = [
          Run("not-exportable", config(factory=f'"{T}:not_exportable"', inputs=f"[{IMAGE}]"),
              ("-k", "dataset or uniform"), tests=(PARITY,)), 1,
          # Each failed check's report runs through the engine build: ~100 lines with the exporter's own message.
-         (r"EngineBuildError: ONNX export of model 'm' failed",), lines=40 + 2 * 130,
-         xfail="each test of the cell prints the whole exporter traceback (the chained 'from exc' cause, ~1,000 "
-               "lines), and the memoized EngineBuildError is re-raised with a traceback that grows by ~45 lines "
-               "each time: ~2,100 lines for the 2 tests here, ~5,600 for the cell's 5 parity tests, for one "
-               "mistake. Fix: engines/onnx/export.py (raise EngineBuildError with the exporter's summary, 'from "
-               "None') and suite/session.py SuiteSession.engine (re-raise a memoized failure without the "
-               "traceback it gathered)"),
+         (r"EngineBuildError: ONNX export of model 'm' failed",), lines=40 + 2 * 130),
     Case("model-name-with-dash", "a model named `my-net`",
          Run("model-name-with-dash", config(name="my-net", parity_dataset=TINY_DATA), ("-k", "dataset or uniform"),
              tests=(PARITY,)), 0,
@@ -615,13 +587,9 @@ CASES: list[Case] = [
     _usage("toml-syntax-error", "a TOML syntax error (`[models.x` unclosed)", config() + "\n[models.x\n",
            says=(r"suite\.toml is not valid TOML: Expected ']' at the end of a table declaration \(at line \d+",)),
     _usage("suite-config-is-a-directory", "`--suite-config` pointing at a directory", None,
-           "--suite-config", "{work}", says=(r"(?i)suite config.*\bdirectory",),
-           xfail="INTERNALERROR: an IsADirectoryError traceback (exit 3, ~30 lines). Fix: suite/config.py "
-                 "load_config: an OSError (not only FileNotFoundError) is a ConfigError naming the path"),
+           "--suite-config", "{work}", says=(r"(?i)suite config.*\bdirectory",)),
     _usage("suite-config-not-utf8", "a config file that is not UTF-8", None, "--suite-config", "{work}/binary.toml",
-           prepare=_write("binary.toml", b"\xff\xfe[models]\n"), says=(r"(?i)binary\.toml.*utf-?8",),
-           xfail="INTERNALERROR: a UnicodeDecodeError traceback (exit 3, ~27 lines). Fix: suite/config.py "
-                 "load_config: a UnicodeDecodeError is a ConfigError ('not UTF-8 text')"),
+           prepare=_write("binary.toml", b"\xff\xfe[models]\n"), says=(r"(?i)binary\.toml.*utf-?8",)),
     _usage("models-table-empty", "an empty `[models]`", config().split("[models.m]")[0] + "[models]\n",
            says=(r"suite\.toml: no \[models\.NAME\] entries",)),
     _usage("duplicate-input-names", "two inputs with the same name", config(inputs=f"[{IMAGE}, {IMAGE}]"),
@@ -654,16 +622,9 @@ CASES: list[Case] = [
     _usage("unknown-precision", "`--precisions fp64`", config(), "--precisions", "fp64",
            says=(r"--precisions: unknown 'fp64'; valid: fp32, tf32, fp16, bf16, int8",)),
     _usage("precision-no-model-runs", "`--precisions fp16` where no model lists fp16", config(),
-           "--precisions", "fp16", tests=EVERYTHING, says=(r"--precisions.*fp16",),
-           xfail="an option that selects nothing: every test is parametrized with an empty set and skipped ('got "
-                 "empty parameter set for (latency_case)'), the verdict NOT JUDGED (skipped), exit 1, naming neither "
-                 "the option nor the model. Fix: suite/config.py SuiteConfig.select: a selection that leaves a "
-                 "model no cell is a ConfigError naming the option and what each model lists (as "
-                 "--latency-batch-sizes does)"),
+           "--precisions", "fp16", tests=EVERYTHING, says=(r"--precisions.*fp16",)),
     _usage("engine-no-model-runs", "`--engines inductor` where no model lists inductor", config(),
-           "--engines", "inductor", tests=EVERYTHING, says=(r"--engines.*inductor",),
-           xfail="as `--precisions fp16`: 'got empty parameter set', NOT JUDGED, exit 1. Fix: suite/config.py "
-                 "SuiteConfig.select"),
+           "--engines", "inductor", tests=EVERYTHING, says=(r"--engines.*inductor",)),
     _usage("device-cuda-x", "`--device cuda:x`", config(), "--device", "cuda:x",
            says=(r"--device 'cuda:x': expected cpu, cuda \(every visible GPU\) or cuda:N",)),
     _usage("device-gpu", "`--device gpu`", config(), "--device", "gpu",
