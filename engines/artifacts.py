@@ -5,7 +5,8 @@ files, so the export/convert/quantize chain lives here once and every key chains
 digest: change a weight and every downstream artifact gets a new address. A second chain starts from
 ONNX Runtime's transformer fusions (``fusion="bert"``: a TorchScript export fused by
 onnxruntime.transformers, then converted or quantized like the plain one), for the ONNX Runtime cells
-that ask for it.
+that ask for it. Either chain may start from a static-batch export (``batch``: the batch axis fixed at one
+size), one chain per batch, for the engines of a ``static_batch`` model.
 """
 
 from __future__ import annotations
@@ -64,11 +65,12 @@ class ModelBuild:
         self.cache = cache
         self._calibration = calibration
         self.int8_options = dict(int8_options or {})
-        self.export_options = export_options(export_overrides)
+        self._export_overrides = dict(export_overrides or {})  # [models.NAME.export]
+        self.export_options = export_options(self._export_overrides)
         self._module: torch.nn.Module | None = None
         self._digest: str | None = None
-        self._paths: dict[tuple[str, str | None], Path] = {}
-        self._keys: dict[tuple[str, str | None], str] = {}
+        self._paths: dict[tuple[str, str | None, int | None], Path] = {}
+        self._keys: dict[tuple[str, str | None, int | None], str] = {}
 
     def torch_module(self) -> torch.nn.Module:
         if self._module is None:
@@ -82,8 +84,8 @@ class ModelBuild:
             self._digest = model_digest(self.torch_module())
         return self._digest
 
-    def onnx_path(self, precision: str, fusion: str | None = None) -> Path:
-        stage = (_onnx_stage(precision), fusion)
+    def onnx_path(self, precision: str, fusion: str | None = None, batch: int | None = None) -> Path:
+        stage = (_onnx_stage(precision), fusion, batch)
         if stage not in self._paths:
             parts, build, label = self._stage(*stage)
             entry = self.cache.get_or_build("onnx", parts, build, label=label)
@@ -91,9 +93,13 @@ class ModelBuild:
             self._keys[stage] = entry.name
         return self._paths[stage]
 
-    def onnx_key(self, precision: str, fusion: str | None = None) -> str:
-        self.onnx_path(precision, fusion)
-        return self._keys[(_onnx_stage(precision), fusion)]
+    def onnx_key(self, precision: str, fusion: str | None = None, batch: int | None = None) -> str:
+        self.onnx_path(precision, fusion, batch)
+        return self._keys[(_onnx_stage(precision), fusion, batch)]
+
+    def export_options_for(self, batch: int | None = None) -> dict[str, Any]:
+        """The export options of the fp32 graph: dynamic (``self.export_options``), or fixed at ``batch``."""
+        return self.export_options if batch is None else export_options(self._export_overrides, static_batch=batch)
 
     def _export_parts(self, options: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -102,15 +108,14 @@ class ModelBuild:
             "torch": torch.__version__, "onnx": version_of("onnx"), "onnxscript": version_of("onnxscript"),
         }
 
-    def _fused_stage(self, fusion: str) -> tuple[dict[str, Any], Callable[[Path], None], str]:
+    def _fused_stage(self, fusion: str, batch: int | None) -> tuple[dict[str, Any], Callable[[Path], None], str]:
         """The fp32 graph ONNX Runtime's transformer optimizer fused: exported with the exporter whose graphs
         its patterns match (convert.FUSION_EXPORTER), then fused; the export itself is not kept."""
         import tempfile
 
         from engines.onnx.convert import FUSION_EXPORTER, fuse_transformer, fusion_parts, transformer_shape
 
-        chosen = {k: v for k, v in self.export_options.items() if k != "revision"}
-        options = export_options({**chosen, "exporter": FUSION_EXPORTER})
+        options = export_options({**self._export_overrides, "exporter": FUSION_EXPORTER}, static_batch=batch)
         heads, hidden = transformer_shape(self.torch_module())
         parts = {"source_export": self._export_parts(options), **fusion_parts(fusion, heads, hidden)}
 
@@ -123,31 +128,38 @@ class ModelBuild:
 
         return parts, build, f"export {self.name} ({FUSION_EXPORTER}) and fuse ({fusion})"
 
-    def _stage(self, stage: str, fusion: str | None = None) -> tuple[dict[str, Any], Callable[[Path], None], str]:
+    def _stage(self, stage: str, fusion: str | None = None,
+               batch: int | None = None) -> tuple[dict[str, Any], Callable[[Path], None], str]:
+        at = f" at batch {batch}" if batch is not None else ""
         if stage == "fp32" and fusion is not None:
-            return self._fused_stage(fusion)
+            return self._fused_stage(fusion, batch)
         if stage == "fp32":
-            parts = self._export_parts(self.export_options)
+            options = self.export_options_for(batch)
+            parts = self._export_parts(options)
 
             def build(d: Path) -> None:
-                export_onnx(self.torch_module(), self.name, self.inputs, self.outputs, d / ONNX_FILE,
-                            self.export_options)
+                export_onnx(self.torch_module(), self.name, self.inputs, self.outputs, d / ONNX_FILE, options)
 
-            return parts, build, f"export {self.name} to ONNX"
+            return parts, build, f"export {self.name} to ONNX{at}"
         from engines.onnx.convert import convert_parts, convert_precision
         from engines.onnx.quantize import quantize_parts, quantize_qdq
 
-        source = self.onnx_path("fp32", fusion)
         fused = f" ({fusion}-fused)" if fusion else ""
         if stage in ("fp16", "bf16"):
-            parts = convert_parts(self.onnx_key("fp32", fusion), stage)
+            source = self.onnx_path("fp32", fusion, batch)
+            parts = convert_parts(self.onnx_key("fp32", fusion, batch), stage)
 
             def build(d: Path) -> None:
                 convert_precision(source, d / ONNX_FILE, stage, self.name)
 
-            return parts, build, f"convert {self.name} ONNX{fused} to {stage}"
+            return parts, build, f"convert {self.name} ONNX{fused}{at} to {stage}"
+        if batch is not None:
+            # The calibrator runs the graph on chunks of whatever size the data gives; a fixed batch takes one.
+            raise ValueError(f"model {self.name!r}: int8 has no static-batch graph (calibration runs the graph on "
+                             "chunks of any size)")
         if self._calibration is None:
             raise ValueError(f"model {self.name!r} has no calibration_dataset; int8 needs one")
+        source = self.onnx_path("fp32", fusion)
         data = self._calibration()
         parts = quantize_parts(self.onnx_key("fp32", fusion), data.digest(), len(data), self.int8_options)
 

@@ -7,8 +7,8 @@ optional libraries (tensorrt, cuda.bindings); the rest of the suite only needs t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -24,6 +24,8 @@ Feed = Mapping[str, np.ndarray]
 
 #: The batch axis's name in dims and shape ranges; no named axis may take it.
 BATCH_AXIS = "batch"
+#: The ONNX exporters of torch.onnx.export the suite drives (``[models.NAME.export] exporter``).
+ONNX_EXPORTERS: tuple[str, ...] = ("dynamo", "torchscript")
 #: What an input is: plain values drawn within [low, high], or an attention mask (per row 1s then 0s along
 #: its last, named axis: the tokens a row holds, then padding), which synthetic feeds draw as such.
 INPUT_ROLES: tuple[str, ...] = ("values", "attention_mask")
@@ -103,12 +105,17 @@ class InputSpec:
 @dataclass(frozen=True)
 class ShapeProfile:
     """The shapes an engine must accept (TensorRT's min/opt/max optimization profile): the batch range, and
-    the range of every named axis of the model's inputs (``axes``, empty for a model with only a batch axis)."""
+    the range of every named axis of the model's inputs (``axes``, empty for a model with only a batch axis).
+
+    ``static_batch``: the batch axis is fixed in each engine, so a cell has one engine per batch size it meets
+    within min..max (``fixed(batch)`` is the profile of one of them); named axes stay dynamic.
+    """
 
     min_batch: int
     opt_batch: int
     max_batch: int
     axes: tuple[tuple[str, AxisRange], ...] = ()
+    static_batch: bool = False
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_batch <= self.opt_batch <= self.max_batch:
@@ -116,9 +123,33 @@ class ShapeProfile:
 
     @classmethod
     def from_batch_sizes(cls, batch_sizes: tuple[int, ...], opt_batch: int | None = None,
-                         axes: tuple[tuple[str, AxisRange], ...] = ()) -> ShapeProfile:
+                         axes: tuple[tuple[str, AxisRange], ...] = (), static_batch: bool = False) -> ShapeProfile:
         lo, hi = min(batch_sizes), max(batch_sizes)
-        return cls(lo, opt_batch if opt_batch is not None else hi, hi, axes)
+        return cls(lo, opt_batch if opt_batch is not None else hi, hi, axes, static_batch)
+
+    @property
+    def per_batch(self) -> bool:
+        """A static-batch profile over more than one batch: it stands for one engine per batch, not one engine."""
+        return self.static_batch and self.min_batch < self.max_batch
+
+    def fixed(self, batch: int) -> ShapeProfile:
+        """The profile of a static-batch cell's engine for ``batch``: min = opt = max = batch."""
+        if not self.static_batch:
+            raise ValueError(f"fixed({batch}): the profile {self.as_dict()} has a dynamic batch axis")
+        if not self.min_batch <= batch <= self.max_batch:
+            raise ValueError(f"batch {batch} is outside the profile's batch range {self.min_batch}..{self.max_batch}; "
+                             "a static-batch model has an engine for each batch within it, and none outside")
+        return replace(self, min_batch=batch, opt_batch=batch, max_batch=batch)
+
+    def engine_profile(self) -> ShapeProfile:
+        """The profile of the engine a cell loads first: itself, or a static-batch cell's engine at its opt batch
+        (the batch the dynamic engine is tuned for, so that the two cells' engine facts compare like for like)."""
+        return self.fixed(self.opt_batch) if self.per_batch else self
+
+    @property
+    def onnx_batch(self) -> int | None:
+        """The batch the ONNX graph of this profile's (first) engine fixes: None for a dynamic batch axis."""
+        return self.engine_profile().opt_batch if self.static_batch else None
 
     def dims(self, which: str) -> dict[str, int]:
         """Every named axis at its ``"min"``, ``"opt"`` or ``"max"``."""
@@ -130,11 +161,13 @@ class ShapeProfile:
                 spec.batch_shape(self.max_batch, self.dims("max")))
 
     def as_dict(self) -> dict[str, Any]:
-        """For cache keys and reports; ``axes`` only where there are named axes, so that the keys of models
-        with a batch axis alone stay what they were."""
+        """For cache keys and reports; ``axes`` only where there are named axes and ``static_batch`` only where it
+        is set, so that the keys of dynamic models with a batch axis alone stay what they were."""
         out: dict[str, Any] = {"min": self.min_batch, "opt": self.opt_batch, "max": self.max_batch}
         if self.axes:
             out["axes"] = {name: r.as_dict() for name, r in self.axes}
+        if self.static_batch:
+            out["static_batch"] = True
         return out
 
 
@@ -201,13 +234,14 @@ class ModelArtifacts(Protocol):
         """Hash of the model's architecture source and weights: the root of every cache key."""
         ...
 
-    def onnx_path(self, precision: str, fusion: str | None = None) -> Path:
+    def onnx_path(self, precision: str, fusion: str | None = None, batch: int | None = None) -> Path:
         """ONNX file for a precision: fp32 export (fp32/tf32), fp16/bf16 conversion, or int8 QDQ; with
-        ``fusion`` (``"bert"``), of the graph ONNX Runtime's transformer optimizer fused first."""
+        ``fusion`` (``"bert"``), of the graph ONNX Runtime's transformer optimizer fused first; with ``batch``,
+        of a graph exported with its batch axis fixed at that size (a static-batch engine's)."""
         ...
 
-    def onnx_key(self, precision: str, fusion: str | None = None) -> str:
-        """Cache key of ``onnx_path(precision, fusion)``, for keys of artifacts built from it."""
+    def onnx_key(self, precision: str, fusion: str | None = None, batch: int | None = None) -> str:
+        """Cache key of ``onnx_path(precision, fusion, batch)``, for keys of artifacts built from it."""
         ...
 
 
@@ -216,6 +250,88 @@ class LoadedEngine:
     runner: Runner
     facts: EngineFacts
     artifact: Path | None = None
+
+
+class StaticBatchRunner:
+    """The runner of a static-batch cell: one engine per batch size, each built (or loaded from the cache) the
+    first time a feed of its batch comes, and every feed run by the engine of its batch.
+
+    Why one runner over many engines: the session and the tests see one cell, as with a dynamic profile, while
+    each engine is the fixed-shape one a deployment ships. Latency paths (``prepare_path``, ``run_path``,
+    ``raw_call``) go to the engine of the prepared feed's batch.
+    """
+
+    def __init__(self, profile: ShapeProfile, load: Callable[[ShapeProfile], LoadedEngine], label: str) -> None:
+        if not profile.static_batch:
+            raise ValueError(f"{label}: StaticBatchRunner needs a static-batch profile, got {profile.as_dict()}")
+        self.profile = profile
+        self.label = label
+        self._load = load
+        #: batch -> its engine, in the order they were built.
+        self.engines: dict[int, LoadedEngine] = {}
+        #: the batches built so far; the cell's engine facts hold this list, so a report sees every one.
+        self.built: list[int] = []
+        first = self.engine(profile.engine_profile().opt_batch)
+        self.input_names: tuple[str, ...] = tuple(first.runner.input_names)
+        self.output_names: tuple[str, ...] = tuple(first.runner.output_names)
+        self._prepared: dict[str, Any] = {}
+
+    def engine(self, batch: int) -> LoadedEngine:
+        """The engine for ``batch``, built on first use; a batch outside the profile is a ValueError."""
+        if batch not in self.engines:
+            try:
+                profile = self.profile.fixed(batch)
+            except ValueError as exc:
+                raise ValueError(f"{self.label}: {exc}") from None
+            self.engines[batch] = self._load(profile)
+            self.built.append(batch)
+        return self.engines[batch]
+
+    def _runner_for(self, feed: Feed) -> Any:
+        from engines.feeds import check_feed  # engines.feeds imports this module
+
+        check_feed(feed, self.input_names)
+        return self.engine(int(np.shape(feed[self.input_names[0]])[0])).runner
+
+    def infer(self, feed: Feed) -> dict[str, np.ndarray]:
+        result: dict[str, np.ndarray] = self._runner_for(feed).infer(feed)
+        return result
+
+    def prepare_path(self, path: str, feed: Feed) -> str:
+        runner = self._runner_for(feed)
+        prepare = getattr(runner, "prepare_path", None)
+        if prepare is None:
+            raise CellUnavailable(f"latency-{path} needs a device-resident runner; {type(runner).__name__} has none",
+                                  UNSUPPORTED)
+        clock = str(prepare(path, feed))
+        self._prepared[path] = runner
+        return clock
+
+    def run_path(self, path: str) -> float:
+        return float(self._prepared[path].run_path(path))
+
+    def raw_call(self, path: str) -> Callable[[], object]:
+        call: Callable[[], object] = self._prepared[path].raw_call(path)
+        return call
+
+    def close(self) -> None:
+        """Close every engine's runner that can be closed (TensorRT's hold device buffers and a stream)."""
+        for loaded in self.engines.values():
+            close = getattr(loaded.runner, "close", None)
+            if close is not None:
+                close()
+
+
+def static_batch_engine(profile: ShapeProfile, load: Callable[[ShapeProfile], LoadedEngine],
+                        label: str) -> LoadedEngine:
+    """A static-batch cell's LoadedEngine: a StaticBatchRunner whose engine at the opt batch is built now, so that
+    a model that cannot build fails when its cell loads, as a dynamic one does. The facts are that engine's, plus
+    ``static_batch``: the batch they describe and the batches built so far (a list that grows with the run)."""
+    runner = StaticBatchRunner(profile, load, label)
+    batch = profile.engine_profile().opt_batch
+    first = runner.engines[batch]
+    detail = {**first.facts.detail, "static_batch": {"facts_batch": batch, "batches_built": runner.built}}
+    return LoadedEngine(runner=runner, facts=replace(first.facts, detail=detail), artifact=first.artifact)
 
 
 class Backend(Protocol):

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from engines.base import BATCH_AXIS, INPUT_ROLES, PRECISIONS, AxisRange, InputSpec, ShapeProfile
+from engines.base import BATCH_AXIS, INPUT_ROLES, ONNX_EXPORTERS, PRECISIONS, AxisRange, InputSpec, ShapeProfile
 from metrics import AccuracyThreshold, Tolerance
 from suite.inputs import DISTRIBUTIONS
 from suite.verdict import NotJudgedReasonError, check_reasons
@@ -44,8 +44,12 @@ _MODEL_KEYS = {
     "factory", "inputs", "outputs", "batch_sizes", "latency_batch_sizes", "opt_batch", "precisions", "engines",
     "accuracy_dataset", "parity_dataset", "calibration_dataset", "min_top1", "min_top5",
     "parity_samples", "precision", "int8", "engine_options", "description", "known_failures", "axes",
-    "latency_shapes",
+    "latency_shapes", "export", "static_batch",
 }
+#: [models.NAME.export]: the torch -> ONNX export options (engines/onnx/export.py), keyed into the export's cache.
+_EXPORT_KEYS = {"opset", "exporter", "sample_batch"}
+#: The oldest opset torch.onnx exports (torch.onnx._constants.ONNX_MIN_OPSET); the newest is the installed onnx's.
+MIN_OPSET = 7
 _INPUT_KEYS = {"name", "shape", "dtype", "low", "high", "role"}
 _AXIS_KEYS = {"min", "opt", "max"}
 _PRECISION_KEYS = {"parity", "accuracy", "generated"}
@@ -163,10 +167,14 @@ class ModelConfig:
     axes: tuple[tuple[str, AxisRange], ...] = ()
     #: The shapes tests/latency times: latency_shapes, else each latency batch size at every axis's opt.
     latency_shapes: tuple[LatencyShape, ...] = ()
+    #: [models.NAME.export]: the export options set (opset, exporter, sample_batch); the rest are the defaults.
+    export: Mapping[str, Any] = field(default_factory=dict)
+    #: static_batch: ONNX Runtime and TensorRT build one engine per batch size, each with the batch axis fixed.
+    static_batch: bool = False
 
     @property
     def profile(self) -> ShapeProfile:
-        return ShapeProfile.from_batch_sizes(self.batch_sizes, self.opt_batch, self.axes)
+        return ShapeProfile.from_batch_sizes(self.batch_sizes, self.opt_batch, self.axes, self.static_batch)
 
     @property
     def attention_mask(self) -> InputSpec | None:
@@ -571,6 +579,11 @@ def _parse_model(
 
     if "int8" in precisions and not datasets["calibration_dataset"]:
         raise ConfigError(f"{where}: precision int8 needs calibration_dataset (data drawn from the model's dataset)")
+    static_batch = _bool(f"{where}.static_batch", entry["static_batch"]) if "static_batch" in entry else False
+    if static_batch and "int8" in precisions:
+        raise ConfigError(f"{where}.static_batch: true, but precisions has int8, which has no static-batch graph "
+                          "(calibration runs the graph on chunks of any size); drop one of them")
+    export = _parse_export(f"{where}.export", entry.get("export", {}), batch_sizes, static_batch)
     known = _parse_known_failures(f"{where}.known_failures", entry.get("known_failures", {}), engines, precisions,
                                   datasets["accuracy_dataset"])
     return ModelConfig(
@@ -599,7 +612,42 @@ def _parse_model(
         known_failures=known,
         axes=tuple(axes.items()),
         latency_shapes=latency_shapes,
+        export=export,
+        static_batch=static_batch,
     )
+
+
+def _parse_export(where: str, table: Any, batch_sizes: tuple[int, ...], static_batch: bool) -> dict[str, Any]:
+    """[models.NAME.export]: the way out for a model one exporter rejects (``exporter = "torchscript"``), an
+    opset, a tracing batch; each checked here, so that the exporter never sees a value it would misread."""
+    table = _table(where, table)
+    _check_keys(where, table, _EXPORT_KEYS)
+    out: dict[str, Any] = {}
+    if "opset" in table:
+        import onnx  # only where an opset is written: the newest one the installed onnx defines
+
+        newest = int(onnx.defs.onnx_opset_version())
+        value = table["opset"]
+        if isinstance(value, bool) or not isinstance(value, int) or not MIN_OPSET <= value <= newest:
+            raise ConfigError(f"{where}.opset: expected an opset (an integer) in [{MIN_OPSET}, {newest}] (from the "
+                              f"oldest torch.onnx exports to the newest the installed onnx {onnx.__version__} "
+                              f"defines), got {value!r}")
+        out["opset"] = value
+    if "exporter" in table:
+        exporter = _string(f"{where}.exporter", table["exporter"])
+        _check_choice(f"{where}.exporter", exporter, ONNX_EXPORTERS)
+        out["exporter"] = exporter
+    if "sample_batch" in table:
+        batch = _int(f"{where}.sample_batch", table["sample_batch"], lo=1, what="a batch size")
+        lo, hi = min(batch_sizes), max(batch_sizes)
+        if not lo <= batch <= hi:
+            raise ConfigError(f"{where}.sample_batch: {batch} is outside batch_sizes {list(batch_sizes)} (range "
+                              f"{lo}..{hi}); the export traces the model at this batch")
+        if static_batch:
+            raise ConfigError(f"{where}.sample_batch: set, but the model has static_batch = true, whose exports each "
+                              "trace at their own batch; it would never be used")
+        out["sample_batch"] = batch
+    return out
 
 
 def _parse_known_failures(where: str, table: Any, engines: tuple[str, ...], precisions: tuple[str, ...],

@@ -84,7 +84,7 @@ class SuiteSession:
                 calibration = lambda: self.dataset(ref).take(samples)
             self._builds[model_name] = ModelBuild(
                 m.name, resolve(m.factory, f"[models.{m.name}].factory"), m.inputs, m.outputs, self.cache,
-                calibration=calibration, int8_options=m.int8.as_dict(),
+                calibration=calibration, int8_options=m.int8.as_dict(), export_overrides=dict(m.export),
             )
         return self._builds[model_name]
 

@@ -1,5 +1,6 @@
 """PyTorch -> ONNX with a dynamic batch axis (and every named axis of the inputs, such as a sequence length)
-and the configured outputs in order, then onnx.checker and shape inference.
+and the configured outputs in order, then onnx.checker and shape inference. A static-batch export (the
+``static_batch`` option) fixes the batch axis at one size instead; named axes stay dynamic.
 
 Why here and once: ONNX Runtime and TensorRT both consume this file, so both judge the same graph.
 """
@@ -17,14 +18,14 @@ import numpy as np
 import onnx
 import torch
 
-from engines.base import BATCH_AXIS, EngineBuildError, EngineFacts, InputSpec
+from engines.base import BATCH_AXIS, ONNX_EXPORTERS, EngineBuildError, EngineFacts, InputSpec
 from engines.feeds import pick_outputs, returned_output_names
 
 log = logging.getLogger(__name__)
 
 ONNX_FILE = "model.onnx"
 DEFAULT_EXPORT_OPTIONS: dict[str, Any] = {"opset": 18, "exporter": "dynamo", "sample_batch": 2}
-_EXPORTERS = ("dynamo", "torchscript")
+_EXPORTERS = ONNX_EXPORTERS
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -34,15 +35,26 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 EXPORT_REVISION = 2
 
 
-def export_options(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The export options (defaults updated with ``overrides``) plus the export code's revision."""
+def export_options(overrides: dict[str, Any] | None = None, static_batch: int | None = None) -> dict[str, Any]:
+    """The export options (defaults updated with ``overrides``) plus the export code's revision; with
+    ``static_batch``, also that batch, which the export fixes and traces at (so it is the sample batch too).
+
+    The dict is the export's cache key part: a dynamic export's keys stay what they were (no static_batch key).
+    """
     opts = {**DEFAULT_EXPORT_OPTIONS, **(overrides or {})}
     unknown = set(opts) - set(DEFAULT_EXPORT_OPTIONS)
     if unknown:
         raise ValueError(f"unknown export option(s) {sorted(unknown)}; valid: {sorted(DEFAULT_EXPORT_OPTIONS)}")
     if opts["exporter"] not in _EXPORTERS:
         raise ValueError(f"export option exporter={opts['exporter']!r}; valid: {_EXPORTERS}")
-    return {**opts, "revision": EXPORT_REVISION}
+    for key in ("opset", "sample_batch"):
+        if isinstance(opts[key], bool) or not isinstance(opts[key], int) or opts[key] < 1:
+            raise ValueError(f"export option {key}={opts[key]!r}: expected an integer >= 1")
+    if static_batch is None:
+        return {**opts, "revision": EXPORT_REVISION}
+    if isinstance(static_batch, bool) or not isinstance(static_batch, int) or static_batch < 1:
+        raise ValueError(f"static_batch={static_batch!r}: expected a batch size >= 1")
+    return {**opts, "sample_batch": static_batch, "static_batch": static_batch, "revision": EXPORT_REVISION}
 
 
 def sample_inputs(inputs: tuple[InputSpec, ...], batch: int, seed: int = 0) -> tuple[torch.Tensor, ...]:
@@ -123,18 +135,23 @@ def input_dynamic_shapes(module: torch.nn.Module, inputs: tuple[InputSpec, ...],
 
 def export_onnx(module: torch.nn.Module, model_name: str, inputs: tuple[InputSpec, ...],
                 outputs: tuple[str, ...], path: Path, options: dict[str, Any]) -> None:
-    """Export with the batch axis and every named axis dynamic and the graph's outputs in the configured
-    order, bound by name for dict and named-tuple outputs; raise EngineBuildError naming the model on any
-    failure."""
-    args = sample_inputs(inputs, options["sample_batch"])
+    """Export with the batch axis (fixed at ``options["static_batch"]`` where that is set) and every named axis
+    dynamic and the graph's outputs in the configured order, bound by name for dict and named-tuple outputs;
+    raise EngineBuildError naming the model on any failure, or when the file's opset is not the one asked."""
+    static = options.get("static_batch")
+    args = sample_inputs(inputs, static or options["sample_batch"])
     names = [i.name for i in inputs]
     module = with_configured_outputs(module.eval(), args, outputs, f"model {model_name!r}")
-    log.info("exporting %s to ONNX (opset %s, %s exporter)", model_name, options["opset"], options["exporter"])
+    batch_axis = f"batch fixed at {static}" if static else "dynamic batch"
+    log.info("exporting %s to ONNX (opset %s, %s exporter, %s)", model_name, options["opset"], options["exporter"],
+             batch_axis)
     try:
         with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")
             if options["exporter"] == "dynamo":
                 dims = export_dims(inputs, 1, 4096)
+                if static:
+                    dims[BATCH_AXIS] = torch.export.Dim.STATIC
                 placeholders = [f"{_PLACEHOLDER}{i}" for i in range(len(outputs))]
                 torch.onnx.export(
                     module.eval(), args, str(path), input_names=names, output_names=placeholders,
@@ -144,11 +161,13 @@ def export_onnx(module: torch.nn.Module, model_name: str, inputs: tuple[InputSpe
                 )
                 _name_outputs(path, placeholders, outputs)
             else:
+                batch = {} if static else {0: BATCH_AXIS}
+                axes = {**{n: dict(batch) for n in outputs},
+                        **{i.name: {**batch, **{j: d for j, d in enumerate(i.shape, start=1) if isinstance(d, str)}}
+                           for i in inputs}}
                 torch.onnx.export(
                     module.eval(), args, str(path), input_names=names, output_names=list(outputs),
-                    dynamic_axes={**{n: {0: BATCH_AXIS} for n in outputs},
-                                  **{i.name: {0: BATCH_AXIS, **{j: d for j, d in enumerate(i.shape, start=1)
-                                                               if isinstance(d, str)}} for i in inputs}},
+                    dynamic_axes={n: a for n, a in axes.items() if a} or None,
                     opset_version=options["opset"], dynamo=False,
                 )
     except Exception as exc:  # the exporter raises many types; the message is what the user needs
@@ -160,8 +179,22 @@ def export_onnx(module: torch.nn.Module, model_name: str, inputs: tuple[InputSpe
         # from None: the chained exporter traceback printed ~1,000 lines per test for one unsupported op
         raise EngineBuildError(f"ONNX export of model {model_name!r} failed ({options}): "
                                f"{type(exc).__name__}: {message}") from None
-    check_onnx(path, model_name, inputs)
+    check_onnx(path, model_name, inputs, static)
     _check_output_names(path, model_name, outputs)
+    _check_opset(path, model_name, options)
+
+
+def _check_opset(path: Path, model_name: str, options: dict[str, Any]) -> None:
+    """The file's default-domain opset is the one asked: the dynamo exporter writes opset 18 where it cannot
+    convert its graph down (asked for 11 in torch 2.14), which would make [models.NAME.export] opset a setting
+    read and ignored."""
+    model = onnx.load(str(path), load_external_data=False)
+    got = sorted({o.version for o in model.opset_import if o.domain in ("", "ai.onnx")})
+    if got != [options["opset"]]:
+        hint = " (the torchscript exporter writes older opsets)" if options["exporter"] == "dynamo" else ""
+        written = ", ".join(map(str, got)) or "none"
+        raise EngineBuildError(f"ONNX export of model {model_name!r}: asked for opset {options['opset']}, the "
+                               f"{options['exporter']} exporter wrote opset {written}{hint}")
 
 
 # The dynamo exporter names values after the FX nodes that make them ("embedding" for aten.embedding, "linear",
@@ -230,9 +263,10 @@ def _forward_arg_names(module: torch.nn.Module, fallback: list[str]) -> list[str
     return [p.name for p in params]
 
 
-def check_onnx(path: Path, model_name: str, inputs: tuple[InputSpec, ...] = ()) -> None:
-    """onnx.checker (full) and strict shape inference; the batch axis, and each named axis of ``inputs`` whose
-    range is more than one length, must stay symbolic."""
+def check_onnx(path: Path, model_name: str, inputs: tuple[InputSpec, ...] = (),
+               static_batch: int | None = None) -> None:
+    """onnx.checker (full) and strict shape inference; the batch axis must stay symbolic (or, for a static-batch
+    export, be ``static_batch``), and so must each named axis of ``inputs`` whose range is more than one length."""
     try:
         onnx.checker.check_model(str(path), full_check=True)
         model = onnx.shape_inference.infer_shapes(onnx.load(str(path)), check_type=True, strict_mode=True)
@@ -240,7 +274,11 @@ def check_onnx(path: Path, model_name: str, inputs: tuple[InputSpec, ...] = ()) 
         raise EngineBuildError(f"ONNX model of {model_name!r} fails onnx.checker/shape inference: {exc}") from exc
     for value in model.graph.input:
         dim0 = value.type.tensor_type.shape.dim[0]
-        if dim0.HasField("dim_value"):
+        if static_batch is not None and dim0.dim_value != static_batch:
+            got = dim0.dim_value if dim0.HasField("dim_value") else repr(dim0.dim_param or "?")
+            raise EngineBuildError(f"ONNX model of {model_name!r}: input {value.name!r} has a batch axis of {got}; "
+                                   f"the static-batch export must fix it at {static_batch}")
+        if static_batch is None and dim0.HasField("dim_value"):
             raise EngineBuildError(f"ONNX model of {model_name!r}: input {value.name!r} has a fixed batch "
                                    f"axis of {dim0.dim_value}; the export must keep it dynamic")
     specs = {spec.name: spec for spec in inputs}

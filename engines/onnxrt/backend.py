@@ -21,6 +21,7 @@ from engines.base import (
     Feed,
     LoadedEngine,
     ModelArtifacts,
+    static_batch_engine,
 )
 from engines.feeds import as_input_dtype, check_feed
 from engines.onnx.export import onnx_facts
@@ -182,17 +183,23 @@ def transformer_fusion(request: EngineRequest) -> str | None:
 
 def onnx_file(request: EngineRequest, artifacts: ModelArtifacts) -> Any:
     """The ONNX file an onnxruntime cell runs: the precision's graph (the fp32 one for the TensorRT EP's fp16,
-    which it takes as a flag), from the fused chain when the cell asks for transformer fusion. The one rule, for
-    the session and for whatever inspects what the session runs."""
+    which it takes as a flag), from the fused chain when the cell asks for transformer fusion, exported with its
+    batch fixed for a static-batch profile (a static cell's request: its engine at the opt batch). The one rule,
+    for the session and for whatever inspects what the session runs."""
     on_trt_fp16 = execution_provider(request) == "tensorrt" and request.precision == "fp16"
     precision = "fp32" if on_trt_fp16 else request.precision
-    return artifacts.onnx_path(precision, transformer_fusion(request))
+    batch = request.profile.onnx_batch
+    if batch is None:  # the dynamic graph, asked for as it always was (ModelArtifacts without a batch argument)
+        return artifacts.onnx_path(precision, transformer_fusion(request))
+    return artifacts.onnx_path(precision, transformer_fusion(request), batch)
 
 
 def trt_profile_options(request: EngineRequest) -> dict[str, str]:
     """The TensorRT EP's explicit optimization profile (min/opt/max shape of every input, batch and named axes),
-    so that it builds one engine for the configured ranges instead of one per new shape it meets."""
-    shapes = {spec.name: request.profile.shapes(spec) for spec in request.inputs}
+    so that it builds one engine for the configured ranges instead of one per new shape it meets; for a
+    static-batch profile, that of its engine (min = opt = max = the batch)."""
+    profile = request.profile.engine_profile()
+    shapes = {spec.name: profile.shapes(spec) for spec in request.inputs}
 
     def option(which: int) -> str:
         return ",".join(f"{name}:{'x'.join(map(str, s[which]))}" for name, s in shapes.items())
@@ -282,6 +289,10 @@ class OnnxRuntimeBackend:
         return None
 
     def load(self, request: EngineRequest, artifacts: ModelArtifacts, cache: ArtifactCache) -> LoadedEngine:
+        if request.profile.per_batch:  # static_batch: one session per batch, each on its fixed-batch graph
+            return static_batch_engine(
+                request.profile, lambda profile: self.load(replace(request, profile=profile), artifacts, cache),
+                request.cell_id)
         ort = import_onnxruntime()
 
         ep = execution_provider(request)

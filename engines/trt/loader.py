@@ -9,12 +9,15 @@ forwarded to ``logging`` (logger "tensorrt" and this module's).
 
 The serialized engine lives in the content-addressed engine cache (kind "tensorrt-engine"), keyed by
 settings.engine_cache_parts; loading deserializes it with ``trt.Runtime`` and wraps it in a TensorRTRunner.
+A static-batch cell (``static_batch``) has one engine per batch it meets, each parsed from the ONNX graph
+exported with that batch fixed and built with min = opt = max = that batch, behind a StaticBatchRunner.
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -24,7 +27,15 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engines.base import PRECISIONS, EngineBuildError, EngineFacts, EngineRequest, LoadedEngine, ModelArtifacts
+from engines.base import (
+    PRECISIONS,
+    EngineBuildError,
+    EngineFacts,
+    EngineRequest,
+    LoadedEngine,
+    ModelArtifacts,
+    static_batch_engine,
+)
 from engines.cuda.runtime import (
     CudaError,
     CudaUnavailable,
@@ -47,6 +58,7 @@ from engines.trt.settings import (
     format_parser_errors,
     layer_summary,
     logging_level,
+    optimization_profile_shapes,
     parse_version,
     plan_build,
     precision_skip_reason,
@@ -365,9 +377,9 @@ def build_serialized_engine(request: EngineRequest, plan: BuildPlan, onnx_path: 
 
     profile = builder.create_optimization_profile()
     p = request.profile
-    for spec in request.inputs:  # min/opt/max of every axis: the batch and each named one (a sequence length)
-        low, opt, high = p.shapes(spec)
-        profile.set_shape(spec.name, trt.Dims(list(low)), trt.Dims(list(opt)), trt.Dims(list(high)))
+    # min/opt/max of every axis: the batch (opt_batch; min = opt = max for a static-batch engine) and each named one
+    for name, (low, opt, high) in optimization_profile_shapes(request).items():
+        profile.set_shape(name, trt.Dims(list(low)), trt.Dims(list(opt)), trt.Dims(list(high)))
     if config.add_optimization_profile(profile) < 0:
         raise EngineBuildError(f"{label}: TensorRT rejected the optimization profile {p.as_dict()}")
 
@@ -447,6 +459,11 @@ class TensorRTBackend:
         return precision_skip_reason(request.precision, props["compute_capability_tuple"], props["name"])
 
     def load(self, request: EngineRequest, artifacts: ModelArtifacts, cache: ArtifactCache) -> LoadedEngine:
+        if request.profile.per_batch:  # static_batch: one engine per batch, each min = opt = max = its batch
+            return static_batch_engine(
+                request.profile,
+                lambda profile: self.load(dataclasses.replace(request, profile=profile), artifacts, cache),
+                f"tensorrt {request.cell_id}")
         try:
             trt_version = require_tensorrt()
         except ImportError as exc:
@@ -467,9 +484,9 @@ class TensorRTBackend:
             plan = plan_build(trt_version, request.precision)
         except ValueError as exc:
             raise EngineBuildError(f"{request.cell_id}: {exc}") from exc
-        onnx_path = Path(artifacts.onnx_path(plan.onnx_precision))
+        onnx_path, onnx_key = onnx_source(artifacts, plan.onnx_precision, request.profile.onnx_batch)
         parts = engine_cache_parts(
-            request, onnx_key=artifacts.onnx_key(plan.onnx_precision), plan=plan, trt_version=trt_version,
+            request, onnx_key=onnx_key, plan=plan, trt_version=trt_version,
             gpu_name=gpu["name"], compute_capability=gpu["compute_capability"], cuda_versions=cuda_versions,
         )
         timing_file = timing_cache_path(cache.root, trt_version, gpu["compute_capability"], gpu["name"])
@@ -516,6 +533,14 @@ class TensorRTBackend:
         except (OSError, ValueError):
             pass
         return detail
+
+
+def onnx_source(artifacts: ModelArtifacts, precision: str, batch: int | None) -> tuple[Path, str]:
+    """The ONNX file an engine is parsed from and its cache key: the dynamic-batch graph, or the one exported with
+    its batch fixed at ``batch`` (a static-batch engine's, so that TensorRT sees the shapes the engine has)."""
+    if batch is None:
+        return Path(artifacts.onnx_path(precision)), artifacts.onnx_key(precision)
+    return Path(artifacts.onnx_path(precision, None, batch)), artifacts.onnx_key(precision, None, batch)
 
 
 def _parameters(onnx_path: Path) -> int | None:

@@ -178,6 +178,16 @@ def engine_cache_parts(
     }
 
 
+Shape = tuple[int, ...]
+
+
+def optimization_profile_shapes(request: EngineRequest) -> dict[str, tuple[Shape, Shape, Shape]]:
+    """(min, opt, max) shape of every input, as the engine's one optimization profile sets them: the batch at the
+    profile's min, opt_batch and max (a static-batch engine's profile: its batch thrice), each named axis over its
+    range. Pure, so that what reaches TensorRT is tested without it."""
+    return {spec.name: request.profile.shapes(spec) for spec in request.inputs}
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9.]+", "-", text).strip("-") or "unknown"
 

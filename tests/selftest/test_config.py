@@ -63,6 +63,26 @@ def test_shipped_gpu_config_requires_cuda_and_its_engines():
     assert config.accept_not_judged == ("unsupported", "no-data", "unavailable")
 
 
+def test_shipped_gpu_config_has_resnet50_static_beside_resnet50():
+    """The static-against-dynamic comparison: the same network, inputs, batches and data; static engines."""
+    models = load_config(ROOT / "suite-gpu.toml").models
+    dynamic, static = models["resnet50"], models["resnet50_static"]
+    for attr in ("factory", "inputs", "outputs", "batch_sizes", "latency_shapes", "parity_dataset", "export"):
+        assert getattr(static, attr) == getattr(dynamic, attr), attr
+    assert static.static_batch and not dynamic.static_batch and static.batch_sizes == (1, 32, 256)
+    assert static.engines == ("onnxruntime", "tensorrt") and static.precisions == ("fp16",)
+    assert static.tolerance("fp16") == dynamic.tolerance("fp16")
+
+
+def test_static_batch_and_export_options_parse_into_the_model():
+    m = parse_config(_with(static_batch=True, opt_batch=8, export={"opset": 17, "exporter": "torchscript"})).models["m"]
+    assert m.static_batch and m.profile.as_dict() == {"min": 1, "opt": 8, "max": 32, "static_batch": True}
+    assert m.export == {"opset": 17, "exporter": "torchscript"}
+    plain = parse_config(_with(export={"sample_batch": 4})).models["m"]
+    assert not plain.static_batch and plain.export == {"sample_batch": 4}
+    assert parse_config(MINIMAL).models["m"].export == {}
+
+
 def test_defaults_and_profile():
     config = parse_config(MINIMAL)
     m = config.models["m"]
@@ -133,6 +153,27 @@ BROKEN = [
     (_with(opt_batch="x"), rf"^{M}\.opt_batch: expected an integer >= 1, got 'x'$"),
     (_with(batch_sizes=[1, 32], opt_batch=64),
      rf"^{M}\.opt_batch: opt_batch 64 is outside batch_sizes \[1, 32\] \(range 1\.\.32\)"),
+    # ---- [models.NAME.export] and static_batch ---------------------------------------------------------
+    (_with(export={"opset": 6}), rf"^{M}\.export\.opset: expected an opset \(an integer\) in \[7, \d+\] \(from the "
+     r"oldest torch\.onnx exports to the newest the installed onnx [\d.]+ defines\), got 6$"),
+    (_with(export={"opset": 999}), rf"^{M}\.export\.opset: expected an opset .*, got 999$"),
+    (_with(export={"opset": "18"}), rf"^{M}\.export\.opset: expected an opset .*, got '18'$"),
+    (_with(export={"opset": True}), rf"^{M}\.export\.opset: expected an opset .*, got True$"),
+    (_with(export={"exporter": "onnx"}), rf"^{M}\.export\.exporter: unknown 'onnx'; valid: dynamo, torchscript$"),
+    (_with(export={"exporter": ""}), rf"^{M}\.export\.exporter: expected a non-empty string, got ''$"),
+    (_with(export={"sample_batch": 0}),
+     rf"^{M}\.export\.sample_batch: expected a batch size \(an integer\) >= 1, got 0$"),
+    (_with(batch_sizes=[1, 8], export={"sample_batch": 16}),
+     rf"^{M}\.export\.sample_batch: 16 is outside batch_sizes \[1, 8\] \(range 1\.\.8\); the export traces"),
+    (_with(static_batch=True, export={"sample_batch": 2}),
+     rf"^{M}\.export\.sample_batch: set, but the model has static_batch = true, whose exports each trace at their "
+     r"own batch; it would never be used$"),
+    (_with(export={"batch": 2}), rf"^{M}\.export: unknown key\(s\) batch; valid: exporter, opset, sample_batch$"),
+    (_with(export=["torchscript"]), rf"^{M}\.export: expected a table, got \['torchscript'\]$"),
+    (_with(static_batch="yes"), rf"^{M}\.static_batch: expected true or false, got 'yes'$"),
+    (_with(static_batch=1), rf"^{M}\.static_batch: expected true or false, got 1$"),
+    (_with(static_batch=True, precisions=["fp32", "int8"], calibration_dataset=DATA),
+     rf"^{M}\.static_batch: true, but precisions has int8, which has no static-batch graph"),
     (_top(defaults={"opt_batch": 256}),
      rf"^\[defaults\]\.opt_batch \(used by {M}\): opt_batch 256 is outside batch_sizes \[1, 8, 32\]"),
     (_with(batch_sizes=[1, 32], latency_batch_sizes=[1, 64]),
@@ -246,8 +287,11 @@ _KEY_PATHS = [
     ("models", "m", key) for key in ("factory", "inputs", "outputs", "batch_sizes", "latency_batch_sizes",
                                      "opt_batch", "precisions", "engines", "accuracy_dataset", "parity_dataset",
                                      "calibration_dataset", "min_top1", "min_top5", "parity_samples", "precision",
-                                     "int8", "engine_options", "description", "known_failures")
+                                     "int8", "engine_options", "description", "known_failures", "export",
+                                     "static_batch")
 ] + [("models", "m", "inputs", 0, key) for key in ("name", "shape", "dtype", "low", "high")] + [
+    ("models", "m", "export", key) for key in ("opset", "exporter", "sample_batch")
+] + [
     ("defaults", key) for key in ("batch_sizes", "latency_batch_sizes", "opt_batch", "precisions", "engines",
                                   "parity_samples")
 ] + [("latency", "rounds"), ("latency", "warmup_fraction"), ("int8", "method"), ("int8", "samples"),
@@ -490,7 +534,7 @@ def test_readme_documents_every_key():
     section = readme[readme.index("## Configuration reference"):readme.index("## The engine cache")]
     keys = (config._TOP_KEYS | config._DEFAULT_KEYS | config._MODEL_KEYS | config._INPUT_KEYS | config._PARITY_KEYS
             | config._ACCURACY_KEYS | config._INT8_KEYS | config._LATENCY_KEYS | config._RUN_KEYS
-            | config._KNOWN_FAILURE_KEYS | set(config._REMOVED_KEYS)
+            | config._KNOWN_FAILURE_KEYS | config._EXPORT_KEYS | set(config._REMOVED_KEYS)
             | {k for keys in config._ENGINE_OPTION_KEYS.values() for k in keys})
     missing = sorted(k for k in keys if not re.search(rf"`[^`\n]*\b{k}\b[^`\n]*`", section))
     assert not missing, f"README 'Configuration reference' does not document {missing}"
