@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# One GPU sitting's measurements, one part per device run (each well inside the 10-minute limit), so that
+# the figures in docs/gating.md, docs/gpu.md and docs/transformer.md can be made again:
+#   source /tmp/stage/install.sh && bash tools/gpu_sitting.sh PART      (after ../shared/device/README.md)
+# PART: tier      ResNet-50 through the whole tier on every visible GPU (-n auto --device cuda): report, results
+#       study     device- vs host-bound cases across 5 quiet processes and 2 with every CPU busy
+#       rebuild   --rebuild-check 2 on ResNet-50: ONNX Runtime CUDA fp16 and inductor fp32
+#       shapes    ONNX Runtime CUDA fp16 ResNet-50, static against dynamic batch, batch 1/32/256
+#       minilm    MiniLM-L6 (and ORT's fused graph) on every engine and precision: parity, latency per batch x
+#                 sequence, harness overhead against the bare module
+# Results go under $OUT (the device tool's folder) or gpu-results/; the engine cache under $ENGINE_CACHE.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PART=${1:?part: tier | study | rebuild | shapes | minilm}
+OUT=${OUT:-gpu-results}
+CACHE=${ENGINE_CACHE:-/tmp/ec}
+BENCH=${BENCH:-/tmp/bench}
+mkdir -p "$OUT" "$CACHE" "$BENCH"
+export PYTHONUNBUFFERED=1
+PY=${PYTHON:-python3}
+pytest_() { "$PY" -m pytest -p no:cacheprovider --engine-cache "$CACHE" --benchmark-storage "file://$BENCH" "$@"; }
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+status=0
+case "$PART" in
+  tier)
+    pytest_ -n auto --device cuda --suite-config suite-gpu.toml --models resnet50 \
+      tests/accuracy tests/parity tests/latency/test_latency.py --benchmark-save tier \
+      --suite-results "$OUT/tier.json" --html "$OUT/report.html" --self-contained-html -q 2>&1 \
+      | tee "$OUT/tier.log" || status=$?
+    ;;
+  study)
+    "$PY" tools/bound_study.py --device cuda:0 --engine-cache "$CACHE" --processes 5 --hog-processes 2 \
+      --json "$OUT/study.json" 2>&1 | tee "$OUT/study.md" || status=$?
+    ;;
+  rebuild)
+    pytest_ --device cuda:0 --suite-config suite-gpu.toml --models resnet50 --engines onnxruntime,inductor \
+      --precisions fp32,fp16 tests/parity/test_rebuild.py --rebuild-check 2 --suite-results "$OUT/rebuild.json" \
+      -q 2>&1 | tee "$OUT/rebuild.log" || status=$?
+    ;;
+  shapes)
+    pytest_ --device cuda:0 --suite-config suite-gpu.toml --models resnet50,resnet50_static --engines onnxruntime \
+      --precisions fp16 tests/latency/test_latency.py --latency-paths model --latency-rounds 100 \
+      --suite-results "$OUT/shapes.json" -q 2>&1 | tee "$OUT/shapes.log" || status=$?
+    ;;
+  minilm)
+    pytest_ --device cuda:0 --suite-config suite-gpu.toml --models minilm_l6,minilm_l6_fused tests/parity \
+      tests/latency --overhead-model minilm_l6 --latency-rounds 20 --suite-results "$OUT/minilm.json" \
+      --html "$OUT/minilm.html" --self-contained-html -q 2>&1 | tee "$OUT/minilm.log" || status=$?
+    ;;
+  *) echo "unknown part $PART"; exit 2 ;;
+esac
+echo "== $PART exit $status"
+exit "$status"
