@@ -54,6 +54,18 @@ def visible_gpus(count: int) -> list[str]:
     return listed[:count] if listed else [str(i) for i in range(count)]
 
 
+def auto_workers(device: str, count_gpus: Any) -> int | None:
+    """``-n auto``'s worker count: one per visible GPU with ``--device cuda``, one with ``--device cuda:N``,
+    xdist's own choice (None) otherwise. ``count_gpus()`` is only called for ``--device cuda``; where it fails,
+    xdist's choice stands and the device check at configure time says why."""
+    if device == "cuda":
+        try:
+            return max(1, int(count_gpus()))
+        except Exception:
+            return None
+    return 1 if device.startswith("cuda:") else None
+
+
 def check_workers(device: str, numprocesses: Any, gpus: int) -> str | None:
     """Why this combination of --device and -n cannot keep one worker per GPU, or None."""
     if not numprocesses or numprocesses in ("auto", "logical") or not device.startswith("cuda"):
@@ -200,14 +212,6 @@ class FleetPlugin:
             return (yield)
 
     # ---- controller ----------------------------------------------------------------------------------
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_xdist_auto_num_workers(self, config: pytest.Config) -> int | None:
-        """-n auto with --device cuda: one worker per visible GPU (cuda:N: one worker)."""
-        device = config.getoption("--device")
-        if device == "cuda":
-            return self.gpus
-        return 1 if device.startswith("cuda") else None
-
     @pytest.hookimpl(optionalhook=True, tryfirst=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
         from suite.plugin import suite_session

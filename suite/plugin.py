@@ -109,6 +109,15 @@ class RunState:
         self.signal_handler: Any = None
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto --device cuda``: one worker per visible GPU (suite/fleet.py). A module-level hook, because xdist
+    resolves ``auto`` in pytest_cmdline_main, before any plugin object registered at configure time exists."""
+    from suite.device import check_device
+
+    return fleet.auto_workers(config.getoption("--device"), lambda: check_device("cuda"))
+
+
 def pytest_configure(config: pytest.Config) -> None:
     for name, text in (
         ("accuracy", "top-1/top-5 on labelled data against thresholds and the PyTorch reference"),

@@ -32,6 +32,23 @@ def test_workers_never_share_a_gpu() -> None:
     assert fleet.check_workers("cpu", 2, gpus=0) is None
 
 
+def test_n_auto_means_one_worker_per_gpu() -> None:
+    """xdist resolves ``-n auto`` in pytest_cmdline_main, before configure: the hook must be a module-level one
+    of a plugin loaded at start (an H100 run once got 16 workers, one per CPU, and a usage error)."""
+    import suite.plugin
+
+    assert callable(getattr(suite.plugin, "pytest_xdist_auto_num_workers", None))
+    assert fleet.auto_workers("cuda", lambda: 2) == 2
+    assert fleet.auto_workers("cuda", lambda: 1) == 1
+    assert fleet.auto_workers("cuda:1", lambda: 8) == 1
+    assert fleet.auto_workers("cpu", lambda: 8) is None
+
+    def no_gpu() -> int:
+        raise RuntimeError("no CUDA")
+
+    assert fleet.auto_workers("cuda", no_gpu) is None  # xdist's choice; configure then names the device problem
+
+
 def test_a_worker_binds_to_its_own_gpu_before_cuda_starts(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(fleet.WORKER_GPUS_ENV, "3,5")
     monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
