@@ -18,6 +18,10 @@ from engines.base import EngineBuildError
 
 CONVERTER = "onnxruntime.transformers.float16"
 BF16_MIN_OPSET = 22
+#: Kept in fp32 in a bf16 graph, beside the converter's own block list: ONNX Runtime's CUDA EP has no bf16
+#: comparison kernels (an H100 run: "Provider type for Less node ... is not set"), and a position or mask
+#: compared in bf16 is wrong past 256 anyway (8 significant bits).
+BF16_KEEP_FP32 = ("Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Equal")
 
 
 def _opset(model: onnx.ModelProto) -> int:
@@ -29,7 +33,16 @@ def convert_parts(fp32_key: str, precision: str) -> dict[str, Any]:
 
     return {"source_onnx": fp32_key, "precision": precision, "converter": CONVERTER,
             "onnxruntime": version_of("onnxruntime"), "onnx": version_of("onnx"), "keep_io_types": True,
-            "revision": 1}
+            "keep_fp32": list(_block_list(precision)), "revision": 2}
+
+
+def _block_list(precision: str) -> tuple[str, ...]:
+    from engines.onnxrt.backend import import_onnxruntime
+
+    import_onnxruntime()
+    from onnxruntime.transformers.float16 import DEFAULT_OP_BLOCK_LIST
+
+    return (*DEFAULT_OP_BLOCK_LIST, *(BF16_KEEP_FP32 if precision == "bf16" else ()))
 
 
 def convert_precision(src: Path, dst: Path, precision: str, model_name: str) -> None:
@@ -43,7 +56,8 @@ def convert_precision(src: Path, dst: Path, precision: str, model_name: str) -> 
     original = onnx.load(str(src))
     fp32_init = {init.name: numpy_helper.to_array(init) for init in original.graph.initializer}
     try:
-        model = convert_float_to_float16(original, keep_io_types=True, disable_shape_infer=False)
+        model = convert_float_to_float16(original, keep_io_types=True, disable_shape_infer=False,
+                                         op_block_list=list(_block_list(precision)))
         if precision == "bf16":
             # bfloat16 entered the type lists of Conv, Gemm and friends in opset 22.
             model = onnx.version_converter.convert_version(model, max(BF16_MIN_OPSET, _opset(model)))
