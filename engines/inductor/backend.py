@@ -269,7 +269,8 @@ class InductorBackend:
         batch = max(2, min(request.profile.opt_batch, 8))
         args = tuple(t.to(request.device, dtype) if t.is_floating_point() else t.to(request.device)
                      for t in sample_inputs(request.inputs, batch))
-        dims = export_dims(request.inputs, max(1, request.profile.min_batch), request.profile.max_batch)
+        dims = export_dims(request.inputs, max(1, request.profile.min_batch), request.profile.max_batch,
+                           named_as_hints=True)
         module = with_configured_outputs(module, args, request.outputs, request.cell_id)
         log.info("inductor: exporting and compiling %s with %s (this takes a while)", request.cell_id, cxx)
         try:

@@ -108,14 +108,21 @@ def with_configured_outputs(module: torch.nn.Module, args: tuple[torch.Tensor, .
     return ConfiguredOutputs(module, tuple(outputs), where)
 
 
-def export_dims(inputs: tuple[InputSpec, ...], min_batch: int, max_batch: int) -> dict[str, Any]:
+def export_dims(inputs: tuple[InputSpec, ...], min_batch: int, max_batch: int, *,
+                named_as_hints: bool = False) -> dict[str, Any]:
     """One ``torch.export.Dim`` per axis: ``batch`` over [min_batch, max_batch], each named axis over its
     configured range. One object per name, so that inputs sharing an axis (token ids and their mask) are
-    exported as equal in length."""
+    exported as equal in length.
+
+    ``named_as_hints``: named axes as ``Dim.DYNAMIC(min, max)`` instead. torch.export then keeps the guards a
+    compiler adds on them and still refuses to specialise them. AOTInductor needs it: on CUDA its attention
+    kernel pads the sequence to a multiple of 8, and a strict Dim refuses that guard as a constraint violation
+    (MiniLM on an H100). Inputs sharing a name are then equated by the graph itself."""
     dims: dict[str, Any] = {BATCH_AXIS: torch.export.Dim(BATCH_AXIS, min=min_batch, max=max_batch)}
     for spec in inputs:
         for name, r in spec.axes:
-            dims.setdefault(name, torch.export.Dim(name, min=r.min, max=r.max))
+            dims.setdefault(name, torch.export.Dim.DYNAMIC(min=r.min, max=r.max) if named_as_hints
+                            else torch.export.Dim(name, min=r.min, max=r.max))
     return dims
 
 
