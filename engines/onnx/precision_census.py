@@ -10,7 +10,9 @@ and ``verdict(precision)`` turns it into a rule (docs/localization.md):
   forms, attention), "norm", "activation", "reduce" and "elementwise"; Casts, (de)quantization, layout and
   shape nodes compute nothing and are not counted;
 * a node computes in the element type of its first input (QLinear*/QGemm/...Integer: int8; uint8 counts as
-  int8), or of its output when the input's type is unknown;
+  int8), or of its output when the input's type is unknown; a contrib op's output whose type shape inference
+  does not know takes its first floating input's type (EmbedLayerNormalization: the tables, not the ids);
+* a cell whose nodes' types are unknown is not judged either, and says that the census cannot tell;
 * a cell named for a precision P **computes (almost) nothing in P** when fewer than half (``MIN_SHARE``) of its
   conv/gemm/matmul nodes compute in P, or, in a graph without any, fewer than half of all its compute nodes.
 
@@ -108,7 +110,11 @@ class PrecisionCensus(dict[str, int]):
                 f"all compute nodes: {self.summary()}")
         if precision == "tf32":
             text += "; TF32 is a math mode of fp32 nodes, invisible in a graph"
-        if not ok:
+        unknown = sum(1 for n in counted if n.precision == "unknown")
+        if not ok and unknown and matching + unknown >= MIN_SHARE * len(counted):
+            text = (f"named {precision}, and the census cannot tell whether it computes in {wanted}: {unknown} of "
+                    f"{len(counted)} {what} nodes have no known element type: " + text)
+        elif not ok:
             amount = "nothing" if share == 0 else "almost nothing"
             text = f"named {precision} but computes {amount} in {wanted}: " + text
         return ok, text
@@ -119,6 +125,9 @@ class PrecisionCensus(dict[str, int]):
     def as_dict(self) -> dict[str, Any]:
         return {"source": self.source, "counts": dict(self), "by_kind": self.by_kind(),
                 "nodes": [[n.name, n.op_type, n.kind, n.precision] for n in self.nodes]}
+
+
+_FLOATING = (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.DOUBLE)
 
 
 def precision_census(optimized_onnx_path: Path | str | onnx.ModelProto) -> PrecisionCensus:
@@ -191,4 +200,7 @@ def _rule_type(node: onnx.NodeProto, index: int, types: Mapping[str, int]) -> in
         zero = _QUANT_OUTPUT_PARAMS[node.op_type][1]
         if zero < len(node.input) and node.input[zero]:
             return types.get(node.input[zero])
-    return next((types[i] for i in node.input if i and i in types), None)
+    known = [types[i] for i in node.input if i and i in types]
+    # a fused op's first input may be token ids (EmbedLayerNormalization: int64 ids, fp32 tables): the values it
+    # computes on are its floating inputs
+    return next((t for t in known if t in _FLOATING), known[0] if known else None)

@@ -314,3 +314,39 @@ def test_a_failing_parity_cell_names_its_first_diverging_layer_in_the_message_an
     verdict = json.loads(results.read_text())["verdict"]
     assert [c["id"] for c in verdict["not_judged"]["precision-not-run"]] == [
         "tests/parity/test_parity.py::test_parity_on_generated_inputs[overflow_mlp-onnxruntime-fp16-uniform]"]
+
+
+def test_census_types_a_fused_transformer_graph_from_its_floating_inputs() -> None:
+    """ONNX Runtime's BERT fusion starts with EmbedLayerNormalization (com.microsoft), whose first input is the
+    int64 token ids: typing its output from that input made every MatMul after it "unknown", and an H100 run
+    read MiniLM's fused fp32 cell as "computes nothing in fp32"."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    from engines.onnx.precision_census import precision_census
+
+    table = numpy_helper.from_array(np.zeros((30, 4), np.float32), "table")
+    w = numpy_helper.from_array(np.ones((4, 4), np.float32), "w")
+    nodes = [helper.make_node("EmbedLayerNormalization", ["ids", "", "table"], ["emb"], domain="com.microsoft"),
+             helper.make_node("MatMul", ["emb", "w"], ["h"], name="mm1"),
+             helper.make_node("FastGelu", ["h"], ["g"], domain="com.microsoft"),
+             helper.make_node("MatMul", ["g", "w"], ["y"], name="mm2")]
+    graph = helper.make_graph(nodes, "fused", [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [table, w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("com.microsoft", 1)])
+    census = precision_census(model)
+    assert census.by_kind()["matmul"] == {"fp32": 2}, census.as_dict()
+    assert census.verdict("fp32")[0] and not census.verdict("fp16")[0]
+
+
+def test_census_says_it_cannot_tell_when_types_are_unknown() -> None:
+    from engines.onnx.precision_census import CensusNode, PrecisionCensus
+
+    census = PrecisionCensus([CensusNode("a", "MatMul", "matmul", "unknown"), *[CensusNode("b", "MatMul", "matmul",
+                                                                                           "fp32")] * 2])
+    ok, text = census.verdict("fp16")  # even were the unknown one fp16, 1 of 3 would not be enough
+    assert not ok and "cannot tell" not in text and "computes nothing in fp16" in text
+    unknown = PrecisionCensus([CensusNode("a", "Attention", "matmul", "unknown")] * 3)
+    ok, text = unknown.verdict("fp32")
+    assert not ok and "census cannot tell whether it computes in fp32: 3 of 3" in text, text
