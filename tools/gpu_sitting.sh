@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU sitting's measurements, one part per device run (each well inside the 10-minute limit), so that
 # the figures in docs/gating.md, docs/gpu.md and docs/transformer.md can be made again:
-#   source /tmp/stage/install.sh && bash tools/gpu_sitting.sh PART      (after ../shared/device/README.md)
+#   source /tmp/stage/install.sh && bash tools/gpu_sitting.sh PART [pytest options]     (after ../shared/device/README.md)
 # PART: tier      ResNet-50 through the whole tier on every visible GPU (-n auto --device cuda): report, results
 #       study     device- vs host-bound cases across 5 quiet processes and 2 with every CPU busy
 #       rebuild   --rebuild-check 2 on ResNet-50: ONNX Runtime CUDA fp16 and inductor fp32
@@ -12,6 +12,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PART=${1:?part: tier | study | rebuild | shapes | minilm}
+shift
+EXTRA=("$@")   # more pytest options for the part (e.g. --engines onnxruntime,inductor)
 OUT=${OUT:-gpu-results}
 CACHE=${ENGINE_CACHE:-/tmp/ec}
 BENCH=${BENCH:-/tmp/bench}
@@ -25,7 +27,7 @@ case "$PART" in
   tier)
     pytest_ -n auto --device cuda --suite-config suite-gpu.toml --models resnet50 \
       tests/accuracy tests/parity tests/latency/test_latency.py --benchmark-save tier \
-      --suite-results "$OUT/tier.json" --html "$OUT/report.html" --self-contained-html -q 2>&1 \
+      --suite-results "$OUT/tier.json" --html "$OUT/report.html" --self-contained-html -q "${EXTRA[@]}" 2>&1 \
       | tee "$OUT/tier.log" || status=$?
     ;;
   study)
@@ -35,17 +37,17 @@ case "$PART" in
   rebuild)
     pytest_ --device cuda:0 --suite-config suite-gpu.toml --models resnet50 --engines onnxruntime,inductor \
       --precisions fp32,fp16 tests/parity/test_rebuild.py --rebuild-check 2 --suite-results "$OUT/rebuild.json" \
-      -q 2>&1 | tee "$OUT/rebuild.log" || status=$?
+      -q "${EXTRA[@]}" 2>&1 | tee "$OUT/rebuild.log" || status=$?
     ;;
   shapes)
     pytest_ --device cuda:0 --suite-config suite-gpu.toml --models resnet50,resnet50_static --engines onnxruntime \
       --precisions fp16 tests/latency/test_latency.py --latency-paths model --latency-rounds 100 \
-      --suite-results "$OUT/shapes.json" -q 2>&1 | tee "$OUT/shapes.log" || status=$?
+      --suite-results "$OUT/shapes.json" -q "${EXTRA[@]}" 2>&1 | tee "$OUT/shapes.log" || status=$?
     ;;
   minilm)
     pytest_ --device cuda:0 --suite-config suite-gpu.toml --models minilm_l6,minilm_l6_fused tests/parity \
       tests/latency --overhead-model minilm_l6 --latency-rounds 20 --suite-results "$OUT/minilm.json" \
-      --html "$OUT/minilm.html" --self-contained-html -q 2>&1 | tee "$OUT/minilm.log" || status=$?
+      --html "$OUT/minilm.html" --self-contained-html -q "${EXTRA[@]}" 2>&1 | tee "$OUT/minilm.log" || status=$?
     ;;
   *) echo "unknown part $PART"; exit 2 ;;
 esac
