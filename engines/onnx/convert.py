@@ -18,10 +18,11 @@ from engines.base import EngineBuildError
 
 CONVERTER = "onnxruntime.transformers.float16"
 BF16_MIN_OPSET = 22
-#: Kept in fp32 in a bf16 graph, beside the converter's own block list: ONNX Runtime's CUDA EP has no bf16
-#: comparison kernels (an H100 run: "Provider type for Less node ... is not set"), and a position or mask
-#: compared in bf16 is wrong past 256 anyway (8 significant bits).
-BF16_KEEP_FP32 = ("Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Equal")
+#: Kept in fp32 in a bf16 graph, beside the converter's own block list. ONNX Runtime's CUDA EP has no bf16
+#: Clip: it expands Clip into its ONNX function body (Less, Where), and no EP has a bf16 Less kernel, so the
+#: session fails ("Provider type for Less node with name '' is not set": MiniLM on an H100, whose pooling clamps
+#: the mask sum). The comparisons themselves: a position or mask compared in bf16 is wrong past 256 anyway.
+BF16_KEEP_FP32 = ("Clip", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Equal")
 
 
 def _opset(model: onnx.ModelProto) -> int:
