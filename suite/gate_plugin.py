@@ -43,7 +43,7 @@ from metrics.regression import (
     compare_latency,
     compare_parity,
 )
-from suite import inject, verdict
+from suite import bound, inject, verdict
 from suite.baselines import (
     BaselineError,
     DriftTolerances,
@@ -286,6 +286,7 @@ class Gate:
             outcome = LatencyOutcome(label, nodeid, "no-baseline", interference=interference, attempts=attempts)
             self.latency.append(outcome)
             return outcome, None
+        comparison = bound.gate_rule(record, comparison)  # a class's rule (suite/bound.py)
         base_busy = self.latency_baseline.interference.get(key)
         device_bound = record.get("bound") == "device"
         current_busy = not device_bound and interference is not None and interference > self.busy_limit

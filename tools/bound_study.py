@@ -15,7 +15,8 @@ host's speed) and 300 launches of a one-element kernel plus a synchronize (the l
 Analysis: each case classified by suite.bound.classify; A/A trials between the quiet processes (every
 ordered pair: one run is the baseline, another the current run) judged by the suite's compare_latency at
 5 % / 99 %, (a) as they are, (b) with the current samples scaled by the ratio of the two processes'
-control medians (the control rule), (c) against the other K-1 runs as baseline (last:K); and, for the
+control medians (the control rule), (c) against the other K-1 runs as baseline (last:K), (d) with the
+suite's own class rule (suite.bound.gate_rule) on one baseline run; and, for the
 hogged runs, the change of each case's median against the quiet runs' median.
 """
 
@@ -138,7 +139,30 @@ def _key(case: dict[str, Any]) -> tuple[str, int, str]:
     return case["cell"], case["batch"], case["path"]
 
 
+def reclassify(results: list[dict[str, Any]]) -> None:
+    """Class every case again with today's suite.bound.classify, from what each process measured (in the order
+    it timed them, graph replay first), so that a saved study judges a changed rule."""
+    from suite.bound import classify
+
+    for r in results:
+        records: list[dict[str, Any]] = []
+        for c in r["cases"]:
+            if "samples_s" not in c:
+                continue
+            record = {"kind": "latency", "cell": c["cell"], "batch_size": c["batch"], "path": c["path"],
+                      "device": "cuda:0", "median_ms": c["median_ms"], "gpu": {"mean_sm_util_pct": c["util_pct"]}}
+            c.setdefault("bound_at_run", c["bound"])
+            c["bound"], c["why"] = classify(record, records)
+            records.append(record)
+
+
+RULES = ("plain", "suite_rule", "host_control", "launch_control", "last_k")
+
+
 def analyse(results: list[dict[str, Any]], threshold: float = 0.05, confidence: float = 0.99) -> dict[str, Any]:
+    from suite.bound import gate_rule
+
+    reclassify(results)
     quiet = [r for r in results if not r["hogs"]]
     hogged = [r for r in results if r["hogs"]]
     by_case: dict[tuple[str, int, str], list[dict[str, Any]]] = {}
@@ -151,11 +175,14 @@ def analyse(results: list[dict[str, Any]], threshold: float = 0.05, confidence: 
         bounds = [c["bound"] for c in runs]
         bound = max(set(bounds), key=bounds.count)
         medians = [c["median_ms"] for c in runs]
-        plain, host_ctl, launch_ctl, last_k = [], [], [], []
+        plain, rule, host_ctl, launch_ctl, last_k = [], [], [], [], []
         for j, cur in enumerate(runs):
             others = [b for i, b in enumerate(runs) if i != j]
+            as_record = {"bound": bound, "bound_why": cur["why"], "device": "cuda:0"}
             for base in others:
-                plain.append(compare_latency(base["samples_s"], cur["samples_s"], threshold, confidence).verdict)
+                comparison = compare_latency(base["samples_s"], cur["samples_s"], threshold, confidence)
+                plain.append(comparison.verdict)
+                rule.append(gate_rule(as_record, comparison).verdict)  # the suite's class rule, one baseline run
                 for out, ctl in ((host_ctl, "host_ms"), (launch_ctl, "launch_ms")):
                     scale = base[ctl] / cur[ctl]
                     out.append(compare_latency(base["samples_s"], [s * scale for s in cur["samples_s"]], threshold,
@@ -171,14 +198,15 @@ def analyse(results: list[dict[str, Any]], threshold: float = 0.05, confidence: 
                      "util_pct": [c["util_pct"] for c in runs],
                      "corr_launch": _corr(medians, [c["launch_ms"] for c in runs]),
                      "corr_host": _corr(medians, [c["host_ms"] for c in runs]),
-                     "false_alarms": {"plain": _count(plain), "host_control": _count(host_ctl),
+                     "false_alarms": {"plain": _count(plain), "suite_rule": _count(rule),
+                                      "host_control": _count(host_ctl),
                                       "launch_control": _count(launch_ctl), "last_k": _count(last_k)},
                      "hogged_change_pct": hog_change})
     classes: dict[str, dict[str, Any]] = {}
     for bound in ("device", "host"):
         chosen = [r for r in rows if r["bound"] == bound]
         classes[bound] = {"cases": len(chosen)}
-        for rule in ("plain", "host_control", "launch_control", "last_k"):
+        for rule in RULES:
             k = sum(r["false_alarms"][rule]["alarms"] for r in chosen)
             n = sum(r["false_alarms"][rule]["trials"] for r in chosen)
             lo, hi = binomial_interval(k, n) if n else (math.nan, math.nan)
@@ -202,21 +230,20 @@ def _corr(a: list[float], b: list[float]) -> float | None:
 def markdown(analysis: dict[str, Any]) -> str:
     lines = [f"{analysis['processes']} quiet processes, {analysis['hogged_processes']} with every CPU busy; A/A "
              "trials between quiet processes at 5% / 99%", "",
-             "| case | class (why) | medians ms | spread | NVML util % | false alarms: plain / host ctl / launch ctl"
-             " / last:K | busy CPUs moved |", "|---|---|---|---|---|---|---|"]
+             "| case | class (why) | medians ms | spread | NVML util % | false alarms: plain / suite rule / host ctl / "
+             "launch ctl / last:K | busy CPUs moved |", "|---|---|---|---|---|---|---|"]
     for r in analysis["rows"]:
         fa = r["false_alarms"]
-        alarms = " / ".join(f"{fa[k]['alarms']}/{fa[k]['trials']}" for k in ("plain", "host_control",
-                                                                            "launch_control", "last_k"))
+        alarms = " / ".join(f"{fa[k]['alarms']}/{fa[k]['trials']}" for k in RULES)
         util = ", ".join("-" if u is None else f"{u:.0f}" for u in r["util_pct"])
         moved = ", ".join(f"{x:+.1f}%" for x in r["hogged_change_pct"]) or "-"
         lines.append(f"| {r['case']} | {r['bound']} ({r['why']}) | {', '.join(f'{m:.3f}' for m in r['median_ms'])} | "
                      f"{r['spread_pct']:.1f}% | {util} | {alarms} | {moved} |")
-    lines += ["", "| class | cases | plain | host control | launch control | last:K | max change, busy CPUs |",
-              "|---|---|---|---|---|---|---|"]
+    lines += ["", "| class | cases | plain | suite rule | host control | launch control | last:K | max change, busy "
+              "CPUs |", "|---|---|---|---|---|---|---|---|"]
     for bound, c in analysis["classes"].items():
         cells = []
-        for rule in ("plain", "host_control", "launch_control", "last_k"):
+        for rule in RULES:
             x = c[rule]
             rate = "-" if not x["trials"] else f"{x['alarms']}/{x['trials']} ({100 * x['alarms'] / x['trials']:.0f}%)"
             cells.append(rate)
