@@ -108,8 +108,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 BENCHMARK_COMPARE_NOTE = (
     "--benchmark-compare-fail is pytest-benchmark's own check: one run's statistic against one saved run's, "
-    "with no noise model, so on a shared machine it flags unchanged cases (README 'Two gates' has the measured "
-    "false-alarm rates); the suite's gate is --latency-baseline")
+    "with no noise model, so on a shared machine it flags unchanged cases (docs/gating.md 'Two gates' has the "
+    "measured false-alarm rates); the suite's gate is --latency-baseline")
 
 
 # =========================================================================== state

@@ -582,7 +582,7 @@ def _required_engines_judged(state: RunState, ledger: verdict.Ledger) -> None:
 def _take_benchmark_regressions(config: pytest.Config, ledger: verdict.Ledger) -> None:
     """pytest-benchmark's --benchmark-compare-fail raises a bare PerformanceRegression from its terminal
     summary (a traceback, and no 'N passed' line). Its findings become failed checks of the verdict
-    instead, listed with the rest; see README 'Two gates' for how it compares with --latency-baseline."""
+    instead, listed with the rest; see docs/gating.md 'Two gates' for how it compares with --latency-baseline."""
     bench = getattr(config, "_benchmarksession", None)
     found = list(getattr(bench, "performance_regressions", None) or [])
     if not found:
