@@ -59,6 +59,11 @@ def convert_precision(src: Path, dst: Path, precision: str, model_name: str) -> 
     try:
         model = convert_float_to_float16(original, keep_io_types=True, disable_shape_infer=False,
                                          op_block_list=list(_block_list(precision)))
+        # The converter leaves stale intermediate types around an op it keeps in fp32 (MiniLM's Clip in
+        # bf16: "Inferred elem type differs: (1) vs (10)"); infer them again from the graph itself.
+        del model.graph.value_info[:]
+        _topological_sort(model.graph)
+        model = onnx.shape_inference.infer_shapes(model)
         if precision == "bf16":
             # bfloat16 entered the type lists of Conv, Gemm and friends in opset 22.
             model = onnx.version_converter.convert_version(model, max(BF16_MIN_OPSET, _opset(model)))

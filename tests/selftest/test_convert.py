@@ -16,15 +16,16 @@ pytestmark = pytest.mark.selftest
 
 
 def _masked_matmul(path: Path) -> None:
-    """y = clip(where(x < 0.5, x @ w, 0), 0): a comparison and a clamp beside a matmul, as in a transformer's mask
-    handling and mean pooling."""
+    """y = x @ w / clip(where(x < 0.5, x @ w, 0), 0.5): a comparison and a clamp beside a matmul, as in a
+    transformer's mask handling and mean pooling (MiniLM divides by a clamped norm)."""
     w = numpy_helper.from_array(np.arange(16, dtype=np.float32).reshape(4, 4) / 16, "w")
     half = numpy_helper.from_array(np.array(0.5, dtype=np.float32), "half")
     zero = numpy_helper.from_array(np.array(0.0, dtype=np.float32), "zero")
     nodes = [helper.make_node("MatMul", ["x", "w"], ["xw"], name="matmul"),
              helper.make_node("Less", ["x", "half"], ["mask"], name="less"),
              helper.make_node("Where", ["mask", "xw", "zero"], ["masked"], name="where"),
-             helper.make_node("Clip", ["masked", "zero"], ["y"], name="clip")]
+             helper.make_node("Clip", ["masked", "half"], ["clamped"], name="clip"),
+             helper.make_node("Div", ["xw", "clamped"], ["y"], name="div")]  # a consumer after the kept Clip
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])], [w, half, zero])
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
@@ -85,3 +86,32 @@ def test_named_axes_export_as_hints_for_inductor_keep_guards_and_stay_dynamic() 
     assert not isinstance(ids[1], int) and str(ids[1]) == str(mask[1]), (ids, mask)
     out = exported.module()(torch.ones(3, 20, dtype=torch.int64), torch.ones(3, 20, dtype=torch.int64))
     assert out.shape == (3,) and float(out[0]) == 20.0
+
+
+def test_a_bf16_clip_left_to_onnx_runtime_has_no_kernel_and_the_converter_keeps_it_fp32(tmp_path: Path) -> None:
+    """The MiniLM bf16 failure on the H100, reproduced on the CPU EP: ONNX Runtime has no bf16 Clip, expands it
+    into its ONNX function body, and finds no kernel for the bf16 Less inside ("Less(13) node with name ''").
+    The converted graph keeps Clip in fp32 and runs."""
+    from engines.onnxrt.backend import import_onnxruntime
+
+    ort = import_onnxruntime()
+    lo = helper.make_tensor("lo", TensorProto.BFLOAT16, [], [0.0])
+    naive = helper.make_model(helper.make_graph(
+        [helper.make_node("Clip", ["x", "lo"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [2])], [lo]),
+        opset_imports=[helper.make_opsetid("", 22)])
+    with pytest.raises(Exception, match=r"Less"):
+        ort.InferenceSession(naive.SerializeToString(), providers=["CPUExecutionProvider"])
+
+    fp32 = helper.make_model(helper.make_graph(
+        [helper.make_node("Clip", ["x", "zero"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+        [numpy_helper.from_array(np.array(0.0, dtype=np.float32), "zero")]),
+        opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(fp32, str(tmp_path / "clip.onnx"))
+    convert_precision(tmp_path / "clip.onnx", tmp_path / "clip-bf16.onnx", "bf16", "clip")
+    session = ort.InferenceSession(str(tmp_path / "clip-bf16.onnx"), providers=["CPUExecutionProvider"])
+    out = session.run(None, {"x": np.array([-1.0, 2.0], dtype=np.float32)})[0]
+    assert out.tolist() == [0.0, 2.0]

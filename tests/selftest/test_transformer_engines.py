@@ -90,3 +90,16 @@ def test_tensorrt_ep_refuses_fused_graphs_and_gets_a_two_axis_profile():
         "trt_profile_min_shapes": "input_ids:1x4,attention_mask:1x4",
         "trt_profile_opt_shapes": "input_ids:4x12,attention_mask:4x12",
         "trt_profile_max_shapes": "input_ids:8x24,attention_mask:8x24"}
+
+
+def test_bf16_conversion_keeps_the_pooling_clamp_in_fp32(cache):
+    """The pooling's clamps (Clip) stay fp32 in bf16: ONNX Runtime's CUDA EP would expand a bf16 Clip into a bf16
+    Less that no execution provider runs (MiniLM on an H100). Keeping it fp32 once left stale types behind that
+    failed the conversion; the converter infers them again."""
+    build = ModelBuild("tiny_bert", tt.tiny_bert, tt.INPUTS, tt.OUTPUTS, cache)
+    model = onnx.shape_inference.infer_shapes(onnx.load(str(build.onnx_path("bf16"))))
+    types = {v.name: v.type.tensor_type.elem_type for v in [*model.graph.input, *model.graph.value_info]}
+    types.update({i.name: i.data_type for i in model.graph.initializer})
+    clips = [n for n in model.graph.node if n.op_type == "Clip"]
+    assert clips and all(types[n.input[0]] == onnx.TensorProto.FLOAT for n in clips)
+    assert any(types.get(n.input[0]) == onnx.TensorProto.BFLOAT16 for n in model.graph.node if n.op_type == "MatMul")
