@@ -185,13 +185,16 @@ def test_an_interrupted_run_keeps_its_results_marked_and_they_are_refused_as_a_b
     for sig in (signal.SIGINT, signal.SIGTERM):
         results = tmp_path / f"results-{sig.name}.json"
         results.write_text(json.dumps({"records": [], "complete": True}))
-        cmd = _suite_cmd(tmp_path, *STEADY, "--latency-rounds", "150", "--suite-results", str(results),
+        # 300 rounds of 20 ms: the signal, sent once the first case's record exists, lands ~6 s inside the
+        # second case even when this machine is loaded (with 150 a loaded CI machine once missed it)
+        cmd = _suite_cmd(tmp_path, *STEADY, "--latency-rounds", "300", "--suite-results", str(results),
                          "--benchmark-save", sig.name.lower(), tests=LATENCY)
         proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         partial = Path(f"{results}.partial.jsonl")
         deadline = time.time() + 120
         while time.time() < deadline and not (partial.exists() and partial.read_text().strip()):
             time.sleep(0.2)
+        assert proc.poll() is None, f"the run ended (exit {proc.returncode}) before it could be interrupted"
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=120)
         done = subprocess.CompletedProcess(cmd, proc.returncode, out, err)
