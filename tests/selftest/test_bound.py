@@ -66,8 +66,8 @@ def test_the_study_counts_false_alarms_per_class_and_rule() -> None:
 
 
 def test_a_host_bound_gpu_case_is_judged_only_against_several_baseline_runs() -> None:
-    """The class's gate rule (suite.bound.gate_rule): on the H100, host-bound cases read as changed in 15 of 80
-    A/A trials against one baseline run and 0 of 20 against four; device-bound ones in 0 of 280."""
+    """The class's gate rule (suite.bound.gate_rule): on the H100, host-bound cases read as regressions in 15 of
+    100 A/A trials against one baseline run and 0 of 25 against four; device-bound ones in 0 of 260."""
     import numpy as np
 
     from metrics.regression import compare_latency
