@@ -189,12 +189,18 @@ def test_an_interrupted_run_keeps_its_results_marked_and_they_are_refused_as_a_b
         # second case even when this machine is loaded (with 150 a loaded CI machine once missed it)
         cmd = _suite_cmd(tmp_path, *STEADY, "--latency-rounds", "300", "--suite-results", str(results),
                          "--benchmark-save", sig.name.lower(), tests=LATENCY)
-        proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # The run gets SIGINT's default action, as in a terminal: a process started in the background by a
+        # non-interactive shell (a CI runner) inherits SIGINT ignored, and Python then never raises
+        # KeyboardInterrupt (a fresh-clone .ci/run here ended the run with exit 0 despite the signal).
+        proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=_default_sigint)
         partial = Path(f"{results}.partial.jsonl")
         deadline = time.time() + 120
         while time.time() < deadline and not (partial.exists() and partial.read_text().strip()):
             time.sleep(0.2)
         assert proc.poll() is None, f"the run ended (exit {proc.returncode}) before it could be interrupted"
+        ignored = _ignored_signals(proc.pid)
+        assert sig not in ignored, f"the run ignores {sig.name}: {sorted(s.name for s in ignored)}"
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=120)
         done = subprocess.CompletedProcess(cmd, proc.returncode, out, err)
@@ -209,6 +215,20 @@ def test_an_interrupted_run_keeps_its_results_marked_and_they_are_refused_as_a_b
         assert json.loads(saved.read_text())["suite"]["complete"] is False
         refused = run_suite(tmp_path, *STEADY, "--latency-baseline", str(saved), tests=LATENCY)
         assert refused.returncode == 4 and "did not end" in refused.stderr, explain(refused)
+
+
+def _ignored_signals(pid: int) -> set[signal.Signals]:
+    """The signals a process ignores, from /proc (empty where there is no /proc)."""
+    try:
+        mask = next(int(line.split()[1], 16) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                    if line.startswith("SigIgn:"))
+    except (OSError, StopIteration):
+        return set()
+    return {s for s in signal.Signals if s > 0 and s < 64 and mask >> (s - 1) & 1}
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _signal_text(sig: signal.Signals) -> str:
