@@ -185,8 +185,8 @@ def test_an_interrupted_run_keeps_its_results_marked_and_they_are_refused_as_a_b
     for sig in (signal.SIGINT, signal.SIGTERM):
         results = tmp_path / f"results-{sig.name}.json"
         results.write_text(json.dumps({"records": [], "complete": True}))
-        # 300 rounds of 20 ms: the signal, sent once the first case's record exists, lands ~6 s inside the
-        # second case even when this machine is loaded (with 150 a loaded CI machine once missed it)
+        # 300 rounds of 20 ms: the signal, sent once the first case's record exists, lands well inside the
+        # second case (~6 s of it), even on a loaded machine
         cmd = _suite_cmd(tmp_path, *STEADY, "--latency-rounds", "300", "--suite-results", str(results),
                          "--benchmark-save", sig.name.lower(), tests=LATENCY)
         # The run gets SIGINT's default action, as in a terminal: a process started in the background by a
