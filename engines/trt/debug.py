@@ -37,7 +37,6 @@ from engines.trt.settings import (
     BuildPlan,
     engine_cache_parts,
     format_parser_errors,
-    parse_version,
     plan_build,
 )
 
@@ -97,19 +96,12 @@ def build_debug_engine(request: EngineRequest, plan: BuildPlan, onnx_path: Path)
     leave entries that the cell's own builds would pick up."""
     import tensorrt as trt
 
-    from engines.trt.loader import parser_errors, trt_logger
+    from engines.trt.loader import create_network, parser_errors, trt_logger
 
     label = f"tensorrt debug {request.cell_id}"
     logger = trt_logger()
     builder = trt.Builder(logger)
-    flags = 0
-    if plan.strongly_typed:
-        strongly_typed = getattr(trt.NetworkDefinitionCreationFlag, "STRONGLY_TYPED", None)
-        if strongly_typed is not None:
-            flags |= 1 << int(strongly_typed)
-        elif parse_version(trt.__version__)[0] < 11:
-            raise EngineBuildError(f"{label}: tensorrt {trt.__version__} has no STRONGLY_TYPED network flag")
-    network = builder.create_network(flags)
+    network = create_network(builder, plan, label)
     parser = trt.OnnxParser(network, logger)
     if not parser.parse_from_file(str(onnx_path)) or parser.num_errors:
         raise EngineBuildError(format_parser_errors(request.cell_id, onnx_path, parser_errors(parser)))

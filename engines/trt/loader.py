@@ -317,6 +317,24 @@ def _check_network_io(request: EngineRequest, network: trt.INetworkDefinition, o
                                        f"({axis!r}) of {shape[j]}; the profile {p.as_dict()} needs it dynamic")
 
 
+def create_network(builder: trt.Builder, plan: BuildPlan, label: str) -> trt.INetworkDefinition:
+    """An empty network, strongly typed where ``plan`` says so (the cell's build and its debug build alike)."""
+    import tensorrt as trt
+
+    network_flags = 0
+    if plan.strongly_typed:
+        # TensorRT 11 deprecates the flag (every network is strongly typed) and may drop it later.
+        strongly_typed = getattr(trt.NetworkDefinitionCreationFlag, "STRONGLY_TYPED", None)
+        if strongly_typed is not None:
+            network_flags |= 1 << int(strongly_typed)
+        elif parse_version(trt.__version__)[0] < 11:
+            raise EngineBuildError(f"{label}: tensorrt {trt.__version__} has no STRONGLY_TYPED network flag")
+    network = builder.create_network(network_flags)
+    if network is None:
+        raise EngineBuildError(f"{label}: Builder.create_network failed; see the 'tensorrt' log records")
+    return network
+
+
 def build_serialized_engine(request: EngineRequest, plan: BuildPlan, onnx_path: Path,
                             timing_cache_file: Path) -> tuple[bytes, dict[str, Any]]:
     """Parse ``onnx_path`` and build a serialized engine for ``request`` following ``plan``.
@@ -330,17 +348,7 @@ def build_serialized_engine(request: EngineRequest, plan: BuildPlan, onnx_path: 
     logger = trt_logger()
     builder = trt.Builder(logger)
 
-    network_flags = 0
-    if plan.strongly_typed:
-        # TensorRT 11 deprecates the flag (every network is strongly typed) and may drop it later.
-        strongly_typed = getattr(trt.NetworkDefinitionCreationFlag, "STRONGLY_TYPED", None)
-        if strongly_typed is not None:
-            network_flags |= 1 << int(strongly_typed)
-        elif parse_version(trt.__version__)[0] < 11:
-            raise EngineBuildError(f"{label}: tensorrt {trt.__version__} has no STRONGLY_TYPED network flag")
-    network = builder.create_network(network_flags)
-    if network is None:
-        raise EngineBuildError(f"{label}: Builder.create_network failed; see the 'tensorrt' log records")
+    network = create_network(builder, plan, label)
 
     parser = trt.OnnxParser(network, logger)
     typing_mode = "strongly typed" if plan.strongly_typed else "weakly typed"
