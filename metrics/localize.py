@@ -33,6 +33,8 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from .parity import _as_float64, _cosine  # one widening and one overflow-safe cosine for every metric
+
 __all__ = [
     "LayerComparison",
     "LayerPair",
@@ -233,29 +235,6 @@ def _severity(s: LayerStat) -> tuple[int, int, float, float, int]:
     cos = s.cosine if not math.isnan(s.cosine) else -math.inf
     isclose = s.isclose_pct if not math.isnan(s.isclose_pct) else -math.inf
     return (int(s.passed), -(s.nonfinite_engine + s.nonfinite_ref), cos, isclose, s.index)
-
-
-def _as_float64(a: Any, what: str) -> FloatArray:
-    arr = np.asarray(a)
-    if np.iscomplexobj(arr):
-        raise ValueError(f"{what}: complex dtype {arr.dtype} is not supported")
-    try:
-        return arr.astype(np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{what}: cannot convert dtype {arr.dtype} to float64") from exc
-
-
-def _cosine(r: FloatArray, t: FloatArray) -> float:
-    """Cosine similarity over finite values, scaled first so huge values cannot overflow; 1.0 if both are zero,
-    0.0 if exactly one is."""
-    scale = max(float(np.max(np.abs(r))), float(np.max(np.abs(t))))
-    if scale == 0.0:
-        return 1.0
-    rs, ts = r / scale, t / scale
-    nr, nt = float(np.linalg.norm(rs)), float(np.linalg.norm(ts))
-    if nr == 0.0 or nt == 0.0:
-        return 0.0
-    return min(1.0, max(-1.0, float(np.dot(rs, ts)) / (nr * nt)))
 
 
 def _json_float(x: float) -> float | None:
