@@ -420,12 +420,27 @@ def test_series_groups_keep_an_engines_precisions_together() -> None:
 # =========================================================================== a real run
 
 
+def _ci_environment(**values: str) -> dict[str, str | None]:
+    """The child's CI variables, exactly ``values``: pytest-metadata copies every CI variable it knows that is
+    set (``CI=true`` on most CI machines) into pytest-html's environment block, so a report test that
+    inherited them would judge the CI machine, not the report."""
+    from pytest_metadata.plugin import CONTINUOUS_INTEGRATION
+
+    unset: dict[str, str | None] = {var: None for provider in CONTINUOUS_INTEGRATION for var in provider}
+    return {**unset, **values}
+
+
+#: The one CI variable the report's run sees; it must be the environment block's only row.
+REPORT_CI_VARIABLES = {"CI": "selftest"}
+
+
 @pytest.fixture(scope="module")
 def report(suite_baseline: Path) -> Path:
     """A real run of the tiny config against both saved baselines, with the HTML report."""
     path = suite_baseline / "report.html"
     done = run_suite(suite_baseline, "--latency-baseline", "latest", "--accuracy-baseline",
-                     str(suite_baseline / "base.json"), "--html", str(path), "--self-contained-html")
+                     str(suite_baseline / "base.json"), "--html", str(path), "--self-contained-html",
+                     env=_ci_environment(**REPORT_CI_VARIABLES))
     assert path.exists(), explain(done)
     return path
 
@@ -445,9 +460,9 @@ def test_report_file_is_self_contained_verdict_first_with_tables_and_captioned_f
     assert html.count("<figcaption>") == html.count('<img class="plot"') >= 4
     assert "Changed since baseline" in html and html.count('class="suite environment"') == 1
     assert not re.search(r'<(img|script|link)[^>]+(src|href)="(https?:|file:|/)', html), "external resource"
-    # pytest-html's environment block: none of pytest-metadata's own keys; the suite's fingerprint is the table
-    environment = _pytest_html_data(html)["environment"]
-    assert not set(environment) & {"Python", "Platform", "Packages", "Plugins"}, environment
+    # pytest-html's environment block: the CI variables only, none of pytest-metadata's own keys; the suite's
+    # fingerprint is the environment table
+    assert _pytest_html_data(html)["environment"] == REPORT_CI_VARIABLES
 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -509,8 +524,10 @@ def test_report_renders_in_headless_chromium(report: Path, tmp_path: Path) -> No
     for column in PRACTITIONER_COLUMNS:
         assert re.search(rf">{re.escape(column)}</th>", dom), column
     assert dom.count('src="data:image/png;base64,') >= 4 and dom.count("<figcaption>") >= 4
-    # pytest-html's environment table got no rows from pytest-metadata; the suite's table is the one
-    assert re.search(r'<table id="environment">\s*</table>', dom), _one(r'<table id="environment">.*?</table>', dom)
+    # pytest-html's environment table has the CI variables' rows and nothing of pytest-metadata's own
+    environment = _one(r'<table id="environment">.*?</table>', dom)
+    rows = re.findall(r"<tr>\s*<td>(.*?)</td>\s*<td><div>(.*?)</div></td>\s*</tr>", environment, flags=re.S)
+    assert dict(rows) == REPORT_CI_VARIABLES, environment
     assert dom.count('class="suite environment"') == 1
     shot = tmp_path / "report.png"
 
