@@ -25,7 +25,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 status=0
 case "$PART" in
   tier)
-    pytest_ -n auto --device cuda --suite-config suite-gpu.toml --models resnet50 \
+    pytest_ -n auto --device cuda --suite-config suite-gpu.toml --models resnet50 --engines torch,onnxruntime,inductor \
       tests/accuracy tests/parity tests/latency/test_latency.py --benchmark-save tier \
       --suite-results "$OUT/tier.json" --html "$OUT/report.html" --self-contained-html -q "${EXTRA[@]}" 2>&1 \
       | tee "$OUT/tier.log" || status=$?
@@ -46,6 +46,7 @@ case "$PART" in
     ;;
   minilm)
     pytest_ --device cuda:0 --suite-config suite-gpu.toml --models minilm_l6,minilm_l6_fused tests/parity \
+      --engines torch,onnxruntime,inductor \
       tests/latency --overhead-model minilm_l6 --latency-rounds 20 --suite-results "$OUT/minilm.json" \
       --html "$OUT/minilm.html" --self-contained-html -q "${EXTRA[@]}" 2>&1 | tee "$OUT/minilm.log" || status=$?
     ;;
