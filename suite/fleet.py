@@ -200,6 +200,8 @@ class FleetPlugin:
         """After every plugin's configure (pytest-benchmark's session exists by now)."""
         if self.is_worker:
             self._enable_benchmarks_in_worker()
+        else:
+            atomic_benchmark_files(self.config)
 
     # ---- every process -------------------------------------------------------------------------------
     @pytest.hookimpl(wrapper=True)
@@ -299,6 +301,32 @@ class FleetPlugin:
                 "per_model": self.clock.per_model,
                 "environment": {**fingerprint(suite.device), "cuda_visible_devices": BOUND_GPU},
                 "benchmarks": json.loads(json.dumps(benchmarks, default=str))}
+
+
+def atomic_benchmark_files(config: pytest.Config) -> None:
+    """pytest-benchmark writes its JSON (``--benchmark-json``) and storage entries (``--benchmark-save``,
+    ``--benchmark-autosave``) with a plain open(): a run killed while writing leaves a truncated file, which
+    then poisons ``latest`` and ``last:K``. Its two writers go through write_json_atomic instead (the file is
+    the old one or the whole new one); xdist runs write theirs with write_benchmark_json below."""
+    from suite.results import write_json_atomic
+
+    bench = getattr(config, "_benchmarksession", None)
+    if bench is None:
+        return
+    storage = bench.storage
+
+    def save_json(output_json: dict[str, Any]) -> None:
+        write_json_atomic(Path(bench.json), output_json)
+        bench.logger.info(f"Wrote benchmark data in: {bench.json}", purple=True)
+
+    def save(output_json: dict[str, Any], name: str) -> None:
+        path = storage.get(f"{storage._next_num}_{name}.json")
+        write_json_atomic(path, output_json)
+        bench.logger.info(f"Saved benchmark data in: {path}")
+
+    bench.save_json = save_json
+    if hasattr(storage, "get") and hasattr(storage, "_next_num"):  # file storage (not elasticsearch)
+        storage.save = save
 
 
 def write_benchmark_json(config: pytest.Config, benchmarks: list[dict[str, Any]], environment: dict[str, Any],

@@ -294,8 +294,10 @@ class Gate:
         status, side = comparison.verdict, None
         if status != "unchanged" and current_busy:
             status, side = "busy", "current"
-        elif status in ("improvement", "inconclusive") and baseline_busy:
-            status, side = "busy", "baseline"  # a slow, busy baseline hides a real slowdown as an "improvement"
+        elif status in ("improvement", "unchanged", "inconclusive") and baseline_busy:
+            # A slow, busy baseline hides a real slowdown as "unchanged" or an "improvement"; only a regression
+            # over it (slower than an already slowed baseline) is a finding.
+            status, side = "busy", "baseline"
         outcome = LatencyOutcome(label, nodeid, status, comparison, interference, base_busy, side, attempts)
         self.latency.append(outcome)
         if status == "regression":
@@ -507,6 +509,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 def set_coverage(config: pytest.Config, nodeids: list[str]) -> None:
     """Called once the run's test ids are known (suite/plugin.py note_collected)."""
+    _benchmark_compare_coverage(config, nodeids)
     gate = gate_of(config)
     if gate is None or (gate.latency_baseline is None and gate.results_baseline is None):
         return
@@ -521,6 +524,22 @@ def set_coverage(config: pytest.Config, nodeids: list[str]) -> None:
         for which, coverage in gate.coverage.items():
             reporter.write_line(f"{which} gate coverage: {coverage.describe()}",
                                 yellow=bool(coverage.without_baseline or coverage.absent_from_run))
+
+
+def _benchmark_compare_coverage(config: pytest.Config, nodeids: list[str]) -> None:
+    """pytest-benchmark's --benchmark-compare-fail matches cases by test id. A compared run that has none of
+    this run's latency cases would compare nothing and pass: a usage error, as for --latency-baseline."""
+    bench = getattr(config, "_benchmarksession", None)
+    if bench is None or not getattr(bench, "compare_fail", None) or not bench.compared_mapping:
+        return
+    cases = [n for n in nodeids if "::test_latency[" in n]
+    compared = set().union(*(m.keys() for m in bench.compared_mapping.values()))
+    if cases and not compared & set(cases):
+        raise pytest.UsageError(
+            f"--benchmark-compare {config.getoption('benchmark_compare')}: none of this run's {len(cases)} latency "
+            f"cases is in the compared run's {len(compared)} (pytest-benchmark matches test ids, e.g. run: "
+            f"{sorted(cases)[0]}; compared: {sorted(compared)[0] if compared else '-'}), so "
+            "--benchmark-compare-fail would compare nothing")
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

@@ -17,6 +17,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ import pytest
 from engines.base import UNAVAILABLE, CellUnavailable
 from suite import fleet, verdict
 from suite.cache import ArtifactCache, CacheEvent, CacheUnusable
+from suite.cmdline import check_rootdir
 from suite.config import (
     ConfigError,
     LatencyShape,
@@ -38,7 +40,7 @@ from suite.config import (
 from suite.device import DeviceError, check_device
 from suite.environment import fingerprint
 from suite.preflight import check_models
-from suite.results import results_document, write_json_atomic
+from suite.results import merge_streamed, results_document, write_json_atomic
 from suite.session import REFERENCE_ENGINE, Cell, SuiteSession
 from suite.timing import PATHS
 
@@ -49,6 +51,9 @@ _ROOT = Path(__file__).resolve().parent.parent
 _SESSION_KEY = pytest.StashKey[SuiteSession]()
 LEDGER_KEY = pytest.StashKey[verdict.Ledger]()
 _RUN_KEY = pytest.StashKey["RunState"]()
+_SIGTERM_BEFORE: list[Any] = []  # the SIGTERM handler this run replaced, restored when it ends
+_INTERRUPTED: list[str] = []  # why the run was interrupted (SIGINT, SIGTERM), in any phase
+_STARTED: list[bool] = []  # non-empty once pytest_configure began: pytest then handles KeyboardInterrupt
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -106,7 +111,19 @@ class RunState:
         self.required_by = required_by
         self.collected: list[str] = []
         self.started = time.time()
-        self.signal_handler: Any = None
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> Any:
+    """Before anything is collected: a run that pytest rooted outside the project because an option's path was
+    written in the space form starts again with the ``=`` form (suite/cmdline.py says why). The outermost
+    wrapper, so that this happens before pytest's capture takes over the terminal's file descriptors."""
+    check_rootdir(early_config, parser, _ROOT)
+    # A CI timeout sends SIGTERM: end like Ctrl-C does, with the summary, the verdict and marked results (or,
+    # this early, the old results file untouched). Installed before the imports and checks of start-up.
+    if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None) and not _SIGTERM_BEFORE:
+        _SIGTERM_BEFORE.append(signal.signal(signal.SIGTERM, _sigterm))
+    return (yield)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -119,6 +136,9 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    _STARTED.append(True)
+    if _INTERRUPTED:
+        raise KeyboardInterrupt(_INTERRUPTED[-1])  # a SIGTERM that came while pytest parsed its command line
     for name, text in (
         ("accuracy", "top-1/top-5 on labelled data against thresholds and the PyTorch reference"),
         ("parity", "output agreement with the PyTorch reference on the same inputs"),
@@ -209,9 +229,6 @@ def pytest_configure(config: pytest.Config) -> None:
     if results:
         session.stream_records_to(Path(f"{results}.partial.jsonl"))
     config.stash[_SESSION_KEY] = session
-    # A CI timeout sends SIGTERM: end like Ctrl-C does, with the summary, the verdict and marked results.
-    if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
-        state.signal_handler = signal.signal(signal.SIGTERM, _sigterm)
 
 
 def _check_options(config: pytest.Config, suite_config: SuiteConfig) -> None:
@@ -257,13 +274,29 @@ def _keep_writes_inside(cache_root: Path) -> None:
 
 
 def _sigterm(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt("SIGTERM")
+    """KeyboardInterrupt, as Ctrl-C raises, once pytest handles one (from pytest_configure on); before that
+    (pytest still parsing its command line) it would be a traceback, so it is raised on entering configure."""
+    _INTERRUPTED.append("SIGTERM")
+    if _STARTED:
+        raise KeyboardInterrupt("SIGTERM")
+
+
+def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+    if not _INTERRUPTED:
+        _INTERRUPTED.append(str(excinfo.value) or "SIGINT (Ctrl-C)")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    state = config.stash.get(_RUN_KEY, None)
-    if state is not None and state.signal_handler is not None:
-        signal.signal(signal.SIGTERM, state.signal_handler)
+    if _SIGTERM_BEFORE:
+        signal.signal(signal.SIGTERM, _SIGTERM_BEFORE.pop())
+    if _INTERRUPTED and not hasattr(config, "_suite_verdict") and not _is_worker(config):
+        # Stopped during start-up (imports, the config, the models' check): no test ran, so there is no
+        # verdict block; say so, and that the results file was left as it was.
+        results = config.getoption("--suite-results", None)
+        sys.stderr.write(f"suite: interrupted ({_INTERRUPTED[-1]}) during start-up, before any test: nothing was "
+                         "judged" + (f"; {results} was left as it was" if results else "") + "\n")
+    _INTERRUPTED.clear()  # (pytest.main() may run again in this process)
+    _STARTED.clear()
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -517,6 +550,8 @@ class _VerdictPlugin:
         if _is_worker(config):
             config.workeroutput["suite"] = plugin.worker_output()  # type: ignore[attr-defined]
             return
+        if config.option.collectonly:
+            return  # --collect-only judges nothing, by request: pytest's status stands
         ledger = ledger_of(config)
         stopped = {pytest.ExitCode.INTERRUPTED: "interrupted", pytest.ExitCode.USAGE_ERROR: "stopped by a usage error",
                    pytest.ExitCode.INTERNAL_ERROR: "stopped by an internal error"}.get(exitstatus)  # type: ignore[call-overload]
@@ -536,8 +571,11 @@ class _VerdictPlugin:
         fleet.save_durations(suite.cache.root, plugin.clock.per_model)
         path = config.getoption("--suite-results")
         if path:
+            records = suite.records
+            if ledger.interrupted:  # xdist workers stopped before sending theirs: what they streamed survives
+                records = merge_streamed(records, Path(f"{path}.partial.jsonl"))
             write_json_atomic(path, results_document(
-                environment=environment, records=suite.records, engines=suite.engine_facts(),
+                environment=environment, records=records, engines=suite.engine_facts(),
                 verdict=config._suite_verdict, complete=ledger.interrupted is None,  # type: ignore[attr-defined]
                 incomplete_reason=ledger.interrupted, run=config._suite_run_info))  # type: ignore[attr-defined]
 
@@ -562,32 +600,32 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> Any:
 
 def _required_engines_judged(state: RunState, ledger: verdict.Ledger) -> None:
     """A required engine none of whose collected checks could run (e.g. ``--engines tensorrt`` on a CPU,
-    where every cell is 'unsupported') fails the run: it was asked for by name and ran nowhere. (Checks
-    that ran and were not judged for a gate's reason, busy or no-baseline, are the gate's business.)"""
+    where every cell is 'unsupported') fails the run: it was asked for by name and ran nowhere."""
     for engine, why in sorted(state.required_by.items()):
         token = re.compile(rf"-{re.escape(engine)}-(?:fp32|tf32|fp16|bf16|int8)\b")
-        ids = [i for i in state.collected if token.search(i)]
-        checks = [ledger.checks[i] for i in ids if i in ledger.checks]
         if engine == REFERENCE_ENGINE and any(c.state != verdict.NOT_JUDGED for c in ledger.checks.values()
                                               if "/test_accuracy.py::" in c.id or "/test_parity.py::" in c.id):
             continue  # torch ran as the reference of every judged accuracy and parity check
-        if checks and all(c.state == verdict.NOT_JUDGED and c.reason in ("unsupported", "unavailable")
-                          for c in checks):
-            reasons = sorted({str(c.reason) for c in checks})
-            ledger.add(f"required engine {engine}", verdict.FAILED,
-                       detail=f"{engine} is required ({why}) and none of its {len(checks)} checks could run "
-                              f"(not judged: {', '.join(reasons)}; e.g. {checks[0].detail})")
+        ledger.require(f"engine {engine}", [i for i in state.collected if token.search(i)],
+                       f"{engine} is required ({why})")
 
 
 def _take_benchmark_regressions(config: pytest.Config, ledger: verdict.Ledger) -> None:
     """pytest-benchmark's --benchmark-compare-fail raises a bare PerformanceRegression from its terminal
     summary (a traceback, and no 'N passed' line). Its findings become failed checks of the verdict
-    instead, listed with the rest; see docs/gating.md 'Two gates' for how it compares with --latency-baseline."""
+    instead, listed with the rest; see docs/gating.md 'Two gates' for how it compares with --latency-baseline.
+    A case it had nothing to compare with is not judged (no-baseline), as with the suite's own gate."""
     bench = getattr(config, "_benchmarksession", None)
-    found = list(getattr(bench, "performance_regressions", None) or [])
-    if not found:
+    if bench is None or not getattr(bench, "compare_fail", None):
         return
-    bench.performance_regressions.clear()  # type: ignore[union-attr]
+    compared = set().union(*(m.keys() for m in (bench.compared_mapping or {}).values()))
+    for case in bench.benchmarks:
+        if case and case.fullname not in compared:
+            ledger.add_component(case.fullname, verdict.Component(
+                "pytest-benchmark --benchmark-compare-fail", verdict.NOT_JUDGED, "no-baseline",
+                f"the compared run ({config.getoption('benchmark_compare')}) has no case named {case.fullname}"))
+    found = list(bench.performance_regressions or [])
+    bench.performance_regressions.clear()
     for name, failure in found:
         ledger.add(f"pytest-benchmark --benchmark-compare-fail: {name}", verdict.FAILED,
                    detail=f"Performance has regressed: {failure}")

@@ -48,3 +48,22 @@ def incompleteness(data: dict[str, Any]) -> str | None:
     if not isinstance(block, dict) or block.get("complete", True):
         return None
     return str(block.get("incomplete_reason") or "the run did not end")
+
+
+def merge_streamed(records: list[dict[str, Any]], stream: Path) -> list[dict[str, Any]]:
+    """``records`` and, after them, the records streamed to ``stream`` (FILE.partial.jsonl) that are not
+    among them: what xdist workers measured before an interruption stopped them sending it."""
+    if not stream.is_file():
+        return records
+    seen = {json.dumps(r, sort_keys=True, default=str) for r in records}
+    merged = list(records)
+    for line in stream.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # the line a killed process was writing
+        key = json.dumps(record, sort_keys=True, default=str)
+        if isinstance(record, dict) and key not in seen:
+            seen.add(key)
+            merged.append(record)
+    return merged

@@ -40,12 +40,16 @@ REASONS: dict[str, str] = {
     "precision-not-run": "the engine computes nothing, or almost nothing, in the precision the cell is named for "
                          "(the precision census of what it runs): its figures check another precision",
     "no-baseline": "a gate was asked for, and its baseline has no counterpart for this case",
-    "busy": "other processes used the CPUs while this case was timed, in every attempt",
+    "busy": "other processes used the CPUs while this case was timed, in every attempt, or while its baseline was",
     "inconclusive": "the latency interval was too wide to tell a change of the threshold's size from none",
     "benchmark-disabled": "--benchmark-disable: the case ran once as a smoke test and was not timed",
     "interrupted": "the run stopped before this check ended",
     "skipped": "skipped without a reason code (a plain pytest.skip)",
 }
+
+#: Reasons that say the check's engine ran (a gate could not decide, or it ran in another precision), as
+#: opposed to the structural ones (unsupported, unavailable, no-data, skipped) where it never ran.
+RAN_REASONS = frozenset({"precision-not-run", "no-baseline", "busy", "inconclusive", "benchmark-disabled"})
 
 USER_PROPERTY = "suite_check"
 _SKIP_TAG = re.compile(r"not judged \(([a-z0-9-]+)\)")
@@ -162,15 +166,33 @@ class Ledger:
             else:
                 self.add(report.nodeid, FAILED, detail=detail or f"{when} failed")
         components = [Component.from_dict(v) for k, v in getattr(report, "user_properties", ()) if k == USER_PROPERTY]
-        check = self.checks.get(report.nodeid)
-        if check is None or not components:
+        for component in components:
+            self.add_component(report.nodeid, component)
+
+    def add_component(self, check_id: str, component: Component) -> None:
+        """A comparison made for a check (inside its test, or after the run: pytest-benchmark's compare). A
+        passed check whose comparison could not judge becomes not judged; a failed comparison fails it."""
+        check = self.checks.get(check_id)
+        if check is None or (component.label, component.state) in {(c.label, c.state) for c in check.components}:
             return
-        known = {(c.label, c.state) for c in check.components}
-        check.components.extend(c for c in components if (c.label, c.state) not in known)
-        if check.state == PASSED:
-            worst = max(components, key=lambda c: _rank(c.state))
-            if worst.state == NOT_JUDGED:
-                check.state, check.reason, check.detail = NOT_JUDGED, worst.reason, f"{worst.label}: {worst.detail}"
+        check.components.append(component)
+        if component.state == NOT_JUDGED and check.state == PASSED:
+            check.state, check.reason, check.detail = NOT_JUDGED, component.reason, f"{component.label}: " \
+                                                                                    f"{component.detail}"
+        elif component.state == FAILED and check.state != FAILED:
+            check.state, check.reason, check.detail = FAILED, None, f"{component.label}: {component.detail}"
+
+    def require(self, name: str, check_ids: Iterable[str], why: str) -> None:
+        """Something the run was required to exercise (an engine of ``[run] requires`` or ``--engines``) fails
+        the run when none of its checks ran: each ended not judged for a structural reason (unsupported,
+        unavailable, no-data, skipped), not for a gate's (busy, no-baseline) or the precision census's."""
+        checks = [self.checks[i] for i in check_ids if i in self.checks]
+        if not checks or any(c.state != NOT_JUDGED or c.reason in RAN_REASONS for c in checks):
+            return
+        reasons = sorted({str(c.reason) for c in checks})
+        self.add(f"required {name}", FAILED,
+                 detail=f"{why} and none of its {len(checks)} checks could run (not judged: {', '.join(reasons)}; "
+                        f"e.g. {checks[0].detail})")
 
     def mark_interrupted(self, why: str, collected: Iterable[str]) -> None:
         """Checks that were collected and never reported end 'interrupted'."""
@@ -206,8 +228,9 @@ class Ledger:
             why.append(f"the run was interrupted ({self.interrupted})")
         for reason, checks in self.unaccepted().items():
             why.append(f"{len(checks)} not judged ({reason}), a reason not accepted")
-        if self.checks and not self.judged:
-            why.append("nothing was judged: every check ended without a verdict")
+        if not self.judged:
+            why.append("nothing was judged: every check ended without a verdict" if self.checks
+                       else "nothing was judged: the run had no checks")
         if failed:
             return FAILED, why
         if why:

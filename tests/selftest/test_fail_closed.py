@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from suite import cmdline
 from tests.selftest.suite_runs import ROOT, TINY, explain, run_suite
 
 pytestmark = pytest.mark.selftest
@@ -86,19 +87,26 @@ def test_a_busy_baseline_is_shown_and_cannot_pass_an_improvement(suite_baseline:
 # ----------------------------------------------------------------------------------------------- device and engines
 
 
+def test_the_gpu_tier_on_the_cpu_is_one_usage_error(tmp_path: Path) -> None:
+    """main: suite-gpu.toml without --device ran its cells on the CPU and skipped the rest, exit 0."""
+    done = run_suite(tmp_path, "--suite-config", str(ROOT / "suite-gpu.toml"), "--models", "digits_cnn",
+                     tests=ACCURACY)
+    assert done.returncode == 4 and "requires a CUDA device ([run] requires)" in done.stderr, explain(done)
+
+
 def test_a_cuda_tier_without_working_cuda_is_one_usage_error(tmp_path: Path) -> None:
     """main: '58 skipped', exit 0, the fp32 reference included. Now: one usage error before any test."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("not judged (unsupported): this machine has a working CUDA device; the scenario needs one "
+                    "without")
     done = run_suite(tmp_path, "--device", "cuda:0", "--suite-config", str(ROOT / "suite-gpu.toml"), "--models",
                      "digits_cnn", "-m", "accuracy or parity", tests=ACCURACY)
-    if done.returncode == 0:
-        pytest.skip("this machine has a working CUDA device; the scenario needs one without")
     assert done.returncode == 4, explain(done)
     assert re.search(r"--device cuda:0: (CUDA does not initialise|torch .* is a CPU-only build)", done.stderr), \
         explain(done)
     assert "passed" not in done.stdout and "skipped" not in done.stdout
-    done = run_suite(tmp_path, "--suite-config", str(ROOT / "suite-gpu.toml"), "--models", "digits_cnn",
-                     tests=ACCURACY)
-    assert done.returncode == 4 and "requires a CUDA device ([run] requires)" in done.stderr, explain(done)
 
 
 def test_an_engine_named_on_the_command_line_must_be_judged(tmp_path: Path) -> None:
@@ -109,6 +117,16 @@ def test_an_engine_named_on_the_command_line_must_be_judged(tmp_path: Path) -> N
     tail = _tail(done.stdout)
     assert "required engine tensorrt: tensorrt is required (--engines) and none of its 5 checks could run" in tail, \
         explain(done)
+    # With parity selected too, one of its checks ends 'no-data' (no attention mask for test_embeddings), not
+    # 'unsupported': the engine still never ran. (An earlier rule, "every check unsupported or unavailable",
+    # let this exit 0 with VERDICT: PASSED.)
+    done = run_suite(tmp_path, "--suite-config", str(ROOT / "suite.toml"), "--models", "digits_cnn",
+                     "--engines", "torch,tensorrt", "--precisions", "fp32", "-m", "accuracy or parity",
+                     tests=(str(ROOT / "tests" / "accuracy"), str(ROOT / "tests" / "parity")))
+    assert done.returncode == 1, explain(done)
+    assert "VERDICT: FAILED" in _tail(done.stdout), explain(done)
+    assert re.search(r"required engine tensorrt: tensorrt is required \(--engines\) and none of its \d+ checks "
+                     r"could run \(not judged: [a-z, -]*unsupported", _tail(done.stdout)), explain(done)
 
 
 def test_a_reference_that_cannot_run_fails_instead_of_skipping(tmp_path: Path) -> None:
@@ -217,11 +235,60 @@ def test_an_interrupted_run_keeps_its_results_marked_and_they_are_refused_as_a_b
         assert refused.returncode == 4 and "did not end" in refused.stderr, explain(refused)
 
 
+def test_sigterm_during_start_up_says_so_and_leaves_the_results_file_as_it_was(tmp_path: Path) -> None:
+    """Earlier: SIGTERM in the first seconds (imports, the config, the models' check), before the suite had
+    installed its handler, killed the run (exit 143) with no word. The handler now comes first."""
+    results = tmp_path / "results.json"
+    results.write_text('{"kept": true}')
+    cmd = _suite_cmd(tmp_path, *STEADY, "--suite-results", str(results), tests=LATENCY)
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and signal.SIGTERM not in _caught_signals(proc.pid) and proc.poll() is None:
+        time.sleep(0.01)
+    assert proc.poll() is None, "the run ended before it could be interrupted"
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    done = subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+    assert proc.returncode == 2, explain(done)
+    assert "interrupted (SIGTERM)" in out + err, explain(done)
+    assert results.read_text() == '{"kept": true}'
+
+
+def test_sigterm_to_the_xdist_controller_keeps_what_the_workers_measured(tmp_path: Path) -> None:
+    """Earlier: SIGTERM to the controller of a -n 2 run wrote a results file with 0 records, while the
+    workers had streamed theirs to FILE.partial.jsonl."""
+    results = tmp_path / "results.json"
+    cmd = _suite_cmd(tmp_path, *STEADY, "-n", "2", "--latency-rounds", "300", "--suite-results", str(results),
+                     tests=LATENCY)
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    partial = Path(f"{results}.partial.jsonl")
+    deadline = time.time() + 180
+    while time.time() < deadline and not (partial.exists() and partial.read_text().strip()) and proc.poll() is None:
+        time.sleep(0.2)
+    assert proc.poll() is None, "the run ended before it could be interrupted"
+    streamed = len(partial.read_text().splitlines())
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    done = subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+    assert proc.returncode == 2, explain(done)
+    data = json.loads(results.read_text())
+    assert data["complete"] is False and len(data["records"]) >= streamed >= 1, (streamed, explain(done))
+
+
+def _caught_signals(pid: int) -> set[signal.Signals]:
+    """The signals a process has a handler for, from /proc (empty where there is none)."""
+    return _signal_mask(pid, "SigCgt:")
+
+
 def _ignored_signals(pid: int) -> set[signal.Signals]:
     """The signals a process ignores, from /proc (empty where there is no /proc)."""
+    return _signal_mask(pid, "SigIgn:")
+
+
+def _signal_mask(pid: int, field: str) -> set[signal.Signals]:
     try:
         mask = next(int(line.split()[1], 16) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-                    if line.startswith("SigIgn:"))
+                    if line.startswith(field))
     except (OSError, StopIteration):
         return set()
     return {s for s in signal.Signals if s > 0 and s < 64 and mask >> (s - 1) & 1}
@@ -263,6 +330,22 @@ def test_benchmark_compare_fail_ends_with_a_verdict_not_a_traceback(tmp_path: Pa
     assert "Performance has regressed" in tail and "the suite's gate is --latency-baseline" in out
 
 
+def test_benchmark_compare_fail_against_a_run_without_these_cases_judges_nothing_silently(tmp_path: Path) -> None:
+    """Earlier: --benchmark-compare-fail against a saved run of another model compared nothing and exited 0,
+    even with a 50% slowdown injected. Now: none matched is a usage error; cases it lacks are not judged."""
+    saved = run_suite(tmp_path, *STEADY, "--latency-rounds", "10", "--benchmark-autosave", tests=LATENCY)
+    assert saved.returncode == 0, explain(saved)
+    done = run_suite(tmp_path, "--models", "tiny", "--latency-rounds", "10", "--inject-slowdown", "50%",
+                     "--benchmark-compare=0001", "--benchmark-compare-fail=median:5%", tests=LATENCY)
+    assert done.returncode == 4, explain(done)
+    assert "none of this run's 4 latency cases is in the compared run's 2" in done.stderr, explain(done)
+    done = run_suite(tmp_path, "--models", "steady,tiny", "--latency-rounds", "10", "--latency-busy-limit", "100%",
+                     "--benchmark-compare=0001", "--benchmark-compare-fail=median:50%", tests=LATENCY)
+    tail = _tail(done.stdout)
+    assert done.returncode == 1 and "not judged (no-baseline, NOT accepted): 4" in tail, explain(done)
+    assert "the compared run (0001) has no case named" in tail and "tiny-torch-fp32" in tail, explain(done)
+
+
 def test_benchmark_disable_runs_each_case_once_as_a_smoke_test(tmp_path: Path) -> None:
     """main: every latency case failed with 'no samples left'."""
     done = run_suite(tmp_path, *STEADY, "--benchmark-disable", tests=LATENCY)
@@ -280,20 +363,39 @@ def test_the_verdict_is_the_last_thing_printed(suite_baseline: Path) -> None:
     assert verdict > stats and "Saved" not in "".join(lines[verdict:]), explain(done)
 
 
+def test_a_run_with_no_checks_is_not_green(tmp_path: Path) -> None:
+    """Earlier: '-k' that selects nothing printed 'VERDICT: PASSED' and wrote "verdict": "passed" (exit 5)."""
+    results = tmp_path / "results.json"
+    done = run_suite(tmp_path, *STEADY, "-k", "no_such_test", "--suite-results", str(results), tests=LATENCY)
+    assert done.returncode == 5 and "VERDICT: NOT JUDGED" in _tail(done.stdout), explain(done)
+    assert "nothing was judged: the run had no checks" in _tail(done.stdout), explain(done)
+    assert json.loads(results.read_text())["verdict"]["verdict"] == "not judged"
+
+
+@pytest.mark.parametrize("cwd", ["outside", "checkout"])
 @pytest.mark.parametrize("form", ["space", "equals"])
-def test_options_take_paths_in_both_spellings_from_any_directory(tmp_path: Path, form: str) -> None:
+def test_options_take_paths_in_both_spellings_from_any_directory(tmp_path: Path, form: str, cwd: str) -> None:
     """main: '--engine-cache /tmp/x' (space form, as the README wrote it) failed with 'unrecognized arguments'
-    when the path existed outside the checkout: pytest took it for the rootdir."""
+    when the path existed outside the checkout: pytest took it for the rootdir. Registering the plugins
+    through entry points made it parse, but run from the checkout with no test path, pytest still rooted the
+    run at /tmp/x, without the project's settings (pytest-dev/pytest#8846): such a run starts again with the
+    '=' form."""
     config = tmp_path / "suite.toml"
     config.write_text(TINY.read_text())
     (tmp_path / "cache").mkdir()
     pairs = [("--suite-config", str(config)), ("--engine-cache", str(tmp_path / "cache"))]
     options = [x for k, v in pairs for x in ((k, v) if form == "space" else (f"{k}={v}",))]
-    cmd = [sys.executable, "-m", "pytest", str(ROOT / "tests" / "accuracy"), "-p", "no:cacheprovider", "-q",
-           "--models", "tiny", *options]
-    done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    # From the checkout: no test path (pyproject's testpaths), as the README's commands are written.
+    tests = [str(ROOT / "tests" / "accuracy")] if cwd == "outside" else ["-m", "accuracy"]
+    cmd = [sys.executable, "-m", "pytest", *tests, "-p", "no:cacheprovider", "--models", "tiny", *options]
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop(cmdline.RESTARTED_ENV, None)
+    done = subprocess.run(cmd, cwd=tmp_path if cwd == "outside" else ROOT, capture_output=True, text=True,
+                          timeout=600, env=env)
     assert done.returncode == 0 and "2 passed" in done.stdout, explain(done)
+    assert f"rootdir: {ROOT}" in done.stdout and "configfile: pyproject.toml" in done.stdout, explain(done)
+    if cwd == "checkout":
+        assert ("starting again as:" in done.stderr) == (form == "space"), explain(done)
 
 
 # ----------------------------------------------------------------------------------------------- known failures

@@ -130,3 +130,35 @@ def test_rebuild_check_builds_each_engine_anew_and_compares(tmp_path: Path) -> N
     assert record["builds"] == 2 and len(record["per_build"]) == 2 and record["identical_outputs"] is not None
     plain = run_suite(tmp_path, "--models", "tiny", tests=parity)
     assert plain.returncode == 5 and "1 deselected" in plain.stdout, explain(plain)  # nothing collected: pytest's 5
+
+
+def test_pytest_benchmark_files_are_written_whole_or_not_at_all(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytest-benchmark writes its JSON and storage entries with a plain open(); a run killed mid-write left a
+    truncated file that broke ``latest`` and ``last:K``. Through atomic_benchmark_files a failed write leaves
+    nothing (or the old file), and a finished one leaves the whole document."""
+    from types import SimpleNamespace
+
+    from pytest_benchmark.storage.file import FileStorage
+
+    messages: list[str] = []
+    logger = SimpleNamespace(info=lambda text, **_: messages.append(text))
+    bench = SimpleNamespace(json=str(tmp_path / "bench.json"), storage=FileStorage(tmp_path / "store", logger, "m"),
+                            logger=logger, save_json=None)
+    fleet.atomic_benchmark_files(SimpleNamespace(_benchmarksession=bench))  # type: ignore[arg-type]
+    (tmp_path / "bench.json").write_text('{"old": true}')
+
+    def broken_replace(src: object, dst: object) -> None:
+        raise OSError("killed mid-write (simulated)")
+
+    monkeypatch.setattr("os.replace", broken_replace)
+    for write in (lambda: bench.save_json({"benchmarks": [1]}), lambda: bench.storage.save({"benchmarks": [1]}, "x")):
+        with pytest.raises(OSError, match="simulated"):
+            write()
+    assert json.loads((tmp_path / "bench.json").read_text()) == {"old": True}
+    assert not list((tmp_path / "store").rglob("*.json")) and not list(tmp_path.rglob("*.tmp"))
+    monkeypatch.undo()
+    bench.save_json({"benchmarks": [2]})
+    bench.storage.save({"benchmarks": [2]}, "x")
+    assert json.loads((tmp_path / "bench.json").read_text()) == {"benchmarks": [2]}
+    assert [json.loads(p.read_text()) for p in (tmp_path / "store").rglob("0001_x.json")] == [{"benchmarks": [2]}]
