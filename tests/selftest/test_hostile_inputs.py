@@ -374,6 +374,12 @@ def _writable(directory: Path) -> bool:
     return True
 
 
+def _absent(*patterns: str) -> Callable[[Result], list[str]]:
+    def check(result: Result) -> list[str]:
+        return [f"the output says /{p}/" for p in patterns if re.search(p, result.output)]
+    return check
+
+
 # =========================================================================== the corpus
 
 
@@ -664,6 +670,12 @@ CASES: list[Case] = [
     _usage("accuracy-baseline-missing", "`--accuracy-baseline` naming a file that does not exist", config(),
            "--accuracy-baseline", "{work}/nope.json",
            says=(r"accuracy baseline \S*nope\.json: cannot read JSON \(\[Errno 2\] No such file",)),
+    # ------------------------------------------------------------------ first contact: a second audit
+    Case("dataset-read-only-feeds", "a `fixtures.data.Dataset` (read-only arrays) through the torch engine",
+         Run("dataset-read-only-feeds", config(head={"run": 'requires = ["torch"]'}, engines='["torch"]',
+                                               factory=f'"{P}:linear16"', inputs=X16, outputs='["y"]',
+                                               accuracy_dataset=f'"{P}:data_ok"'), tests=(ACCURACY,)),
+         0, (r"VERDICT: PASSED",), lines=PASSING, check=_absent(r"not writable", r"UserWarning")),
 ]
 
 _BY_ID = {case.id: case for case in CASES}
