@@ -3,6 +3,7 @@ declared inputs and the model's own complaint; a model that passed is not run ag
 
 import copy
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -213,3 +214,12 @@ def test_session_build_errors_are_reported_the_same_way(tmp_path):
         session = SuiteSession(config, ArtifactCache(tmp_path / "cache"))
         with pytest.raises(PreflightError, match=rf"^\[models.m\].factory = '{re.escape(factory)}': .*{text}"):
             check_models(config, session.cache, "cpu", build_for=session.build, dataset_for=session.dataset)
+
+
+# =========================================================================== first contact, a second audit
+
+def test_engine_cache_expands_the_home_directory(tmp_path, monkeypatch):
+    """--engine-cache=~/x: the shell leaves the '~' after '=', and Path('~/x') is a directory named '~'."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert ArtifactCache("~/engines").root == tmp_path / "engines"
+    assert ArtifactCache("~nosuchuser-pf/x").root == Path("~nosuchuser-pf/x")
