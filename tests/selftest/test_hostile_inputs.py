@@ -410,6 +410,7 @@ _LATENCY_BASELINE = json.dumps({"benchmarks": [{"name": "test_latency[m-torch-fp
     "samples_s": "0.1 0.1 0.1"}}]})
 _ACCURACY_BASELINE = json.dumps({"complete": True, "records": [{"kind": "accuracy"},
                                                                {"kind": "parity", "cell": "m-onnxruntime-fp32"}]})
+_MODELS_TYPO = Run("models-typo", config(name="digits_cnn"), ("--models", "digit_cnn"))
 _NAN_SAYS = (r"m-onnxruntime-fp32 on extremes inputs .*reference has \d+ NaN/Inf values",)
 
 CASES: list[Case] = [
@@ -676,6 +677,23 @@ CASES: list[Case] = [
                                                factory=f'"{P}:linear16"', inputs=X16, outputs='["y"]',
                                                accuracy_dataset=f'"{P}:data_ok"'), tests=(ACCURACY,)),
          0, (r"VERDICT: PASSED",), lines=PASSING, check=_absent(r"not writable", r"UserWarning")),
+    _usage("factory-module-syntax-error", "a factory whose module has a syntax error",
+           config(factory='"broken_syntax:make"'),
+           prepare=_write("broken_syntax.py", "import torch\n\n\ndef make(:\n    return torch.nn.Linear(16, 4)\n"),
+           says=(r"\[models\.m\]\.factory = 'broken_syntax:make': cannot import module 'broken_syntax': SyntaxError "
+                 r"at broken_syntax\.py:4: ",),
+           check=_absent(r"the factory raised")),
+    _usage("toml-syntax-error-said-once", "a TOML syntax error: the message names the config once",
+           config() + "\n[models.x\n",
+           says=(r"(?m)^ERROR: suite config: \S+suite\.toml is not valid TOML: Expected ']'",),
+           check=_absent(r"suite config: suite config")),
+    Case("models-typo", "`--models digit_cnn` for a model named digits_cnn",
+         _MODELS_TYPO, 4, (r"(?m)--models: unknown 'digit_cnn' \(did you mean digits_cnn\?\); valid: digits_cnn$",)),
+    Case("models-typo-not-a-config-error", "`--models digit_cnn`: an option's error, not the config's",
+         _MODELS_TYPO, 4, (r"(?m)^ERROR: --models: unknown 'digit_cnn'",),
+         xfail="pytest_configure (suite/plugin.py) labels every ConfigError 'suite config:', the --models/--engines/"
+               "--precisions errors of SuiteConfig.select included: call select outside the try that adds the label, "
+               "and raise its ConfigError as pytest.UsageError(str(exc))"),
 ]
 
 _BY_ID = {case.id: case for case in CASES}

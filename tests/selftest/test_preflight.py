@@ -11,7 +11,7 @@ import pytest
 from engines.artifacts import ModelBuild
 from engines.base import InputSpec
 from suite.cache import ArtifactCache
-from suite.config import ConfigError, parse_config
+from suite.config import ConfigError, load_config, parse_config
 from suite.preflight import FactorySignatureError, PreflightError, call_factory, check_models, smoke_feed
 from suite.session import SuiteSession
 from tests.selftest import preflight_models
@@ -223,3 +223,38 @@ def test_engine_cache_expands_the_home_directory(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
     assert ArtifactCache("~/engines").root == tmp_path / "engines"
     assert ArtifactCache("~nosuchuser-pf/x").root == Path("~nosuchuser-pf/x")
+
+
+def test_a_module_that_does_not_parse_is_an_import_failure_with_its_line(tmp_path, monkeypatch):
+    (tmp_path / "pf_broken_syntax.py").write_text("import torch\n\n\ndef make(:\n    return torch.nn.Linear(16, 4)\n")
+    (tmp_path / "pf_import_raises.py").write_text("import os\n\nraise RuntimeError('needs a GPU\\nat import time')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    err = _error(tmp_path, factory="pf_broken_syntax:make")
+    assert str(err) == ("[models.m].factory = 'pf_broken_syntax:make': cannot import module 'pf_broken_syntax': "
+                        f"SyntaxError at pf_broken_syntax.py:4: invalid syntax; {DECLARED}")
+    err = _error(tmp_path, factory="pf_import_raises:make")
+    assert str(err) == ("[models.m].factory = 'pf_import_raises:make': cannot import module 'pf_import_raises': "
+                        "importing it raised RuntimeError: at import time (at pf_import_raises.py:3 in <module>); "
+                        f"{DECLARED}")
+
+
+def test_config_file_errors_name_the_file_once(tmp_path):
+    """The plugin labels them 'suite config:'; the message itself does not say it again."""
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[models.x\n")
+    for path, problem in ((bad, "is not valid TOML: "), (tmp_path / "none.toml", "does not exist"),
+                          (tmp_path, "cannot be read: ")):
+        with pytest.raises(ConfigError) as info:
+            load_config(path)
+        assert str(info.value).startswith(f"{path} {problem}"), str(info.value)
+
+
+def test_an_unknown_name_on_the_command_line_suggests_the_close_one():
+    config = parse_config({"models": {"digits_cnn": copy.deepcopy(GOOD), "resnet18": copy.deepcopy(GOOD)}})
+    with pytest.raises(ConfigError, match=r"^--models: unknown 'digit_cnn' \(did you mean digits_cnn\?\); valid: "
+                                          r"digits_cnn, resnet18$"):
+        config.select(["digit_cnn"], None, None)
+    with pytest.raises(ConfigError, match=r"^--engines: unknown 'onnxruntim' \(did you mean onnxruntime\?\); "):
+        config.select(None, ["onnxruntim"], None)
+    with pytest.raises(ConfigError, match=r"^--precisions: unknown 'fp64'; valid: "):  # fp16 is not what was meant
+        config.select(None, None, ["fp64"])
