@@ -218,6 +218,9 @@ def test_session_build_errors_are_reported_the_same_way(tmp_path):
 
 # =========================================================================== first contact, a second audit
 
+X10 = [{"name": "x", "shape": [10]}]  # for a Linear(16, 4): the smoke forward fails
+
+
 def test_engine_cache_expands_the_home_directory(tmp_path, monkeypatch):
     """--engine-cache=~/x: the shell leaves the '~' after '=', and Path('~/x') is a directory named '~'."""
     monkeypatch.setenv("HOME", str(tmp_path))
@@ -258,3 +261,16 @@ def test_an_unknown_name_on_the_command_line_suggests_the_close_one():
         config.select(None, ["onnxruntim"], None)
     with pytest.raises(ConfigError, match=r"^--precisions: unknown 'fp64'; valid: "):  # fp16 is not what was meant
         config.select(None, None, ["fp64"])
+
+
+def test_the_readmes_example_is_the_error_a_real_check_gives(tmp_path):
+    """README "Adding a model" shows the error of shape = [10] for a Linear(16, 4): at the batch the check runs."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("## Adding a model", 1)[1].split("\n## ", 1)[0]
+    example = " ".join(section.split("one line naming the key", 1)[1].split("```\n", 1)[1].split("\n```", 1)[0]
+                       .splitlines())
+    config = parse_config({"models": {"my_net": {**copy.deepcopy(GOOD), "inputs": X10}}})
+    with pytest.raises(PreflightError) as info:
+        check_models(config, ArtifactCache(tmp_path / "cache"), "cpu")
+    assert example == str(info.value)
+    assert "batch of 2" in example and "smallest batch size, but at least 2" in " ".join(section.split())
