@@ -170,7 +170,7 @@ class ArtifactCache:
     """Directory of immutable entries ``ROOT/KIND/KEY/`` each holding files plus a checksummed manifest."""
 
     def __init__(self, root: Path | str, on_event: Callable[[CacheEvent], None] | None = None) -> None:
-        self.root = Path(root)
+        self.root = _expand_user(Path(root))  # --engine-cache=~/x: the shell leaves a '~' after '=' (or in quotes)
         self.stats = CacheStats()
         self._on_event = on_event
 
@@ -412,6 +412,14 @@ def _short(value: Any, width: int) -> str:
 def _json_type(value: Any) -> str:
     return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
         type(value), "number")
+
+
+def _expand_user(path: Path) -> Path:
+    """``~`` and ``~user`` as the shell would expand them; a user that does not exist leaves the path as it is."""
+    try:
+        return path.expanduser()
+    except RuntimeError:
+        return path
 
 
 def _host() -> str:

@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import difflib
 import importlib
 import math
+import os
 import re
+import sysconfig
 import tomllib
+import traceback
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -222,7 +226,9 @@ class SuiteConfig:
 def _check_names(option: str, given: list[str] | None, valid: list[str]) -> None:
     unknown = [g for g in given or [] if g not in valid]
     if unknown:
-        raise ConfigError(f"{option}: unknown {', '.join(map(repr, unknown))}; valid: {', '.join(valid)}")
+        close = [m for g in unknown for m in difflib.get_close_matches(g, valid, n=1, cutoff=0.8)]
+        hint = f" (did you mean {', '.join(dict.fromkeys(close))}?)" if close else ""
+        raise ConfigError(f"{option}: unknown {', '.join(map(repr, unknown))}{hint}; valid: {', '.join(valid)}")
 
 
 def resolve(ref: str, what: str) -> Callable[..., Any]:
@@ -234,6 +240,15 @@ def resolve(ref: str, what: str) -> Callable[..., Any]:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise ConfigError(f"{what}: cannot import module {module_name!r} ({exc})") from exc
+    except SyntaxError as exc:  # the module's own code (or a module it imports) does not parse
+        at = f"{short_path(exc.filename)}:{exc.lineno}" if exc.filename else f"line {exc.lineno}"
+        raise ConfigError(f"{what}: cannot import module {module_name!r}: {type(exc).__name__} at {at}: "
+                          f"{exc.msg}") from exc
+    except Exception as exc:  # raised by the module's top-level code while it was imported
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        where = where_in_user_code(exc)
+        raise ConfigError(f"{what}: cannot import module {module_name!r}: importing it raised {type(exc).__name__}"
+                          + (f": {lines[-1]}" if lines else "") + (f" ({where})" if where else "")) from exc
     try:
         obj = getattr(module, attr)
     except AttributeError as exc:
@@ -244,18 +259,44 @@ def resolve(ref: str, what: str) -> Callable[..., Any]:
     return obj  # type: ignore[no-any-return]
 
 
+_SUITE_ROOT = Path(__file__).resolve().parent.parent
+#: Not the user's code: the suite's own packages, the standard library and installed packages (torch...).
+_NOT_USER_CODE = tuple(sorted({os.path.realpath(p) + os.sep for p in (
+    str(_SUITE_ROOT / "suite"), str(_SUITE_ROOT / "engines"),
+    *(sysconfig.get_paths().get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib"))) if p}))
+
+
+def where_in_user_code(exc: BaseException) -> str | None:
+    """``at FILE:LINE in FUNCTION`` of the innermost frame of ``exc``'s traceback in the user's own code (not the
+    suite's, the standard library's or an installed package's): the line of theirs that led to the error."""
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        if not frame.filename or frame.filename.startswith("<"):
+            continue
+        path = os.path.realpath(frame.filename)
+        if not path.startswith(_NOT_USER_CODE):
+            return f"at {short_path(path)}:{frame.lineno} in {frame.name}"
+    return None
+
+
+def short_path(path: str) -> str:
+    """A file's name; with its directory's for a package's ``__init__.py``, which says nothing alone."""
+    p = Path(path)
+    return f"{p.parent.name}/{p.name}" if p.name == "__init__.py" else p.name
+
+
 def load_config(path: Path | str) -> SuiteConfig:
+    """The config file, parsed and checked. Errors name the file once: the plugin labels them 'suite config:'."""
     path = Path(path)
     try:
         raw = tomllib.loads(path.read_text())
     except FileNotFoundError as exc:
-        raise ConfigError(f"suite config {path} does not exist") from exc
+        raise ConfigError(f"{path} does not exist") from exc
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"suite config {path} is not valid TOML: {exc}") from exc
+        raise ConfigError(f"{path} is not valid TOML: {exc}") from exc
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"suite config {path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+        raise ConfigError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     except OSError as exc:
-        raise ConfigError(f"suite config {path} cannot be read: {exc.strerror or exc}") from exc
+        raise ConfigError(f"{path} cannot be read: {exc.strerror or exc}") from exc
     return parse_config(raw, path)
 
 

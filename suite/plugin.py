@@ -490,26 +490,55 @@ def note_collected(config: pytest.Config, ids: list[str]) -> None:
     set_coverage(config, ids)
 
 
-def models_of(nodeids: list[str], models: Any) -> list[str]:
-    """The configured models that these test ids exercise (ids start with the model's name: Cell.id)."""
+#: Tests whose ids name no model: the one model each uses (the harness-overhead check's is --overhead-model).
+_OVERHEAD_TEST = "test_harness_overhead.py::test_harness_overhead["
+
+
+def models_of(nodeids: list[str], models: Any, overhead_model: str | None = None) -> list[str]:
+    """The configured models that these test ids exercise (ids start with the model's name: Cell.id). The
+    harness-overhead check's ids name a batch and a path, not a model: it uses ``overhead_model`` (given: the
+    --overhead-model option, or the first configured model), which counts where it is given."""
     names = sorted(models, key=len, reverse=True)
     used = set()
     for nodeid in nodeids:
+        if overhead_model is not None and _OVERHEAD_TEST in nodeid.replace("\\", "/"):
+            used.add(overhead_model)
+            continue
         param = nodeid.partition("[")[2]
         used.update(next(([n] for n in names if param == n + "]" or param.startswith(n + "-")), []))
     return [n for n in models if n in used]
 
 
 def _preflight(config: pytest.Config, nodeids: list[str]) -> None:
+    """The start-up check of every model the collected tests use, each failure one line of one usage error. The
+    error's text is kept on ``config._suite_startup_error`` for the verdict (the usage error ends the run first)."""
+    from suite.preflight import PROGRESS_PREFIX, startup_message
+
     state, suite = config.stash[_RUN_KEY], suite_session(config)
-    used = models_of(nodeids, state.config.models)
+    overhead = config.getoption("--overhead-model") or next(iter(state.config.models), None)
+    used = models_of(nodeids, state.config.models, overhead_model=overhead)
     if not used:
         return
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+
+    def progress(text: str) -> None:
+        """Live, whatever pytest's capture mode (as the cache's progress, pytest_configure's on_event)."""
+        log.info(text)
+        if reporter is not None and config.getoption("verbose") >= 0:
+            reporter.write_line(f"{PROGRESS_PREFIX} {text}")
+
+    def warn(text: str) -> None:
+        log.warning(text)
+        if reporter is not None:
+            reporter.write_line(f"{PROGRESS_PREFIX} warning: {text}", yellow=True)
+
     try:
         check_models(state.config.select(used, None, None), suite.cache, suite.device, build_for=suite.build,
-                     dataset_for=suite.dataset)
+                     dataset_for=suite.dataset, progress=progress, warn=warn)
     except ConfigError as exc:
-        raise pytest.UsageError(f"{state.config.path.name}: {exc}") from exc
+        message = startup_message(exc, state.config.path.name)
+        config._suite_startup_error = message  # type: ignore[attr-defined]
+        raise pytest.UsageError(message) from exc
 
 
 class _VerdictPlugin:

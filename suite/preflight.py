@@ -3,9 +3,19 @@
 Why: a config whose ``inputs`` do not fit its model (``shape = [10]`` for a ``Linear(16, 4)``), a
 factory that cannot be imported, or a dataset whose feeds are named differently used to surface as
 an error in every one of the model's cells, each a long traceback from inside an exporter or engine.
-Here each model is made once, run once on a small synthetic batch and its datasets looked at, and the
-first mistake is one ``PreflightError`` naming the model, the config key, the declared inputs and the
-model's own complaint (the last line of its exception).
+Here each model is made once, run once on a small synthetic batch and its datasets looked at, and a
+model's first mistake is one ``PreflightError`` naming the model, the config key, the declared inputs
+and the model's own complaint (the last line of its exception, and where in the user's code it was
+raised). Every selected model is checked, so that a config with two broken models says so at once
+(``PreflightErrors``, one line each) instead of one per rerun.
+
+What the user sees meanwhile: a progress line before each factory is called and its time after (a
+factory may train or download for minutes), and nothing of what the factory and the smoke forward
+print; that is captured at the file descriptors (C extensions included) and, only when the check
+fails, counted and its last lines shown under the error (``PreflightError.details``). A factory
+whose weights differ from the last run's while its architecture does not (an unseeded
+initialisation) gets a warning: every cache key follows the weights, so such a model rebuilds every
+engine on every run.
 
 Why cached: the smoke forward's verdict depends only on the module (its digest), what the config
 declares about it and the torch version, so a positive result is stored in the artifact cache under
@@ -16,11 +26,22 @@ digest that would key them.
 
 from __future__ import annotations
 
+import codecs
+import collections
+import contextlib
 import copy
+import ctypes
+import hashlib
 import inspect
+import io
 import json
+import logging
+import os
+import re
+import sys
+import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -32,21 +53,78 @@ from engines.base import InputSpec
 from engines.feeds import pick_outputs
 from engines.pytorch import model_digest
 from suite.cache import ArtifactCache
-from suite.config import ConfigError, ModelConfig, SuiteConfig, resolve
+from suite.config import ConfigError, ModelConfig, SuiteConfig, resolve, where_in_user_code
 from suite.inputs import synthetic_feed
+
+log = logging.getLogger(__name__)
 
 #: Part of the cache key: bump it when the checks change, so that stored positive results are redone.
 PREFLIGHT_VERSION = 2
 _DATASET_KEYS = ("accuracy_dataset", "parity_dataset", "calibration_dataset")
 
 
-class PreflightError(ConfigError):
-    """A model failed its start-up check; ``model`` and ``key`` say which entry of the config to fix."""
+#: The suite's progress lines start with this (suite/plugin.py): they reach the terminal while a model's output
+#: is hidden.
+PROGRESS_PREFIX = "[engine cache]"
+#: The last weights digest of each model, by name: ROOT/preflight/WEIGHTS_FILE of the artifact cache.
+WEIGHTS_FILE = "last-weights.json"
 
-    def __init__(self, message: str, model: str, key: str) -> None:
+
+class HiddenOutput:
+    """What a model printed while it was made and run: how many lines, and the last few worth showing."""
+
+    SHOWN = 5
+
+    def __init__(self) -> None:
+        self.lines = 0
+        self.last: collections.deque[str] = collections.deque(maxlen=self.SHOWN)
+
+    def add(self, line: str) -> None:
+        self.lines += 1
+        shown = line.rsplit("\r", 1)[-1].rstrip()  # a progress bar's last state
+        if shown.strip():
+            self.last.append(shown if len(shown) <= 200 else shown[:199] + "…")
+
+    def describe(self, model: str) -> list[str]:
+        if not self.lines:
+            return []
+        head = f"{model}'s factory and smoke forward printed {self.lines} line{'s' if self.lines != 1 else ''} (hidden)"
+        return [head + (f"; the last {len(self.last)}:" if self.last else ""), *(f"| {line}" for line in self.last)]
+
+
+class PreflightError(ConfigError):
+    """A model failed its start-up check; ``model`` and ``key`` say which entry of the config to fix. The message is
+    one line; what the model printed meanwhile is in ``output`` (``details()``: the lines to show under it)."""
+
+    def __init__(self, message: str, model: str, key: str, output: HiddenOutput | None = None) -> None:
         super().__init__(message)
         self.model = model
         self.key = key
+        self.output = output
+
+    def details(self) -> list[str]:
+        return self.output.describe(self.model) if self.output is not None else []
+
+
+class PreflightErrors(ConfigError):
+    """Several models failed their start-up check: ``errors``, one PreflightError (one line) each."""
+
+    def __init__(self, errors: list[PreflightError]) -> None:
+        super().__init__("\n".join(str(e) for e in errors))
+        self.errors = list(errors)
+
+
+def startup_message(exc: ConfigError, config_name: str) -> str:
+    """The usage error's text: one line per failed model (under a count when there are several), each followed by
+    what the model printed, if anything (indented)."""
+    if isinstance(exc, PreflightErrors):
+        lines = [f"{config_name}: {len(exc.errors)} models failed their start-up check, one line each:"]
+        for err in exc.errors:
+            lines += [f"  {err}", *(f"    {line}" for line in err.details())]
+        return "\n".join(lines)
+    if isinstance(exc, PreflightError):
+        return "\n".join([f"{config_name}: {exc}", *(f"  {line}" for line in exc.details())])
+    return f"{config_name}: {exc}"
 
 
 class FactorySignatureError(TypeError):
@@ -106,9 +184,15 @@ def make_module(factory: Callable[..., Any], cache: ArtifactCache, model: str) -
     call the factory, insist on a torch.nn.Module, and put it in eval mode."""
     module = call_factory(factory, cache)
     if not isinstance(module, torch.nn.Module):
-        raise NotAModuleError(f"the factory of model {model!r} returned {type(module).__name__}, "
-                              "not a torch.nn.Module")
+        raise NotAModuleError(_not_a_module(module, model))
     return module.eval()
+
+
+def _not_a_module(made: Any, model: str) -> str:
+    if isinstance(made, type) and issubclass(made, torch.nn.Module):
+        return (f"the factory of model {model!r} returned the class {made.__name__}, not an instance of it; did you "
+                f"return the class? call it: return {made.__name__}()")
+    return f"the factory of model {model!r} returned {type(made).__name__}, not a torch.nn.Module"
 
 
 class _FactoryModel:
@@ -142,12 +226,16 @@ def check_models(
     *,
     build_for: Callable[[str], ModelSource] | None = None,
     dataset_for: Callable[[str], Any] | None = None,
+    progress: Callable[[str], None] | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> dict[str, CheckedModel]:
-    """Check every model of ``config``; raise PreflightError at the first mistake.
+    """Check every model of ``config``: a PreflightError for the one model that fails, PreflightErrors when several
+    do (each model's first mistake, one line each).
 
     ``build_for(name)`` and ``dataset_for(ref)`` let the caller share what it builds anyway (pass the
     session's ``build`` and ``dataset``): then each module and dataset is made once per run. Without
-    them preflight makes its own.
+    them preflight makes its own. ``progress(text)`` is told before each factory is called and when it
+    returned; ``warn(text)`` (default: the log) hears of weights that changed since the last run.
     """
     built: dict[str, Any] = {}
 
@@ -161,41 +249,64 @@ def check_models(
     def source(model: ModelConfig) -> ModelSource:
         return build_for(model.name) if build_for else _FactoryModel(model, cache)
 
-    return {name: _check_model(model, cache, device, source, datasets) for name, model in config.models.items()}
+    say = progress or (lambda text: None)
+    tell = warn or log.warning
+    checked: dict[str, CheckedModel] = {}
+    errors: list[PreflightError] = []
+    for name, model in config.models.items():
+        try:
+            checked[name] = _check_model(model, cache, device, source, datasets, say, tell)
+        except PreflightError as exc:
+            errors.append(exc)
+    if len(errors) == 1:
+        raise errors[0]
+    if errors:
+        raise PreflightErrors(errors)
+    return checked
 
 
 def _check_model(model: ModelConfig, cache: ArtifactCache, device: str,
-                 source: Callable[[ModelConfig], ModelSource], datasets: Callable[[str], Any]) -> CheckedModel:
+                 source: Callable[[ModelConfig], ModelSource], datasets: Callable[[str], Any],
+                 progress: Callable[[str], None], warn: Callable[[str], None]) -> CheckedModel:
     start = time.perf_counter()
     where = f"[models.{model.name}]"
     declared = _describe_inputs(model.inputs)
+    output = HiddenOutput()  # what the factory and the smoke forward print: shown only under an error
 
     def fail(key: str, problem: str, show_value: bool = True) -> PreflightError:
         """One line: the key (with its value, unless that is the inputs we list anyway), what is wrong, the inputs."""
         value = getattr(model, key)
         value = list(value) if isinstance(value, tuple) else value
         at = f"{where}.{key} = {value!r}" if show_value else f"{where}.{key}"
-        return PreflightError(f"{at}: {problem}; declared inputs: {declared}", model.name, key)
+        return PreflightError(f"{at}: {problem}; declared inputs: {declared}", model.name, key, output)
 
     factory = "factory"
+    progress(f"making {model.name} (factory {model.factory}) ...")
     try:
-        made = source(model)
-        module = made.torch_module()
+        with hidden_output(output):
+            made = source(model)
+            module = made.torch_module()
     except (FactorySignatureError, NotAModuleError) as exc:
         raise fail(factory, str(exc)) from None
     except ConfigError as exc:  # cannot import the module, no such callable
         raise fail(factory, _strip_where(str(exc), f"{where}.factory")) from None
     except Exception as exc:
-        raise fail(factory, f"the factory raised {_last_line(exc)}") from None
+        at = where_in_user_code(exc)
+        raise fail(factory, f"the factory raised {_last_line(exc)}" + (f" ({at})" if at else "")) from None
+    progress(f"made {model.name} in {time.perf_counter() - start:.1f} s")
     if not isinstance(module, torch.nn.Module):  # a caller's own ModelSource
-        raise fail(factory, f"the factory returned {type(module).__name__}, not a torch.nn.Module")
+        raise fail(factory, _not_a_module(module, model.name).replace(f" of model {model.name!r}", ""))
     try:
         digest = made.model_digest()
     except Exception as exc:
         raise fail(factory, f"cannot hash the module's architecture and weights: {_last_line(exc)}") from None
+    changed = _weights_changed(cache, model.name, digest, _architecture_digest(module))
+    if changed:
+        warn(f"{model.name}: the factory returned different weights than last run (digest {changed[0][:12]} -> "
+             f"{changed[1][:12]}): seed it, or every run rebuilds every engine")
 
-    # At least 2 rows where the profile allows: at batch 1 a model that reduces the batch (out.mean(0)) has the
-    # right shape and would pass.
+    # The profile's smallest batch, but at least 2 rows where the profile allows: at batch 1 a model that reduces
+    # the batch (out.mean(0)) has the right shape and would pass.
     batch = min(model.profile.max_batch, max(2, model.profile.min_batch))
     run_on = _usable_device(device)
     parts = {"version": PREFLIGHT_VERSION, "model": model.name, "model_digest": digest,
@@ -203,7 +314,8 @@ def _check_model(model: ModelConfig, cache: ArtifactCache, device: str,
              "device": run_on, "torch": torch.__version__}
 
     def build(directory: Path) -> None:
-        shapes = _smoke_forward(model, module, batch, run_on, fail)
+        with hidden_output(output):
+            shapes = _smoke_forward(model, module, batch, run_on, fail)
         (directory / "passed.json").write_text(json.dumps({"outputs": shapes}, sort_keys=True))
 
     hits = cache.stats.hits
@@ -216,7 +328,8 @@ def _check_model(model: ModelConfig, cache: ArtifactCache, device: str,
 
 def _smoke_forward(model: ModelConfig, module: torch.nn.Module, batch: int, device: str,
                    fail: Callable[..., PreflightError]) -> dict[str, list[int]]:
-    """One forward at the profile's smallest batch; the outputs must be what ``outputs`` names."""
+    """One forward at ``batch`` rows (the profile's smallest batch, but at least 2 where the profile allows); the
+    outputs must be what ``outputs`` names, each with the batch axis first."""
     feed = smoke_feed(model.inputs, batch)
     if device != "cpu":
         module = copy.deepcopy(module).to(device)  # the session's module stays on the CPU for exports
@@ -329,6 +442,142 @@ def _check_datasets(model: ModelConfig, datasets: Callable[[str], Any],
                                          "parity_samples or give the data set more rows")
 
 
+# =========================================================================== what the model prints
+
+
+@contextlib.contextmanager
+def hidden_output(into: HiddenOutput, passthrough: tuple[str, ...] = (PROGRESS_PREFIX,)) -> Iterator[None]:
+    """Whatever is written to stdout and stderr meanwhile, by Python or below it (a C extension writing to the file
+    descriptors), goes into ``into`` instead of the terminal. A line that starts with ``passthrough`` (the suite's
+    own progress, e.g. a cache build the factory starts) still reaches the terminal, as it is written.
+
+    How: descriptors 1 and 2 point at a pipe (and sys.stdout/sys.stderr at them) while a thread reads it; then both
+    are put back. Where there is no descriptor to redirect, the output is left alone."""
+    _flush_streams()
+    try:
+        saved = (os.dup(1), os.dup(2))
+    except OSError:
+        yield
+        return
+    read_end, write_end = os.pipe()
+    reader = threading.Thread(target=_drain, args=(read_end, into, saved[0], passthrough), daemon=True,
+                              name="preflight-output")
+    reader.start()
+    streams = sys.stdout, sys.stderr
+    try:
+        os.dup2(write_end, 1)
+        os.dup2(write_end, 2)
+        sys.stdout, sys.stderr = _text_stream(1), _text_stream(2)
+        yield
+    finally:
+        _flush_streams()
+        sys.stdout, sys.stderr = streams
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        os.close(write_end)
+        # EOF once every copy of the pipe's write end is closed; a child process the model started may hold one.
+        reader.join(timeout=5)
+        os.close(saved[1])
+        if not reader.is_alive():  # else it may still pass a line through: leave it its descriptor
+            os.close(saved[0])
+
+
+def _text_stream(fd: int) -> Any:
+    return io.TextIOWrapper(io.FileIO(fd, "w", closefd=False), encoding="utf-8", errors="backslashreplace",
+                            write_through=True)
+
+
+def _drain(fd: int, into: HiddenOutput, terminal: int, passthrough: tuple[str, ...]) -> None:
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    pending = ""
+
+    def route(line: str) -> None:
+        if passthrough and _ANSI.sub("", line).startswith(passthrough):
+            with contextlib.suppress(OSError):
+                os.write(terminal, (line + "\n").encode())
+        else:
+            into.add(line)
+
+    try:
+        while chunk := os.read(fd, 1 << 16):
+            *lines, pending = (pending + decoder.decode(chunk)).split("\n")
+            for line in lines:
+                route(line)
+        pending += decoder.decode(b"", final=True)
+        if pending:
+            route(pending)
+    finally:
+        os.close(fd)
+
+
+def _flush_streams() -> None:
+    """What Python and C's stdio have buffered goes where it was meant to before the descriptors change."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    with contextlib.suppress(Exception):
+        _libc().fflush(None)
+
+
+_LIBC: list[Any] = []
+
+
+def _libc() -> Any:
+    if not _LIBC:
+        _LIBC.append(ctypes.CDLL(None))
+    return _LIBC[0]
+
+
+# =========================================================================== weights that change between runs
+
+
+def _architecture_digest(module: torch.nn.Module) -> str:
+    """Hash of the module without its weights' values: structure, the source of its own classes, and each weight's
+    name, dtype and shape. Equal between two runs while the digest differs: only the weights changed."""
+    h = hashlib.sha256(repr(module).encode())
+    sources = set()
+    for sub in module.modules():
+        cls = type(sub)
+        if not cls.__module__.startswith("torch."):
+            try:
+                sources.add(inspect.getsource(cls))
+            except (OSError, TypeError):
+                sources.add(f"{cls.__module__}.{cls.__qualname__}")
+    for src in sorted(sources):
+        h.update(src.encode())
+    for name, tensor in module.state_dict().items():
+        h.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}".encode())
+    return h.hexdigest()
+
+
+def _weights_changed(cache: ArtifactCache, model: str, digest: str, architecture: str) -> tuple[str, str] | None:
+    """Remember this run's digest of ``model`` in the cache; (last run's digest, this one) when only the weights
+    differ from last run's. Best effort: a cache this cannot write to only loses the warning."""
+    from filelock import FileLock, Timeout
+
+    path = cache.root / "preflight" / WEIGHTS_FILE
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(f"{path}.lock", timeout=10):
+            try:
+                seen = json.loads(path.read_text())
+            except (FileNotFoundError, ValueError):
+                seen = {}
+            seen = seen if isinstance(seen, dict) else {}
+            before = seen.get(model)
+            seen[model] = {"digest": digest, "architecture": architecture}
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(seen, indent=1, sort_keys=True))
+            os.replace(tmp, path)
+    except (OSError, Timeout) as exc:
+        log.debug("cannot remember the weights digest of %s in %s: %s", model, path, exc)
+        return None
+    if (isinstance(before, dict) and before.get("architecture") == architecture
+            and isinstance(before.get("digest"), str) and before["digest"] != digest):
+        return before["digest"], digest
+    return None
+
+
 # =========================================================================== helpers
 
 
@@ -350,6 +599,7 @@ def _describe_inputs(inputs: tuple[InputSpec, ...]) -> str:
     return ", ".join(f"{i.name} {i.dtype} {list(i.shape)} in [{i.low:g}, {i.high:g}]" for i in inputs)
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 def _last_line(exc: BaseException) -> str:
     """The exception's type and the last non-empty line of its message: what the model says went wrong."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]

@@ -133,7 +133,10 @@ class TorchRunner:
         return _tf32(self.tf32)
 
     def _tensor(self, array: np.ndarray) -> torch.Tensor:
-        t = torch.from_numpy(np.ascontiguousarray(array)).to(self.device)
+        array = np.ascontiguousarray(array)
+        if not array.flags.writeable:  # a Dataset's feeds are read-only: torch.from_numpy would warn on every run
+            array = np.array(array, copy=True)
+        t = torch.from_numpy(array).to(self.device)
         if t.is_floating_point():
             t = t.to(self.dtype)
         if getattr(self, "channels_last", False) and t.dim() == 4:

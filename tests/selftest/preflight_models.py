@@ -1,5 +1,8 @@
 """Deliberately broken tiny models and datasets, one mistake each, for tests/selftest/test_preflight.py."""
 
+import os
+import time
+
 import numpy as np
 import torch
 
@@ -89,6 +92,66 @@ class IntEmbedding(torch.nn.Module):
 
 def int_embedding(cache=None) -> torch.nn.Module:
     return IntEmbedding()
+
+
+class Chatty16(Linear16):
+    """A debugging print left in the forward: 300 lines on every call."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for i in range(300):
+            print(f"debug: forward step {i} x.shape={tuple(x.shape)}")
+        return self.fc(x)
+
+
+def chatty(cache=None) -> torch.nn.Module:
+    return Chatty16()
+
+
+def chatty_below_python(cache=None) -> torch.nn.Module:
+    """Output written to the file descriptors themselves, as a C extension writes (no sys.stdout)."""
+    for i in range(40):
+        os.write(1, f"native: loading kernel {i}\n".encode())
+    os.write(2, b"native: done\n")
+    return Linear16()
+
+
+def slow_linear16(cache=None) -> torch.nn.Module:
+    """A factory that takes its time (weights from a slow disk, a download): 0.5 s."""
+    CALLS["slow_started"] = CALLS.get("slow_started", 0) + 1
+    time.sleep(0.5)
+    return Linear16()
+
+
+def unseeded(cache=None) -> torch.nn.Module:
+    """Weights drawn afresh on every call (no seed): the digest, and so every cache key, changes each run."""
+    module = Linear16()
+    with torch.no_grad():
+        module.fc.weight.copy_(torch.from_numpy(np.random.default_rng().standard_normal((4, 16)).astype(np.float32)))
+    return module
+
+
+def trains(cache) -> torch.nn.Module:
+    """Trains its weights once into the cache (as fixtures/models/digits.py does), printing each epoch meanwhile."""
+    def train(directory) -> None:
+        for epoch in range(20):
+            print(f"epoch {epoch}: loss {1 / (epoch + 1):.3f}")
+        torch.save(Linear16().state_dict(), directory / "weights.pt")
+
+    module = Linear16()
+    entry = cache.get_or_build("train", {"model": "trains"}, train, label="train trains")
+    module.load_state_dict(torch.load(entry / "weights.pt"))
+    return module
+
+
+def returns_class(cache=None):
+    return Linear16  # the parentheses forgotten
+
+
+def load_missing_weights(cache=None) -> torch.nn.Module:
+    """Raises inside torch (load_state_dict); the user's own line is the one that called it."""
+    module = Linear16()
+    module.load_state_dict({})
+    return module
 
 
 # ---- datasets -----------------------------------------------------------------------------------

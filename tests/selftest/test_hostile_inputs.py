@@ -374,6 +374,42 @@ def _writable(directory: Path) -> bool:
     return True
 
 
+def _run_first(*tests: str) -> Callable[[Path, Path], None]:
+    """One ordinary run of the case's config in its work directory first (its engine cache and what the suite
+    remembers in it): the case's run is the second run."""
+    def prepare(work: Path, root: Path) -> None:
+        suite_run(work, "--suite-config", str(work / "suite.toml"), tests=tuple(str(ROOT / t) for t in tests))
+    return prepare
+
+
+def _in_order(*patterns: str) -> Callable[[Result], list[str]]:
+    """Each pattern matches a line of the output, in this order."""
+    def check(result: Result) -> list[str]:
+        lines = result.output.splitlines()
+        at = [next((i for i, line in enumerate(lines) if re.search(p, line)), None) for p in patterns]
+        if None in at or at != sorted(at):
+            return [f"lines /{'/, /'.join(patterns)}/ not all present in this order (at lines {at})"]
+        return []
+    return check
+
+
+def _absent(*patterns: str) -> Callable[[Result], list[str]]:
+    def check(result: Result) -> list[str]:
+        return [f"the output says /{p}/" for p in patterns if re.search(p, result.output)]
+    return check
+
+
+def _verdict_error(says: str) -> Callable[[Result], list[str]]:
+    """The --suite-results file (WORK/results.json) carries the start-up error in its verdict."""
+    def check(result: Result) -> list[str]:
+        path = result.work / "results.json"
+        if not path.exists():
+            return [f"no {path.name} written"]
+        error = json.loads(path.read_text()).get("verdict", {}).get("error")
+        return [] if error and re.search(says, error) else [f"the verdict's error is {error!r}, not /{says}/"]
+    return check
+
+
 # =========================================================================== the corpus
 
 
@@ -404,6 +440,7 @@ _LATENCY_BASELINE = json.dumps({"benchmarks": [{"name": "test_latency[m-torch-fp
     "samples_s": "0.1 0.1 0.1"}}]})
 _ACCURACY_BASELINE = json.dumps({"complete": True, "records": [{"kind": "accuracy"},
                                                                {"kind": "parity", "cell": "m-onnxruntime-fp32"}]})
+_MODELS_TYPO = Run("models-typo", config(name="digits_cnn"), ("--models", "digit_cnn"))
 _NAN_SAYS = (r"m-onnxruntime-fp32 on extremes inputs .*reference has \d+ NaN/Inf values",)
 
 CASES: list[Case] = [
@@ -664,6 +701,94 @@ CASES: list[Case] = [
     _usage("accuracy-baseline-missing", "`--accuracy-baseline` naming a file that does not exist", config(),
            "--accuracy-baseline", "{work}/nope.json",
            says=(r"accuracy baseline \S*nope\.json: cannot read JSON \(\[Errno 2\] No such file",)),
+    # ------------------------------------------------------------------ first contact: a second audit
+    _usage("overhead-only-broken-model", "only tests/latency/test_harness_overhead.py selected, its model broken "
+           "(`shape = [10]` for a `Linear(16, 4)`)",
+           config(head={"run": 'requires = ["torch"]\naccept_not_judged = ["unsupported"]'}, engines='["torch"]',
+                  factory=f'"{P}:linear16"', inputs='[{ name = "x", shape = [10] }]', outputs='["y"]'),
+           tests=(OVERHEAD,),
+           says=(r"(?m)^ERROR: suite\.toml: \[models\.m\]\.inputs: the smoke forward on a synthetic batch of 2 "
+                 r"failed: "
+                 r"RuntimeError: mat1 and mat2 shapes cannot be multiplied \(2x10 and 16x4\)",)),
+    _usage("two-broken-models", "two broken models in one config", config(
+               factory=f'"{P}:linear16"', inputs='[{ name = "x", shape = [10] }]', outputs='["y"]')
+           + model_table("m2", factory=f'"{P}:not_a_module"'),
+           says=(r"(?m)^ERROR: suite\.toml: 2 models failed their start-up check, one line each:$",
+                 r"(?m)^  \[models\.m\]\.inputs: the smoke forward on a synthetic batch of 2 failed: RuntimeError: "
+                 r"mat1 and mat2 shapes cannot be multiplied \(2x10 and 16x4\); declared inputs: x float32 \[10\]",
+                 r"(?m)^  \[models\.m2\]\.factory = '\S+:not_a_module': the factory of model 'm2' returned dict, "
+                 r"not a torch\.nn\.Module; declared inputs: image"),
+           shows=r"^ERROR: "),
+    _usage("chatty-model-broken", "a broken model whose forward prints 300 lines",
+           config(factory=f'"{P}:chatty"', inputs='[{ name = "x", shape = [10] }]', outputs='["y"]'),
+           says=(r"(?m)^ERROR: suite\.toml: \[models\.m\]\.inputs: the smoke forward on a synthetic batch of 2 failed: "
+                 r"RuntimeError: mat1 and mat2 shapes cannot be multiplied",
+                 r"(?m)^  m's factory and smoke forward printed 300 lines \(hidden\); the last 5:$",
+                 r"(?m)^  \| debug: forward step 299 x\.shape=\(2, 10\)$"),
+           check=_absent(r"debug: forward step 294\b")),
+    Case("chatty-model-passes", "a model whose forward prints 300 lines, and is right",
+         Run("chatty-model-passes", config(head={"run": 'requires = ["torch"]'}, engines='["torch"]',
+                                           factory=f'"{P}:chatty"', inputs=X16, outputs='["y"]'), tests=(LATENCY,)),
+         0, (r"VERDICT: PASSED",), lines=PASSING, check=_absent(r"debug: forward step")),
+    _usage("slow-factory-progress", "a factory that takes its time (progress lines, `-v`)",
+           config(factory=f'"{P}:slow_linear16"', inputs='[{ name = "x", shape = [10] }]', outputs='["y"]'), "-v",
+           says=(r"(?m)^\[engine cache\] making m \(factory \S+:slow_linear16\) \.\.\.$",),
+           check=_in_order(r"^\[engine cache\] making m \(factory \S+:slow_linear16\) \.\.\.$",
+                           r"^\[engine cache\] made m in (0\.[5-9]|[1-9]\d*\.\d) s$",
+                           r"^ERROR: suite\.toml: \[models\.m\]")),
+    Case("unseeded-factory", "a factory whose weights are random on every call, second run",
+         Run("unseeded-factory", config(head={"run": 'requires = ["torch"]'}, engines='["torch"]',
+                                        factory=f'"{P}:unseeded"', inputs=X16, outputs='["y"]'),
+             tests=(LATENCY,), prepare=_run_first(LATENCY)),
+         0, (r"VERDICT: PASSED",
+             r"(?m)^\[engine cache\] warning: m: the factory returned different weights than last run \(digest "
+             r"[0-9a-f]{12} -> [0-9a-f]{12}\): seed it, or every run rebuilds every engine$"),
+         lines=PASSING, shows=r"the factory returned different weights"),
+    Case("dataset-read-only-feeds", "a `fixtures.data.Dataset` (read-only arrays) through the torch engine",
+         Run("dataset-read-only-feeds", config(head={"run": 'requires = ["torch"]'}, engines='["torch"]',
+                                               factory=f'"{P}:linear16"', inputs=X16, outputs='["y"]',
+                                               accuracy_dataset=f'"{P}:data_ok"'), tests=(ACCURACY,)),
+         0, (r"VERDICT: PASSED",), lines=PASSING, check=_absent(r"not writable", r"UserWarning")),
+    _usage("factory-module-syntax-error", "a factory whose module has a syntax error",
+           config(factory='"broken_syntax:make"'),
+           prepare=_write("broken_syntax.py", "import torch\n\n\ndef make(:\n    return torch.nn.Linear(16, 4)\n"),
+           says=(r"\[models\.m\]\.factory = 'broken_syntax:make': cannot import module 'broken_syntax': SyntaxError "
+                 r"at broken_syntax\.py:4: ",),
+           check=_absent(r"the factory raised")),
+    _usage("factory-raises-inside-torch", "a factory whose `load_state_dict({})` raises inside torch",
+           config(factory=f'"{P}:load_missing_weights"'),
+           says=(r"\[models\.m\]\.factory = '\S+:load_missing_weights': the factory raised RuntimeError: Missing "
+                 r"key\(s\) in state_dict: \"fc\.weight\", \"fc\.bias\"\. \(at preflight_models\.py:\d+ in "
+                 r"load_missing_weights\)",)),
+    _usage("factory-raises-where", "a factory that raises: where, in the user's code",
+           config(factory=f'"{P}:raises"'),
+           says=(r"\[models\.m\]\.factory = '\S+:raises': the factory raised FileNotFoundError: weights\.pt: no "
+                 r"such file in the package \(at preflight_models\.py:\d+ in raises\); declared inputs",)),
+    _usage("factory-returns-class", "a factory returning the class, not an instance (`return Net`)",
+           config(factory=f'"{P}:returns_class"'),
+           says=(r"\[models\.m\]\.factory = '\S+:returns_class': the factory of model 'm' returned the class "
+                 r"Linear16, not an instance of it; did you return the class\? call it: return Linear16\(\)",)),
+    _usage("toml-syntax-error-said-once", "a TOML syntax error: the message names the config once",
+           config() + "\n[models.x\n",
+           says=(r"(?m)^ERROR: suite config: \S+suite\.toml is not valid TOML: Expected ']'",),
+           check=_absent(r"suite config: suite config")),
+    Case("models-typo", "`--models digit_cnn` for a model named digits_cnn",
+         _MODELS_TYPO, 4, (r"(?m)--models: unknown 'digit_cnn' \(did you mean digits_cnn\?\); valid: digits_cnn$",)),
+    Case("models-typo-not-a-config-error", "`--models digit_cnn`: an option's error, not the config's",
+         _MODELS_TYPO, 4, (r"(?m)^ERROR: --models: unknown 'digit_cnn'",),
+         xfail="pytest_configure (suite/plugin.py) labels every ConfigError 'suite config:', the --models/--engines/"
+               "--precisions errors of SuiteConfig.select included: call select outside the try that adds the label, "
+               "and raise its ConfigError as pytest.UsageError(str(exc))"),
+    Case("preflight-error-in-the-verdict", "a start-up check's error, in `--suite-results`",
+         Run("preflight-error-in-the-verdict",
+             config(factory=f'"{P}:linear16"', inputs='[{ name = "x", shape = [10] }]', outputs='["y"]'),
+             ("--suite-results", "{work}/results.json"), tests=(ACCURACY,)), 4,
+         (r"\[models\.m\]\.inputs: the smoke forward",),
+         check=_verdict_error(r"^suite\.toml: \[models\.m\]\.inputs: the smoke forward on a synthetic batch of 2 "
+                              r"failed"),
+         xfail="_VerdictPlugin.pytest_sessionfinish (suite/plugin.py) does not put the start-up error that _preflight "
+               "stores on config._suite_startup_error into the verdict: the verdict says only 'stopped by a usage "
+               "error'"),
 ]
 
 _BY_ID = {case.id: case for case in CASES}

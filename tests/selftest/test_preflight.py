@@ -2,16 +2,28 @@
 declared inputs and the model's own complaint; a model that passed is not run again."""
 
 import copy
+import inspect
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from engines.artifacts import ModelBuild
 from engines.base import InputSpec
+from suite import plugin
 from suite.cache import ArtifactCache
-from suite.config import ConfigError, parse_config
-from suite.preflight import FactorySignatureError, PreflightError, call_factory, check_models, smoke_feed
+from suite.config import ConfigError, load_config, parse_config
+from suite.preflight import (
+    WEIGHTS_FILE,
+    FactorySignatureError,
+    PreflightError,
+    PreflightErrors,
+    call_factory,
+    check_models,
+    smoke_feed,
+    startup_message,
+)
 from suite.session import SuiteSession
 from tests.selftest import preflight_models
 
@@ -87,9 +99,11 @@ def test_factory_that_cannot_be_imported(tmp_path):
 
 
 def test_factory_that_raises_gives_the_last_line_of_its_message(tmp_path):
+    """...and where in the user's code it was raised (the line that raised, in raises())."""
+    line = preflight_models.raises.__code__.co_firstlineno + 1
     err = _error(tmp_path, factory=f"{M}:raises")
     assert str(err) == (f"[models.m].factory = '{M}:raises': the factory raised FileNotFoundError: weights.pt: "
-                        f"no such file in the package; {DECLARED}")
+                        f"no such file in the package (at preflight_models.py:{line} in raises); {DECLARED}")
 
 
 def test_factory_that_returns_something_else(tmp_path):
@@ -213,3 +227,209 @@ def test_session_build_errors_are_reported_the_same_way(tmp_path):
         session = SuiteSession(config, ArtifactCache(tmp_path / "cache"))
         with pytest.raises(PreflightError, match=rf"^\[models.m\].factory = '{re.escape(factory)}': .*{text}"):
             check_models(config, session.cache, "cpu", build_for=session.build, dataset_for=session.dataset)
+
+
+# =========================================================================== first contact, a second audit
+
+X10 = [{"name": "x", "shape": [10]}]  # for a Linear(16, 4): the smoke forward fails
+OVERHEAD_ID = "tests/latency/test_harness_overhead.py::test_harness_overhead[1-torch-model]"
+
+
+class _Reporter:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def write_line(self, line: str, **markup: bool) -> None:
+        self.lines.append(line)
+
+
+class _PytestConfig:
+    """What suite.plugin._preflight reads of pytest's config: the run's state, the session, options, the terminal."""
+
+    def __init__(self, config, cache: ArtifactCache, **options) -> None:
+        self.stash = {plugin._RUN_KEY: plugin.RunState(config, set(), {}),
+                      plugin._SESSION_KEY: SuiteSession(config, cache)}
+        self.options = {"--overhead-model": None, "verbose": 0, **options}
+        self.reporter = _Reporter()
+        self.pluginmanager = self
+
+    def getoption(self, name: str):
+        return self.options[name]
+
+    def get_plugin(self, name: str):
+        return self.reporter if name == "terminalreporter" else None
+
+
+def test_models_of_counts_the_model_the_harness_overhead_check_uses():
+    """Its ids name a batch and a path, not a model: the model is --overhead-model's (default: the first)."""
+    models = {"a": None, "b": None}
+    assert plugin.models_of([OVERHEAD_ID], models) == []  # the form suite/fleet.py's timing asks
+    assert plugin.models_of([OVERHEAD_ID], models, overhead_model="b") == ["b"]
+    assert plugin.models_of([OVERHEAD_ID, "tests/accuracy/test_accuracy.py::test_top1_top5[a-torch-fp32]"], models,
+                            overhead_model="b") == ["a", "b"]
+    assert plugin.models_of(["tests/selftest/test_x.py::test_y[b-1]"], models, overhead_model="a") == ["b"]
+
+
+def test_only_the_harness_overhead_check_selected_still_checks_its_model(tmp_path):
+    """A broken model behind `pytest tests/latency/test_harness_overhead.py`: one usage error, no test runs."""
+    pytest_config = _PytestConfig(_config(inputs=X10), ArtifactCache(tmp_path / "cache"))
+    with pytest.raises(pytest.UsageError, match=r"^<memory>: \[models\.m\]\.inputs: the smoke forward on a synthetic "
+                                               r"batch of 2 failed: RuntimeError: mat1 and mat2"):
+        plugin._preflight(pytest_config, [OVERHEAD_ID])
+
+
+def test_the_start_up_error_is_kept_for_the_verdict(tmp_path):
+    """The usage error ends the run before the verdict is settled: its text waits on the config for it."""
+    pytest_config = _PytestConfig(_config(inputs=X10), ArtifactCache(tmp_path / "cache"))
+    with pytest.raises(pytest.UsageError) as info:
+        plugin._preflight(pytest_config, ["tests/accuracy/test_accuracy.py::test_top1_top5[m-torch-fp32]"])
+    assert pytest_config._suite_startup_error == str(info.value)
+    assert str(info.value).startswith("<memory>: [models.m].inputs: the smoke forward on a synthetic batch of 2")
+
+
+def test_every_broken_model_is_reported_one_line_each(tmp_path):
+    """Two broken models and a good one between them: one error with a line for each broken model."""
+    config = parse_config({"models": {"a": {**copy.deepcopy(GOOD), "inputs": X10}, "ok": copy.deepcopy(GOOD),
+                                      "b": {**copy.deepcopy(GOOD), "factory": f"{M}:not_a_module"}}})
+    with pytest.raises(PreflightErrors) as info:
+        check_models(config, ArtifactCache(tmp_path / "cache"), "cpu")
+    errors = info.value.errors
+    assert [(e.model, e.key) for e in errors] == [("a", "inputs"), ("b", "factory")]
+    assert str(errors[0]).startswith("[models.a].inputs: the smoke forward on a synthetic batch of 2 failed")
+    assert str(errors[1]) == (f"[models.b].factory = '{M}:not_a_module': the factory of model 'b' returned dict, not a "
+                              "torch.nn.Module; declared inputs: x float32 [16] in [-1, 1]")
+    assert startup_message(info.value, "suite.toml").splitlines() == [
+        "suite.toml: 2 models failed their start-up check, one line each:", f"  {errors[0]}", f"  {errors[1]}"]
+    assert isinstance(info.value, ConfigError)  # the plugin's usage error, not an INTERNALERROR
+
+
+def test_what_a_failing_model_printed_is_counted_and_its_end_shown(tmp_path, capfd):
+    """A forward printing 300 lines: none reaches the terminal; the error says 300 and shows the last 5."""
+    err = _error(tmp_path, factory=f"{M}:chatty", inputs=X10)
+    assert capfd.readouterr() == ("", "")
+    assert err.details() == ["m's factory and smoke forward printed 300 lines (hidden); the last 5:",
+                             *(f"| debug: forward step {i} x.shape=(2, 10)" for i in range(295, 300))]
+    assert startup_message(err, "suite.toml").splitlines()[1:] == [f"  {line}" for line in err.details()]
+
+
+def test_output_below_python_is_hidden_too(tmp_path, capfd):
+    """Written to the descriptors themselves (as a C extension writes), stdout and stderr alike."""
+    err = _error(tmp_path, factory=f"{M}:chatty_below_python", inputs=X10)
+    assert capfd.readouterr() == ("", "")
+    assert err.details() == ["m's factory and smoke forward printed 41 lines (hidden); the last 5:",
+                             *(f"| native: loading kernel {i}" for i in range(36, 40)), "| native: done"]
+
+
+def test_a_model_that_passes_prints_nothing_but_the_suites_progress(tmp_path, capfd):
+    for factory in ("chatty", "chatty_below_python"):
+        check_models(_config(factory=f"{M}:{factory}"), ArtifactCache(tmp_path / factory), "cpu")
+        assert capfd.readouterr() == ("", ""), factory
+    # A factory that trains into the cache: the cache's progress lines still reach the terminal, as they come.
+    cache = ArtifactCache(tmp_path / "trains", on_event=lambda e: print(f"[engine cache] {e.action} {e.label}"))
+    check_models(_config(factory=f"{M}:trains"), cache, "cpu")
+    out, err = capfd.readouterr()
+    assert "epoch" not in out + err
+    assert out.splitlines()[:2] == ["[engine cache] start train trains", "[engine cache] build train trains"]
+
+
+def test_progress_is_told_before_the_factory_is_called_and_when_it_returned(tmp_path):
+    """A slow factory (0.5 s): the line before says which model and factory, the line after how long it took."""
+    heard = []
+    before = preflight_models.CALLS.get("slow_started", 0)
+    check_models(_config(factory=f"{M}:slow_linear16"), ArtifactCache(tmp_path / "cache"), "cpu",
+                 progress=lambda text: heard.append((text, preflight_models.CALLS.get("slow_started", 0))))
+    assert heard[0] == (f"making m (factory {M}:slow_linear16) ...", before)
+    assert re.fullmatch(r"made m in (0\.[5-9]|[1-9]\d*\.\d) s", heard[1][0]) and heard[1][1] == before + 1
+
+
+def test_weights_that_change_between_runs_are_warned_about(tmp_path):
+    """Unseeded weights change every cache key on every run: a warning (not an error: retraining is allowed) when
+    the weights differ from last run's and the architecture does not; nothing for a seeded factory."""
+    warned: list[str] = []
+
+    def run(factory: str) -> None:
+        check_models(_config(factory=f"{M}:{factory}"), ArtifactCache(tmp_path / "cache"), "cpu", warn=warned.append)
+
+    run("linear16")
+    run("linear16_no_args")
+    assert warned == []
+    run("unseeded")  # the same Linear16, other weights
+    run("unseeded")
+    assert len(warned) == 2
+    for text in warned:
+        assert re.fullmatch(r"m: the factory returned different weights than last run \(digest [0-9a-f]{12} -> "
+                            r"[0-9a-f]{12}\): seed it, or every run rebuilds every engine", text), text
+    run("chatty")  # another architecture: rebuilt on purpose, no warning
+    assert len(warned) == 2
+    assert (tmp_path / "cache" / "preflight" / WEIGHTS_FILE).is_file()
+
+
+def test_engine_cache_expands_the_home_directory(tmp_path, monkeypatch):
+    """--engine-cache=~/x: the shell leaves the '~' after '=', and Path('~/x') is a directory named '~'."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert ArtifactCache("~/engines").root == tmp_path / "engines"
+    assert ArtifactCache("~nosuchuser-pf/x").root == Path("~nosuchuser-pf/x")
+
+
+def test_a_module_that_does_not_parse_is_an_import_failure_with_its_line(tmp_path, monkeypatch):
+    (tmp_path / "pf_broken_syntax.py").write_text("import torch\n\n\ndef make(:\n    return torch.nn.Linear(16, 4)\n")
+    (tmp_path / "pf_import_raises.py").write_text("import os\n\nraise RuntimeError('needs a GPU\\nat import time')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    err = _error(tmp_path, factory="pf_broken_syntax:make")
+    assert str(err) == ("[models.m].factory = 'pf_broken_syntax:make': cannot import module 'pf_broken_syntax': "
+                        f"SyntaxError at pf_broken_syntax.py:4: invalid syntax; {DECLARED}")
+    err = _error(tmp_path, factory="pf_import_raises:make")
+    assert str(err) == ("[models.m].factory = 'pf_import_raises:make': cannot import module 'pf_import_raises': "
+                        "importing it raised RuntimeError: at import time (at pf_import_raises.py:3 in <module>); "
+                        f"{DECLARED}")
+
+
+def test_a_factory_that_raises_inside_torch_is_placed_at_the_users_line(tmp_path):
+    lines, start = inspect.getsourcelines(preflight_models.load_missing_weights)
+    line = start + next(i for i, text in enumerate(lines) if "module.load_state_dict" in text)
+    err = _error(tmp_path, factory=f"{M}:load_missing_weights")
+    assert str(err) == (f"[models.m].factory = '{M}:load_missing_weights': the factory raised RuntimeError: Missing "
+                        f'key(s) in state_dict: "fc.weight", "fc.bias". (at preflight_models.py:{line} in '
+                        f"load_missing_weights); {DECLARED}")
+
+
+def test_a_factory_that_returns_the_class(tmp_path):
+    err = _error(tmp_path, factory=f"{M}:returns_class")
+    assert str(err) == (f"[models.m].factory = '{M}:returns_class': the factory of model 'm' returned the class "
+                        f"Linear16, not an instance of it; did you return the class? call it: return Linear16(); "
+                        f"{DECLARED}")
+
+
+def test_config_file_errors_name_the_file_once(tmp_path):
+    """The plugin labels them 'suite config:'; the message itself does not say it again."""
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[models.x\n")
+    for path, problem in ((bad, "is not valid TOML: "), (tmp_path / "none.toml", "does not exist"),
+                          (tmp_path, "cannot be read: ")):
+        with pytest.raises(ConfigError) as info:
+            load_config(path)
+        assert str(info.value).startswith(f"{path} {problem}"), str(info.value)
+
+
+def test_an_unknown_name_on_the_command_line_suggests_the_close_one():
+    config = parse_config({"models": {"digits_cnn": copy.deepcopy(GOOD), "resnet18": copy.deepcopy(GOOD)}})
+    with pytest.raises(ConfigError, match=r"^--models: unknown 'digit_cnn' \(did you mean digits_cnn\?\); valid: "
+                                          r"digits_cnn, resnet18$"):
+        config.select(["digit_cnn"], None, None)
+    with pytest.raises(ConfigError, match=r"^--engines: unknown 'onnxruntim' \(did you mean onnxruntime\?\); "):
+        config.select(None, ["onnxruntim"], None)
+    with pytest.raises(ConfigError, match=r"^--precisions: unknown 'fp64'; valid: "):  # fp16 is not what was meant
+        config.select(None, None, ["fp64"])
+
+
+def test_the_readmes_example_is_the_error_a_real_check_gives(tmp_path):
+    """README "Adding a model" shows the error of shape = [10] for a Linear(16, 4): at the batch the check runs."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("## Adding a model", 1)[1].split("\n## ", 1)[0]
+    example = " ".join(section.split("one line naming the key", 1)[1].split("```\n", 1)[1].split("\n```", 1)[0]
+                       .splitlines())
+    config = parse_config({"models": {"my_net": {**copy.deepcopy(GOOD), "inputs": X10}}})
+    with pytest.raises(PreflightError) as info:
+        check_models(config, ArtifactCache(tmp_path / "cache"), "cpu")
+    assert example == str(info.value)
+    assert "batch of 2" in example and "smallest batch size, but at least 2" in " ".join(section.split())
