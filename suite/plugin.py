@@ -149,10 +149,14 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", f"{name}: {text}")
     engines_option = _split(config.getoption("--engines"))
     try:
-        suite_config = load_config(config.getoption("--suite-config")).select(
-            _split(config.getoption("--models")), engines_option, _split(config.getoption("--precisions")))
+        loaded = load_config(config.getoption("--suite-config"))
     except ConfigError as exc:
         raise pytest.UsageError(f"suite config: {exc}") from exc
+    try:  # --models/--engines/--precisions: the option's error, not the config's
+        suite_config = loaded.select(_split(config.getoption("--models")), engines_option,
+                                     _split(config.getoption("--precisions")))
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from exc
     try:
         if config.getoption("--latency-batch-sizes") is not None:
             parse_batch_sizes_option(config.getoption("--latency-batch-sizes"), suite_config.models)
@@ -591,6 +595,9 @@ class _VerdictPlugin:
         self._strict_known_failures(ledger)
         session.exitstatus = ledger.exit_status(int(session.exitstatus))
         config._suite_verdict = ledger.as_dict()  # type: ignore[attr-defined]  # read by report/plugin.py
+        error = getattr(config, "_suite_startup_error", None)  # a model's start-up check failed (suite/preflight.py)
+        if error:
+            config._suite_verdict["error"] = error  # type: ignore[attr-defined]
         config._suite_run_info = run_info(config)  # type: ignore[attr-defined]
         suite = suite_session(config)
         environment = run_environment(config)

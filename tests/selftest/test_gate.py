@@ -130,7 +130,8 @@ def test_gate_fails_a_regression_and_reports_busy_cases_without_failing(tmp_path
 
 def test_a_busy_baseline_fails_a_regression_but_cannot_judge_an_improvement_or_no_change(tmp_path: Path) -> None:
     """A baseline saved busy was slow: a current run slower still is a real regression; a faster one may only
-    be the neighbour gone, and an equal one may be a real slowdown hidden by it, so neither is judged. A device-bound GPU case is judged whatever the CPUs did."""
+    be the neighbour gone, and an equal one may be a real slowdown hidden by it, so neither is judged. A
+    device-bound GPU case is judged whatever the CPUs did."""
     rng = np.random.default_rng(1)
     base = list(1e-3 * rng.lognormal(0, 0.01, 100))
     path = _benchmark_file(tmp_path / "b.json", {1: base})

@@ -775,20 +775,14 @@ CASES: list[Case] = [
     Case("models-typo", "`--models digit_cnn` for a model named digits_cnn",
          _MODELS_TYPO, 4, (r"(?m)--models: unknown 'digit_cnn' \(did you mean digits_cnn\?\); valid: digits_cnn$",)),
     Case("models-typo-not-a-config-error", "`--models digit_cnn`: an option's error, not the config's",
-         _MODELS_TYPO, 4, (r"(?m)^ERROR: --models: unknown 'digit_cnn'",),
-         xfail="pytest_configure (suite/plugin.py) labels every ConfigError 'suite config:', the --models/--engines/"
-               "--precisions errors of SuiteConfig.select included: call select outside the try that adds the label, "
-               "and raise its ConfigError as pytest.UsageError(str(exc))"),
+         _MODELS_TYPO, 4, (r"(?m)^ERROR: --models: unknown 'digit_cnn'",)),
     Case("preflight-error-in-the-verdict", "a start-up check's error, in `--suite-results`",
          Run("preflight-error-in-the-verdict",
              config(factory=f'"{P}:linear16"', inputs='[{ name = "x", shape = [10] }]', outputs='["y"]'),
              ("--suite-results", "{work}/results.json"), tests=(ACCURACY,)), 4,
          (r"\[models\.m\]\.inputs: the smoke forward",),
          check=_verdict_error(r"^suite\.toml: \[models\.m\]\.inputs: the smoke forward on a synthetic batch of 2 "
-                              r"failed"),
-         xfail="_VerdictPlugin.pytest_sessionfinish (suite/plugin.py) does not put the start-up error that _preflight "
-               "stores on config._suite_startup_error into the verdict: the verdict says only 'stopped by a usage "
-               "error'"),
+                              r"failed")),
 ]
 
 _BY_ID = {case.id: case for case in CASES}
