@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import io
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -114,6 +115,11 @@ def _paths_text(paths: Sequence[str]) -> str:
 def _rounds_text(rows: Sequence[Mapping[str, Any]]) -> str:
     counts = sorted({len(r["samples_s"]) for r in rows})
     return str(counts[0]) if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
+
+
+def _finite(values: Any) -> list[float]:
+    """Numbers to draw: None (a sample NVML could not take) becomes NaN, a gap in the line."""
+    return [float("nan") if v is None else float(v) for v in values or []]
 
 
 def _empty(ax: Any, text: str) -> None:
@@ -260,23 +266,30 @@ def gpu_timeline_plot(records: Sequence[Mapping[str, Any]], model: str) -> Plot 
         columns.extend(engine_cases[i:i + MAX_SERIES] for i in range(0, len(engine_cases), MAX_SERIES))
     fig, axes = plt.subplots(2, len(columns), squeeze=False, figsize=(max(5.0, 3.8 * len(columns)), 5.8),
                              sharey="row", layout="constrained")
+    memory_top = 0.0
     for ci, column in enumerate(columns):
         mem, util = axes[0][ci], axes[1][ci]
         for r in column:
             t = r["gpu"]["timeline"]
             label = f"{r['precision']} bs{r['batch_size']} {_path(r)}"
             color = _precision_color(str(r["precision"]))
-            mem.plot(t["t_s"], t.get("memory_mib", []), color=color, label=label)
-            util.plot(t["t_s"], t.get("sm_util_pct", []), color=color, label=label)
+            memory = _finite(t.get("memory_mib"))
+            # a case shorter than a few NVML intervals has one or two samples: a line alone would not show them
+            style = {"marker": "o", "markersize": 3} if len(t["t_s"]) < 5 else {}
+            mem.plot(t["t_s"][:len(memory)], memory, color=color, label=label, **style)
+            util.plot(t["t_s"], t.get("sm_util_pct", []), color=color, label=label, **style)
+            memory_top = max([memory_top, *(m for m in memory if math.isfinite(m))])
         mem.set_title(f"{column[0]['engine']}: memory in use (MiB)", fontsize=9)
         util.set_title(f"{column[0]['engine']}: GPU utilization (%)", fontsize=9)
-        mem.set_ylim(bottom=0)
-        util.set_ylim(0, 105)
         util.set_xlabel("s since the case started", fontsize=8)
         for ax in (mem, util):
             ax.grid(alpha=0.3)
             ax.tick_params(labelsize=7)
         mem.legend(fontsize=7)
+    # The rows share y, so the limits are set once, after every column is drawn: set inside the loop they froze
+    # the first column's range and later engines (loaded later, more memory in use) drew above it, off the axes.
+    axes[0][0].set_ylim(0, memory_top * 1.08 if memory_top > 0 else 1.0)
+    axes[1][0].set_ylim(0, 105)
     fig.suptitle(f"{model}: GPU over time, one case per engine and precision", fontsize=10)
     sources = sorted({str((r.get("gpu") or {}).get("source")) for r in cases if (r.get("gpu") or {}).get("source")})
     caption = (f"{model}: device memory in use (MiB, all processes, as nvidia-smi shows; top row) and GPU "

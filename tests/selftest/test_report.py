@@ -556,3 +556,41 @@ def test_engine_census_and_rebuild_checks_appear_in_the_model_section() -> None:
     assert ">computes in</th>" in html and 'class="census-off"' in html and ">fp32 4<" in html
     table = re.search(r'<table class="suite rebuild".*?</table>', html, flags=re.S)
     assert table and "differ (largest 0.00400)" in table.group(0) and "1.300 MB, 12 layers" in table.group(0)
+
+
+# =========================================================================== the audit's defects
+
+
+def _timeline(memory: list[float], util: list[float] | None = None) -> dict[str, Any]:
+    n = len(memory)
+    return {"source": "NVML", "interval_s": 0.02, "samples": n, "peak_memory_mib": max(memory),
+            "mean_sm_util_pct": 80.0, "timeline": {"t_s": [0.02 * i for i in range(n)], "memory_mib": memory,
+                                                   "sm_util_pct": util or [80.0] * n}}
+
+
+def test_gpu_timeline_keeps_every_engines_memory_in_view() -> None:
+    """The rows share y: limits set in the column loop froze the first column's (torch, 11-16 GiB) and later
+    engines' lines (onnxruntime 28.8-37.8 GiB, inductor 40.2 GiB on the H100) drew off the axes."""
+    from report import plots
+
+    records = []
+    for engine, precision, memory in (("torch", "fp32", [11_002.0, 15_712.0, 15_712.0]),
+                                      ("onnxruntime", "fp32", [28_812.0, 28_812.0, 28_812.0]),
+                                      ("onnxruntime", "fp16", [35_736.0, 37_784.0, 37_784.0]),
+                                      ("inductor", "fp32", [40_228.0])):  # one NVML sample: a short case
+        records.append(_latency("big", engine, precision, 256, "model", gpu=False))
+        records[-1]["gpu"] = _timeline(memory)
+    plot = plots.gpu_timeline_plot(records, "big")
+    assert plot is not None
+    try:
+        drawn = 0
+        for ax in plot.figure.axes:
+            low, high = ax.get_ylim()
+            for line in ax.get_lines():
+                ys = [y for y in line.get_ydata() if y == y]
+                assert ys and low <= min(ys) and max(ys) <= high, (ax.get_title(), line.get_label(), ys, (low, high))
+                assert len(ys) > 1 or line.get_marker() not in (None, "None", ""), "a lone sample must be visible"
+                drawn += 1
+        assert drawn == 2 * len(records)
+    finally:
+        plots.plt.close(plot.figure)
