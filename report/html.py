@@ -304,9 +304,14 @@ def _regressions(gate: Mapping[str, Any] | None) -> str:
 
 
 def _interval(o: Mapping[str, Any]) -> str:
+    """The gate's interval of the ratio, as the terminal prints it (metrics.regression.format_ratio): a bound
+    beyond 100x is '>100x' and one below 0.01x '<0.01x' (an interval resting on two saved runs reaches 1e99 or
+    inf, which printed in full helps nobody)."""
+    from metrics.regression import format_ratio
+
     if o.get("ci_low") is None or o.get("ci_high") is None:
         return "-"
-    return f"[{float(o['ci_low']):.3f}, {float(o['ci_high']):.3f}]"
+    return escape(f"[{format_ratio(float(o['ci_low']), 3)}, {format_ratio(float(o['ci_high']), 3)}]")
 
 
 # =========================================================================== the run

@@ -594,3 +594,19 @@ def test_gpu_timeline_keeps_every_engines_memory_in_view() -> None:
         assert drawn == 2 * len(records)
     finally:
         plots.plt.close(plot.figure)
+
+
+def test_intervals_print_capped_as_the_terminal_does() -> None:
+    """A `last:K` baseline of 2 runs gives intervals like [0.162, 300580.185] or [0.000, inf]: the report prints
+    them as the terminal does (metrics.regression.format_ratio), bounds beyond 100x as '>100x'."""
+    gate = _gate()
+    gate["latency"][0].update(ci_low=0.162, ci_high=6.9e99)
+    gate["latency"].append({"label": "net-torch-fp32-bs1-all", "status": "regression", "baseline_median_ms": 1.0,
+                            "current_median_ms": 1.5, "change_pct": 50.0, "ci_low": 0.0, "ci_high": float("inf"),
+                            "interference": 0.0, "baseline_interference": 0.0})
+    html = _render(gate=gate)
+    regressions = _one(r'<table class="suite verdict-regressions".*?</table>', html)
+    assert "<td>[0.162, &gt;100x]</td>" in regressions and "<td>[&lt;0.01x, &gt;100x]</td>" in regressions
+    changes = _one(r'<table class="suite latency-changes".*?</table>', html)
+    assert "[0.162, &gt;100x]" in changes and "[&lt;0.01x, &gt;100x]" in changes
+    assert "inf" not in regressions + changes and "e+99" not in html and "6900000" not in html
