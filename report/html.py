@@ -43,6 +43,8 @@ STYLE = """
 .suite-report .warning { border: 3px solid #c00; background: #fee; padding: 8px 12px; margin: 10px 0; }
 .suite-report .warning h3 { color: #c00; margin-top: 0; }
 .suite-report .knob { border: 2px solid #c80; background: #ffe; padding: 6px 12px; }
+.suite-report div.gate-warnings { border: 2px solid #c80; background: #fffbe6; padding: 2px 12px 4px; margin: 8px 0; }
+.suite-report div.gate-warnings h3 { color: #a05a00; margin: 6px 0 2px; }
 .suite-report tr.regression td, .suite-report tr.drift td, .suite-report tr.over-limit td { background: #fdd; }
 .suite-report tr.improvement td { background: #dfd; }
 .suite-report td.census-off { background: #fdd; }
@@ -210,7 +212,7 @@ def verdict_section(verdict: Mapping[str, Any] | None, gate: Mapping[str, Any] |
         return ('<section id="suite-verdict" class="verdict verdict-unknown"><h2>Verdict: <span class="word">'
                 'not recorded</span></h2><p class="note">This run recorded no verdict (the suite\'s ledger did not '
                 "reach the report); read the test outcomes below.</p>"
-                + _regressions(gate) + "</section>")
+                + gate_warnings(gate) + _regressions(gate) + "</section>")
     word = str(verdict.get("verdict", "not judged"))
     parts = [f'<section id="suite-verdict" class="verdict verdict-{VERDICT_CLASS.get(word, "unknown")}" '
              f'data-verdict="{escape(word)}"><h2>Verdict: <span class="word">{escape(word)}</span></h2>']
@@ -221,6 +223,7 @@ def verdict_section(verdict: Mapping[str, Any] | None, gate: Mapping[str, Any] |
         parts.append("<p>Every check that was judged passed, and every check not judged was so for a reason "
                      "that was accepted.</p>")
     parts.append(_counts(verdict))
+    parts.append(gate_warnings(gate))
     if verdict.get("interrupted"):
         parts.append(f'<p class="not-accepted">The run was interrupted: {escape(str(verdict["interrupted"]))}; '
                      "checks that never ended are not judged (interrupted).</p>")
@@ -251,6 +254,17 @@ def verdict_section(verdict: Mapping[str, Any] | None, gate: Mapping[str, Any] |
                      "removed).</p>" + _check_list(known, "known-failure"))
     parts.append("</section>")
     return "\n".join(p for p in parts if p)
+
+
+def gate_warnings(gate: Mapping[str, Any] | None) -> str:
+    """``gate["warnings"]``: what the gates said about their own evidence (``--latency-baseline last:5`` that
+    found 2 runs, cases saved to a baseline while the CPUs were busy), the terminal's WARNING lines."""
+    found = [str(w) for w in (gate or {}).get("warnings") or [] if w]
+    if not found:
+        return ""
+    return (f'<div class="gate-warnings"><h3>Gate warnings ({len(found)})</h3><p class="note">What the gates say '
+            "about their own evidence (the terminal prints these as WARNING lines): read them before trusting a "
+            'pass.</p><ul class="gate-warnings">' + "".join(f"<li>{escape(w)}</li>" for w in found) + "</ul></div>")
 
 
 def _counts(verdict: Mapping[str, Any]) -> str:
@@ -390,6 +404,8 @@ def coverage_text(gate: Mapping[str, Any] | None) -> str:
         text += f"; {c.get('without_baseline', 0)} without baseline"
         if c.get("absent_from_run") is not None:
             text += f"; {c['absent_from_run']} baseline {unit} absent from this run"
+        if c.get("saved_busy"):
+            text += f"; {c['saved_busy']} of the baseline's {unit} were saved busy (see the gate warnings)"
         items.append(f'<li data-gate="{escape(str(which))}">{text}</li>')
     return '<h3>Gate coverage</h3><ul class="coverage">' + "".join(items) + "</ul>"
 
@@ -553,7 +569,7 @@ def _baseline_cells(o: Mapping[str, Any] | None) -> tuple[str, str, str]:
     if status == "no-baseline" or o.get("baseline_median_ms") is None:
         return "no-baseline", "-", escape(status)
     return (escape(status), _fmt(o.get("baseline_median_ms")),
-            f"{_pct(o.get('change_pct'))} {escape(status)}")
+            f"{_pct(o.get('change_pct'))} {_status_text(o)}")
 
 
 def parity_tables(model: str, records: Sequence[Mapping[str, Any]]) -> str:
@@ -816,14 +832,16 @@ def changes_section(gate: Mapping[str, Any] | None) -> str:
                      + ".</p>")
         if shown:
             head = ("<tr><th class='name'>case</th><th>baseline median (ms)</th><th>current median (ms)</th>"
-                    "<th>change</th><th>CI of ratio</th><th>others' CPU</th><th class='name'>verdict</th></tr>")
+                    "<th>change</th><th>CI of ratio</th><th title=\"share of the CPUs other processes used while the "
+                    "case was timed, in this run / when the baseline was saved; above --latency-busy-limit the case "
+                    f"is busy ({_share(gate.get('busy_limit'))})\">others' CPU now / baseline</th>"
+                    "<th class='name'>verdict</th></tr>")
             rows = []
             for o in shown:
-                others = "-" if o.get("interference") is None else f"{o['interference'] * 100:.0f}%"
                 rows.append(f'<tr class="{escape(o["status"])}"><td class="name">{escape(o["label"])}</td>'
                             f"<td>{_fmt(o.get('baseline_median_ms'), 4)}</td><td>{_fmt(o.get('current_median_ms'), 4)}"
-                            f"</td><td>{_pct(o.get('change_pct'))}</td><td>{_interval(o)}</td><td>{others}</td>"
-                            f'<td class="name">{escape(o["status"])}</td></tr>')
+                            f"</td><td>{_pct(o.get('change_pct'))}</td><td>{_interval(o)}</td><td>{_others(o)}</td>"
+                            f'<td class="name">{_status_text(o)}</td></tr>')
             parts.append(f'<table class="suite latency-changes"><thead>{head}</thead><tbody>{"".join(rows)}'
                          "</tbody></table>")
     drift = gate.get("drift") or []
@@ -846,6 +864,23 @@ def changes_section(gate: Mapping[str, Any] | None) -> str:
                          '<th class="name">cell / data / output</th><th class="name">figures</th>'
                          f'<th class="name">verdict</th></tr></thead><tbody>{"".join(rows)}</tbody></table>')
     return "\n".join(parts)
+
+
+def _share(x: Any) -> str:
+    return "-" if x is None else f"{float(x) * 100:.0f}%"
+
+
+def _others(o: Mapping[str, Any]) -> str:
+    """Others' CPU share now / when the baseline was saved, as the terminal prints it ('68% / 90%')."""
+    if o.get("interference") is None and o.get("baseline_interference") is None:
+        return "-"
+    return f"{_share(o.get('interference'))} / {_share(o.get('baseline_interference'))}"
+
+
+def _status_text(o: Mapping[str, Any]) -> str:
+    """The gate's word, with the side that was busy ('busy (baseline)': the baseline was saved busy)."""
+    side = o.get("busy_side")
+    return escape(str(o.get("status")) + (f" ({side})" if side else ""))
 
 
 def _figure_text(f: Mapping[str, Any]) -> str:

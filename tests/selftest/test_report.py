@@ -610,3 +610,31 @@ def test_intervals_print_capped_as_the_terminal_does() -> None:
     changes = _one(r'<table class="suite latency-changes".*?</table>', html)
     assert "[0.162, &gt;100x]" in changes and "[&lt;0.01x, &gt;100x]" in changes
     assert "inf" not in regressions + changes and "e+99" not in html and "6900000" not in html
+
+
+def test_gate_warnings_and_both_sides_of_the_busy_figure_are_shown() -> None:
+    """gate["warnings"] (last:5 that found 2 runs; cases saved busy) reach the verdict; the changes table shows
+    others' CPU now / baseline and which side was busy, as the terminal does ('68% / 90%', 'busy (baseline)')."""
+    last5 = ("--latency-baseline last:5: asked for 5 saved runs, found 2: the run-to-run interval rests on 2 runs "
+             "(t factor 63.7 at 99%, against 4.6 with 5), so many cases come out inconclusive")
+    saved_busy = ("2 case(s) were saved to the baseline while other processes used more than 20% of the CPUs "
+                  "(net-torch-fp32-bs1-all, net-torch-fp32-bs8-all): save the baseline again on a quiet machine")
+    coverage = {"latency": {**COVERAGE["latency"], "saved_busy": 2}}
+    gate = _gate(warnings=[last5, saved_busy], coverage=coverage, busy_limit=0.2)
+    gate["latency"].append({"label": "net-torch-fp32-bs1-all", "status": "busy", "baseline_median_ms": 1.0,
+                            "current_median_ms": 1.01, "change_pct": 1.0, "ci_low": 0.9, "ci_high": 1.2,
+                            "interference": 0.68, "baseline_interference": 0.9, "busy_side": "baseline"})
+    html = _render(gate=gate)
+    verdict = _one(r'<section id="suite-verdict".*?</section>', html)
+    warnings_box = _one(r'<div class="gate-warnings">.*?</div>', verdict)
+    assert "Gate warnings (2)" in warnings_box
+    assert htmllib.escape(last5) in warnings_box and htmllib.escape(saved_busy) in warnings_box
+    assert "2 of the baseline's cases were saved busy" in _one(r'<ul class="coverage">.*?</ul>', html)
+    changes = _one(r'<table class="suite latency-changes".*?</table>', html)
+    assert "others' CPU now / baseline</th>" in changes
+    busy = _one(r'<tr class="busy"><td class="name">net-torch-fp32-bs1-all</td>.*?</tr>', changes)
+    assert "<td>68% / 90%</td>" in busy and '<td class="name">busy (baseline)</td>' in busy
+    regression = _one(r'<tr class="regression"><td class="name">net-onnxruntime-int8-bs8-all</td>.*?</tr>', changes)
+    assert "<td>1% / 0%</td>" in regression
+    # without warnings, no box
+    assert 'class="gate-warnings"' not in _render()
