@@ -43,6 +43,9 @@ STYLE = """
 .suite-report .warning { border: 3px solid #c00; background: #fee; padding: 8px 12px; margin: 10px 0; }
 .suite-report .warning h3 { color: #c00; margin-top: 0; }
 .suite-report .knob { border: 2px solid #c80; background: #ffe; padding: 6px 12px; }
+.suite-report div.run-error { border: 3px solid #c00; background: #fff; padding: 2px 12px 4px; margin: 8px 0; }
+.suite-report div.run-error h3 { color: #c00; margin: 6px 0 4px; }
+.suite-report div.run-error pre.error { white-space: pre-wrap; font-size: 12px; background: #fee; padding: 6px; }
 .suite-report div.gate-warnings { border: 2px solid #c80; background: #fffbe6; padding: 2px 12px 4px; margin: 8px 0; }
 .suite-report div.gate-warnings h3 { color: #a05a00; margin: 6px 0 2px; }
 .suite-report tr.regression td, .suite-report tr.drift td, .suite-report tr.over-limit td { background: #fdd; }
@@ -222,9 +225,12 @@ def verdict_section(verdict: Mapping[str, Any] | None, gate: Mapping[str, Any] |
     elif word == "passed":
         parts.append("<p>Every check that was judged passed, and every check not judged was so for a reason "
                      "that was accepted.</p>")
+    stopped, error = stopped_by_error(verdict)
+    if stopped:
+        parts.append(_error_box(verdict, error))
     parts.append(_counts(verdict))
     parts.append(gate_warnings(gate))
-    if verdict.get("interrupted"):
+    if verdict.get("interrupted") and not stopped:
         parts.append(f'<p class="not-accepted">The run was interrupted: {escape(str(verdict["interrupted"]))}; '
                      "checks that never ended are not judged (interrupted).</p>")
     failed = verdict.get("failed") or []
@@ -239,9 +245,14 @@ def verdict_section(verdict: Mapping[str, Any] | None, gate: Mapping[str, Any] |
         parts.append(f"<h3>Not judged ({total})</h3>")
         for reason, checks in not_judged.items():
             ok = reason in accepted
-            status = ('<span class="accepted">accepted</span>: does not fail the run' if ok else
-                      '<span class="not-accepted">not accepted</span>: the run cannot pass (accept it with '
-                      f"<code>--accept-not-judged {escape(reason)}</code> if it is expected here)")
+            if ok:
+                status = '<span class="accepted">accepted</span>: does not fail the run'
+            elif reason == "interrupted" and stopped:  # accepting it would hide that the run never ran
+                status = ('<span class="not-accepted">not accepted</span>: the run stopped before these checks '
+                          "ran; fix the error above and run again")
+            else:
+                status = ('<span class="not-accepted">not accepted</span>: the run cannot pass (accept it with '
+                          f"<code>--accept-not-judged {escape(reason)}</code> if it is expected here)")
             parts.append(f'<div class="not-judged-reason" data-reason="{escape(reason)}" '
                          f'data-accepted="{"yes" if ok else "no"}"><h4>{escape(reason)}: {len(checks)} '
                          f"check{'s' if len(checks) != 1 else ''}; {status}</h4>"
@@ -254,6 +265,30 @@ def verdict_section(verdict: Mapping[str, Any] | None, gate: Mapping[str, Any] |
                      "removed).</p>" + _check_list(known, "known-failure"))
     parts.append("</section>")
     return "\n".join(p for p in parts if p)
+
+
+#: suite/plugin.py's words in ``verdict["interrupted"]`` for a run that pytest stopped with a usage error (4) or
+#: an internal error (3): before any test, or mid-way, for a reason no not-judged reason may excuse.
+STOPPED_PREFIX = "stopped by"
+
+
+def stopped_by_error(verdict: Mapping[str, Any]) -> tuple[bool, str | None]:
+    """(whether a usage or internal error stopped the run, the error's message if the verdict carries one).
+    The message is ``verdict["error"]`` (or ``"stopped_by"``), where the plugin records it; older verdicts
+    hold only ``interrupted`` = 'stopped by a usage error'."""
+    error = verdict.get("error") or verdict.get("stopped_by")
+    interrupted = str(verdict.get("interrupted") or "")
+    return bool(error) or interrupted.startswith(STOPPED_PREFIX), (str(error) if error else None)
+
+
+def _error_box(verdict: Mapping[str, Any], error: str | None) -> str:
+    what = str(verdict.get("interrupted") or "stopped by an error")
+    text = (f'<pre class="error">{escape(error)}</pre>' if error else
+            "<p>pytest printed the error in the terminal (the line starting <code>ERROR:</code>); this run's "
+            "verdict does not carry its text.</p>")
+    return (f'<div class="run-error"><h3>The run was {escape(what)}: nothing after it was judged</h3>{text}'
+            "<p>Fix the error and run again. Not-judged (interrupted) checks here are the ones that never ran; "
+            "accepting <code>interrupted</code> would not make them judged.</p></div>")
 
 
 def gate_warnings(gate: Mapping[str, Any] | None) -> str:

@@ -638,3 +638,31 @@ def test_gate_warnings_and_both_sides_of_the_busy_figure_are_shown() -> None:
     assert "<td>1% / 0%</td>" in regression
     # without warnings, no box
     assert 'class="gate-warnings"' not in _render()
+
+
+def test_a_run_stopped_by_a_usage_error_shows_the_error_and_never_advises_accepting_interrupted() -> None:
+    from suite.verdict import Ledger
+
+    ledger = Ledger(accepted=("no-data",))
+    ledger.mark_interrupted("stopped by a usage error", ["tests/accuracy/test_accuracy.py::test_top1_top5[mynet]"])
+    stopped = ledger.as_dict()
+    html = _render(verdict=stopped, records=[], engines={}, gate={})
+    verdict = _one(r'<section id="suite-verdict".*?</section>', html)
+    assert "--accept-not-judged interrupted" not in verdict and "accept it with" not in verdict
+    assert 'class="run-error"' in verdict and "The run was stopped by a usage error" in verdict
+    assert "ERROR:" in verdict  # where the message is, when the verdict does not carry it
+    # the plugin may add the message (verdict["error"]): shown verbatim
+    message = ("[models.mynet].inputs: the smoke forward on a synthetic batch of 1 failed: RuntimeError: mat1 and "
+               "mat2 shapes cannot be multiplied (1x10 and 16x4); declared inputs: x float32 [10] in [0, 1]")
+    verdict = _one(r'<section id="suite-verdict".*?</section>',
+                   _render(verdict={**stopped, "error": message}, records=[], engines={}, gate={}))
+    assert f'<pre class="error">{htmllib.escape(message)}</pre>' in verdict
+    assert "--accept-not-judged interrupted" not in verdict
+    internal = {**stopped, "interrupted": "stopped by an internal error", "stopped_by": "INTERNALERROR> KeyError: 'x'"}
+    verdict = _one(r'<section id="suite-verdict".*?</section>', _render(verdict=internal, gate={}))
+    assert "INTERNALERROR&gt; KeyError: &#x27;x&#x27;" in verdict and "--accept-not-judged interrupted" not in verdict
+    # a run interrupted by a signal keeps its advice: the reason may be accepted by name
+    ledger = Ledger()
+    ledger.mark_interrupted("SIGTERM", ["t::a"])
+    verdict = _one(r'<section id="suite-verdict".*?</section>', _render(verdict=ledger.as_dict(), gate={}))
+    assert "--accept-not-judged interrupted" in verdict and 'class="run-error"' not in verdict
