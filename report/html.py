@@ -134,7 +134,7 @@ def render_report(records: Sequence[Mapping[str, Any]], engines: Mapping[str, Ma
     parts.append(knob_warning(gate))
     parts.append(run_section(environment, run_info, gate))
     for model in models_of(records, engines):
-        parts.append(model_section(model, records, engines, gate, with_plots))
+        parts.append(model_section(model, records, engines, gate, with_plots, environment))
     parts.append(changes_section(gate))
     parts.append(environment_section(environment, gate))
     parts.append("</div>")
@@ -767,8 +767,33 @@ def figure_html(uri: str, caption: str, alt: str) -> str:
             f"<figcaption>{escape(caption)}</figcaption></figure>")
 
 
+def overhead_missing(model: str, records: Sequence[Mapping[str, Any]],
+                     environment: Mapping[str, Any] | None = None) -> str:
+    """One line where a model's latency was timed and its harness overhead was not: a reader of a GPU run must
+    know the latency figures were not vouched for, rather than miss a table that is not there."""
+    if not any(r.get("model") == model and r.get("kind") == "latency" for r in records):
+        return ""
+    if any(r.get("kind") == "harness_overhead" and r.get("model") == model for r in records):
+        return ""
+    others = sorted({str(r.get("model")) for r in records if r.get("kind") == "harness_overhead"})
+    devices = {str(r.get("device")) for r in records if r.get("model") == model and r.get("device")}
+    devices.add(str((environment or {}).get("device") or ""))
+    if others:
+        why = f"it was measured for {', '.join(others)} only (--overhead-model picks one model)"
+    elif any(d.startswith("cuda") for d in devices):
+        why = "tests/latency/test_harness_overhead.py was not selected"
+    elif "cpu" in devices:
+        why = "tests/latency/test_harness_overhead.py runs on CUDA only; this run used the CPU"
+    else:
+        why = "tests/latency/test_harness_overhead.py was not selected / runs on CUDA only"
+    return (f'<p class="note overhead-missing" data-model="{escape(model)}"><b>Harness overhead:</b> not measured '
+            f"in this run ({escape(why)}), so nothing here says how much of the latency above is the suite's own "
+            "timing code.</p>")
+
+
 def model_section(model: str, records: Sequence[Mapping[str, Any]], engines: Mapping[str, Mapping[str, Any]],
-                  gate: Mapping[str, Any] | None = None, with_plots: bool = True) -> str:
+                  gate: Mapping[str, Any] | None = None, with_plots: bool = True,
+                  environment: Mapping[str, Any] | None = None) -> str:
     batches = sorted({int(r["batch_size"]) for r in records
                       if r.get("model") == model and r.get("kind") == "latency" and "batch_size" in r})
     parts = [f'<h2 id="model-{escape(model)}">{escape(model)}</h2>']
@@ -783,7 +808,7 @@ def model_section(model: str, records: Sequence[Mapping[str, Any]], engines: Map
             figures["gpu" if plot.kind == "gpu" else "latency"].append(
                 (plots.to_data_uri(plot.figure), plot.caption, plot.alt))
     parts.extend(figure_html(*f) for f in figures["latency"])
-    parts.append(overhead_table(model, records))
+    parts.append(overhead_table(model, records) or overhead_missing(model, records, environment))
     parts.extend(figure_html(*f) for f in figures["gpu"])
     parts.append(parity_tables(model, records))
     parts.append(rank_table(model, records))

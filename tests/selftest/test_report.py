@@ -666,3 +666,20 @@ def test_a_run_stopped_by_a_usage_error_shows_the_error_and_never_advises_accept
     ledger.mark_interrupted("SIGTERM", ["t::a"])
     verdict = _one(r'<section id="suite-verdict".*?</section>', _render(verdict=ledger.as_dict(), gate={}))
     assert "--accept-not-judged interrupted" in verdict and 'class="run-error"' not in verdict
+
+
+def test_harness_overhead_not_measured_is_one_line_saying_why() -> None:
+    records = [r for r in _records() if r["kind"] != "harness_overhead"]
+    html = _render(records=records)  # the hand-made environment is a CUDA run
+    line = _one(r'<p class="note overhead-missing" data-model="net">.*?</p>', html)
+    assert "not measured in this run" in line and "tests/latency/test_harness_overhead.py was not selected" in line
+    assert html.index('class="suite practitioners"') < html.index("overhead-missing") < html.index('id="changes"')
+    cpu = _one(r'<p class="note overhead-missing".*?</p>', _render(records=records, environment={"device": "cpu"}))
+    assert "runs on CUDA only" in cpu
+    unknown = _one(r'<p class="note overhead-missing".*?</p>', _render(records=records, environment={}))
+    assert "was not selected / runs on CUDA only" in unknown
+    other = [dict(r, model="other") if r["kind"] == "harness_overhead" else r for r in _records()]
+    assert "measured for other only (--overhead-model" in _render(records=other)
+    # measured: the table, no line; no latency at all: neither
+    assert "overhead-missing" not in _render()
+    assert "overhead-missing" not in _render(records=[r for r in records if r["kind"] != "latency"])
