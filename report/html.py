@@ -106,7 +106,10 @@ PRACTITIONER_COLUMNS = ("engine", "precision", "layers", "parameters", "size (MB
 BOUND_COLUMN = "bound"
 CENSUS_COLUMN = "computes in"
 BASELINE_COLUMNS = ("baseline median (ms)", "change")
-GPU_COLUMNS = ("peak GPU memory (MiB)", "mean GPU util (%)")
+GPU_COLUMNS = ("GPU memory added (MiB)", "mean GPU util (%)")
+#: A mean GPU utilization from fewer NVML samples than this (20 ms apart) is not shown: 2 to 5 samples of a short
+#: case say more about when the sampler woke than about the engine.
+MIN_UTIL_SAMPLES = 10
 
 _COLUMN_TITLES = {
     "layers": "what each engine counts: leaf modules (torch, inductor), ONNX nodes, TensorRT layers",
@@ -117,8 +120,10 @@ _COLUMN_TITLES = {
     "bound": "whether the case is limited by the device or by the host launching work",
     "computes in": "compute nodes of what the engine really runs (ONNX Runtime's optimized graph, TensorRT's "
                    "inspector) by the precision they compute in; red: almost nothing in the cell's precision",
-    "peak GPU memory (MiB)": "NVML: most device memory in use during the case",
-    "mean GPU util (%)": "NVML: mean share of time a kernel ran during the case",
+    "GPU memory added (MiB)": "NVML, device-wide: the most memory in use during the case minus what was in use at "
+                              "its start (first sample); below, that start figure, which includes every engine this "
+                              "process loaded earlier (and other processes), so it grows in run order",
+    "mean GPU util (%)": f"NVML: mean share of time a kernel ran during the case; '-' below {MIN_UTIL_SAMPLES} samples",
     "isclose (%)": "parity against PyTorch fp32 on the model's data set (generated inputs: parity tables below)",
 }
 
@@ -528,7 +533,8 @@ def practitioners_table(model: str, records: Sequence[Mapping[str, Any]], engine
         elif r.get("kind") == "parity" and not is_generated(r.get("dataset")):
             parity.setdefault(cell, r)
     with_bound = any("bound" in r for r in model_latency)
-    with_gpu = any((r.get("gpu") or {}).get("peak_memory_mib") is not None for r in model_latency)
+    with_gpu = any((r.get("gpu") or {}).get("peak_memory_mib") is not None
+                   or ((r.get("gpu") or {}).get("timeline") or {}).get("memory_mib") for r in model_latency)
     with_baseline = bool((gate or {}).get("latency_baseline"))
     outcomes = _latency_outcomes(gate)
     latency_columns = ["path", "median (ms)", "mean (ms)", "p99 (ms)", "max (ms)", "throughput (items/s)"]
@@ -577,8 +583,7 @@ def practitioners_table(model: str, records: Sequence[Mapping[str, Any]], engine
                 cls, base, change = _baseline_cells(o)
                 tds += [f"<td>{base}</td>", f'<td class="name">{change}</td>']
             if with_gpu:
-                gpu = r.get("gpu") or {}
-                tds += [f"<td>{_fmt(gpu.get('peak_memory_mib'))}</td>", f"<td>{_fmt(gpu.get('mean_sm_util_pct'))}</td>"]
+                tds += gpu_cells(r.get("gpu") or {})
             body.append(f'<tr class="{cls}" data-cell="{escape(model)}-{escape(engine)}-{escape(precision)}"'
                         + (f' data-path="{escape(str(path))}"' if r else "") + ">"
                         + (lead if i == 0 else "") + "".join(tds) + (tail if i == 0 else "") + "</tr>")
@@ -590,10 +595,52 @@ def practitioners_table(model: str, records: Sequence[Mapping[str, Any]], engine
         notes.append("isclose and MAE against PyTorch fp32 on " + ", ".join(escape(d) for d in parity_source))
     if with_baseline:
         notes.append("change: current / baseline median - 1 and the gate's verdict")
+    if with_gpu:
+        notes.append(GPU_NOTE)
     return (f'<table class="suite practitioners" data-model="{escape(model)}"'
             + ("" if batch is None else f' data-batch="{batch}"')
             + f'><caption>{title}<span class="detail">{". ".join(notes)}.</span></caption>'
             f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
+
+
+GPU_NOTE = ("GPU memory added: NVML's device-wide memory in use, its peak during the case minus its first sample; "
+            "below it, the memory already in use when the case started, which includes every engine loaded earlier "
+            "in this process (they stay loaded, so it grows in run order) and other processes. Mean GPU util: '-' "
+            f"where fewer than {MIN_UTIL_SAMPLES} NVML samples fell within the case (samples are 20 ms apart)")
+
+
+def _mib(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def gpu_cells(gpu: Mapping[str, Any]) -> list[str]:
+    """(memory added, mean utilization) cells of one latency case's ``gpu`` block: NVML's ``peak_memory_mib``,
+    ``mean_sm_util_pct``, ``samples`` and ``timeline`` {t_s, memory_mib, sm_util_pct}. The device-wide peak of a
+    case grows with every engine loaded before it (ONNX Runtime fp16 at batch 1 showed 29 GB on an H100): the
+    figure that belongs to the case is what it added over its start."""
+    timeline = gpu.get("timeline") or {}
+    memory = [float(v) for v in timeline.get("memory_mib") or [] if v is not None and math.isfinite(float(v))]
+    peak = gpu.get("peak_memory_mib")
+    if memory:
+        top = max(memory + ([float(peak)] if peak is not None and math.isfinite(float(peak)) else []))
+        added = (f'<td title="peak {_mib(top)} MiB, device-wide">+{_mib(top - memory[0])}'
+                 f'<span class="unit">{_mib(memory[0])} in use at start</span></td>')
+    elif peak is not None:
+        added = f'<td>-<span class="unit">peak {_fmt(peak)}, device-wide</span></td>'
+    else:
+        added = "<td>-</td>"
+    util = gpu.get("mean_sm_util_pct")
+    samples = gpu.get("samples")
+    if samples is None:
+        samples = len(timeline.get("t_s") or []) or None
+    if util is None:
+        util_cell = "<td>-</td>"
+    elif samples is not None and int(samples) < MIN_UTIL_SAMPLES:
+        util_cell = (f'<td title="mean of {int(samples)} sample(s): {_fmt(util)}%">-'
+                     f'<span class="unit">{int(samples)} sample{"s" if int(samples) != 1 else ""}</span></td>')
+    else:
+        util_cell = f"<td>{_fmt(util)}</td>"
+    return [added, util_cell]
 
 
 def _baseline_cells(o: Mapping[str, Any] | None) -> tuple[str, str, str]:

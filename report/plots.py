@@ -296,6 +296,8 @@ def gpu_timeline_plot(records: Sequence[Mapping[str, Any]], model: str) -> Plot 
                "utilization (NVML: % of time at least one kernel was running; bottom row) while one latency case "
                "per engine and precision ran, warm-up rounds included: its largest batch, on the device-resident "
                "path where it was timed (model, else graph, else all), as each legend says. One column per engine. "
-               "Peak memory and mean utilization of every case are columns of the tables above."
+               "Memory is device-wide: its level includes every engine this process loaded before the case (they "
+               "stay loaded), so it grows in run order; the memory each case added and its mean utilization are "
+               "columns of the tables above."
                + (f" Source: {', '.join(sources)}." if sources else ""))
     return Plot("gpu", fig, caption, f"{model} GPU memory and utilization over time")

@@ -563,9 +563,10 @@ def test_engine_census_and_rebuild_checks_appear_in_the_model_section() -> None:
 
 def _timeline(memory: list[float], util: list[float] | None = None) -> dict[str, Any]:
     n = len(memory)
+    util = util or [80.0] * n
     return {"source": "NVML", "interval_s": 0.02, "samples": n, "peak_memory_mib": max(memory),
-            "mean_sm_util_pct": 80.0, "timeline": {"t_s": [0.02 * i for i in range(n)], "memory_mib": memory,
-                                                   "sm_util_pct": util or [80.0] * n}}
+            "mean_sm_util_pct": sum(util) / n, "timeline": {"t_s": [0.02 * i for i in range(n)],
+                                                            "memory_mib": memory, "sm_util_pct": util}}
 
 
 def test_gpu_timeline_keeps_every_engines_memory_in_view() -> None:
@@ -683,3 +684,31 @@ def test_harness_overhead_not_measured_is_one_line_saying_why() -> None:
     # measured: the table, no line; no latency at all: neither
     assert "overhead-missing" not in _render()
     assert "overhead-missing" not in _render(records=[r for r in records if r["kind"] != "latency"])
+
+
+def test_gpu_memory_column_shows_what_the_case_added_over_a_device_wide_start() -> None:
+    """NVML's peak is device-wide and grows in run order (engines loaded earlier stay loaded): ORT fp16 at batch 1
+    showed 29 GB. The table shows what the case added over its first sample, with that start figure below; a mean
+    utilization from fewer than 10 samples (20 ms apart) is '-'."""
+    records = [r for r in _records() if r.get("path", "all") == "all"]
+    for r in records:
+        r["gpu"] = {}
+    late = next(r for r in records if r["kind"] == "latency" and r["engine"] == "onnxruntime"
+                and r["precision"] == "int8" and r["batch_size"] == 8)
+    late["gpu"] = _timeline([29_004.4, 29_396.4, 29_396.4])  # 3 samples: utilization not shown
+    early = next(r for r in records if r["kind"] == "latency" and r["engine"] == "torch" and r["batch_size"] == 8)
+    early["gpu"] = _timeline([11_002.4] + [15_712.4] * 29, [50.0] * 30)
+    table = re.findall(r'<table class="suite practitioners".*?</table>', _render(records=records, gate={}),
+                       flags=re.S)[1]
+    for column in GPU_COLUMNS:
+        assert f">{column}</th>" in table
+    assert "peak GPU memory" not in table
+    int8 = _one(r'<tr class="" data-cell="net-onnxruntime-int8".*?</tr>', table)
+    assert '+392<span class="unit">29,004 in use at start</span></td>' in int8
+    assert '-<span class="unit">3 samples</span></td>' in int8
+    torch = _one(r'<tr class="" data-cell="net-torch-fp32".*?</tr>', table)
+    assert '+4,710<span class="unit">11,002 in use at start</span></td>' in torch and "<td>50.00</td>" in torch
+    ort = _one(r'<tr class="" data-cell="net-onnxruntime-fp32".*?</tr>', table)
+    assert ort.count("<td>-</td>") >= 2  # no NVML figures for this case
+    caption = _one(r"<caption>.*?</caption>", table)
+    assert "includes every engine loaded earlier in this process" in caption and "fewer than 10 NVML samples" in caption
