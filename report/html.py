@@ -99,6 +99,50 @@ def path_sort_key(path: str) -> tuple[int, str]:
     return (PATH_ORDER.index(path) if path in PATH_ORDER else len(PATH_ORDER)), path
 
 
+#: A latency case's shape: its batch and every named axis of the record's ``dims`` ({"seq": 128}), in order.
+Shape = tuple[int, tuple[tuple[str, Any], ...]]
+
+
+def shape_of(record: Mapping[str, Any]) -> Shape:
+    """The unit of the latency tables and figures: two cases at batch 8 with seq 128 and 256 are two shapes."""
+    dims = record.get("dims")
+    named = tuple((str(k), v) for k, v in dims.items()) if isinstance(dims, Mapping) else ()
+    return int(record.get("batch_size", 0)), named
+
+
+def shape_sort_key(shape: Shape) -> tuple[int, tuple[tuple[str, int, Any], ...]]:
+    batch, dims = shape
+    return batch, tuple((k, 0, v) if isinstance(v, (int, float)) else (k, 1, str(v)) for k, v in dims)
+
+
+def shape_id(shape: Shape) -> str:
+    """As the suite names the case (suite.config.LatencyShape.id): 'bs8', 'bs8-seq256'."""
+    batch, dims = shape
+    return "-".join([f"bs{batch}", *(f"{k}{v}" for k, v in dims)])
+
+
+def shape_label(shape: Shape) -> str:
+    """For people: 'bs8', 'bs8 x seq256'."""
+    return shape_id(shape).replace("-", " x ")
+
+
+def shape_title(shape: Shape) -> str:
+    """'batch 8', 'batch 8 x seq 256'."""
+    batch, dims = shape
+    return " x ".join([f"batch {batch}", *(f"{k} {v}" for k, v in dims)])
+
+
+def latency_labels(record: Mapping[str, Any]) -> list[str]:
+    """The latency gate's labels this record may carry (suite/baselines.py key_label of latency_key:
+    '{model}-{engine}-{precision}-{shape}-{path}', the shape the record's own 'shape' or 'bs{batch}'), most
+    specific first, so that 'bs8-seq256' finds its outcome and a record saved before shapes existed still does."""
+    path = str(record.get("path", "all"))
+    path = path[len("latency-"):] if path.startswith("latency-") else path
+    head = f"{record.get('model')}-{record.get('engine')}-{record.get('precision')}"
+    ids = [record.get("shape"), shape_id(shape_of(record)), f"bs{record.get('batch_size')}"]
+    return list(dict.fromkeys(f"{head}-{i}-{path}" for i in ids if i))
+
+
 #: Columns of every practitioners' table, in order (a baseline, NVML figures and ``bound`` add more).
 PRACTITIONER_COLUMNS = ("engine", "precision", "layers", "parameters", "size (MB)", "path", "median (ms)",
                         "mean (ms)", "p99 (ms)", "max (ms)", "throughput (items/s)", "top-1 (%)", "top-5 (%)",
@@ -513,9 +557,17 @@ def census_cell(facts: Mapping[str, Any], rowspan: str) -> str:
 
 
 def practitioners_table(model: str, records: Sequence[Mapping[str, Any]], engines: Mapping[str, Mapping[str, Any]],
-                        batch: int | None, gate: Mapping[str, Any] | None = None) -> str:
-    """Rows engine x precision x latency path at one batch size; cell-level figures (layers, parameters,
-    size, accuracy, parity on the model's data set) span the cell's path rows. '-': not measured here."""
+                        shape: Shape | int | None, gate: Mapping[str, Any] | None = None) -> str:
+    """Rows engine x precision x latency path at one shape (batch and named axes; a bare batch size matches
+    every case at that batch); cell-level figures (layers, parameters, size, accuracy, parity on the model's
+    data set) span the cell's path rows. '-': not measured here."""
+    batch = shape if isinstance(shape, int) or shape is None else shape[0]
+
+    def here(r: Mapping[str, Any]) -> bool:
+        if shape is None:
+            return False
+        return int(r.get("batch_size", -1)) == batch if isinstance(shape, int) else shape_of(r) == shape
+
     latency: dict[tuple[str, str], list[Mapping[str, Any]]] = defaultdict(list)
     accuracy: dict[tuple[str, str], Mapping[str, Any]] = {}
     parity: dict[tuple[str, str], Mapping[str, Any]] = {}
@@ -526,7 +578,7 @@ def practitioners_table(model: str, records: Sequence[Mapping[str, Any]], engine
         cell = (str(r.get("engine")), str(r.get("precision")))
         if r.get("kind") == "latency":
             model_latency.append(r)
-            if batch is not None and int(r.get("batch_size", -1)) == batch:
+            if here(r):
                 latency[cell].append(r)
         elif r.get("kind") == "accuracy":
             accuracy.setdefault(cell, r)
@@ -579,7 +631,7 @@ def practitioners_table(model: str, records: Sequence[Mapping[str, Any]], engine
             if with_bound:
                 tds.append(f'<td class="name">{_fmt(r.get("bound"))}</td>')
             if with_baseline:
-                o = outcomes.get(f"{model}-{engine}-{precision}-bs{batch}-{path}") if r else None
+                o = next((outcomes[k] for k in latency_labels(r) if k in outcomes), None) if r else None
                 cls, base, change = _baseline_cells(o)
                 tds += [f"<td>{base}</td>", f'<td class="name">{change}</td>']
             if with_gpu:
@@ -587,7 +639,8 @@ def practitioners_table(model: str, records: Sequence[Mapping[str, Any]], engine
             body.append(f'<tr class="{cls}" data-cell="{escape(model)}-{escape(engine)}-{escape(precision)}"'
                         + (f' data-path="{escape(str(path))}"' if r else "") + ">"
                         + (lead if i == 0 else "") + "".join(tds) + (tail if i == 0 else "") + "</tr>")
-    title = escape(model) + ("" if batch is None else f", batch {batch}")
+    title = escape(model) + ("" if shape is None else f", batch {batch}" if isinstance(shape, int)
+                             else f", {escape(shape_title(shape))}")
     detail = _clock_caption(latency_row for rows in latency.values() for latency_row in rows) if batch else ""
     parity_source = sorted({str(r.get("dataset")) for r in parity.values()})
     notes = [detail] if detail else ["no latency case ran for this model"]
@@ -599,6 +652,7 @@ def practitioners_table(model: str, records: Sequence[Mapping[str, Any]], engine
         notes.append(GPU_NOTE)
     return (f'<table class="suite practitioners" data-model="{escape(model)}"'
             + ("" if batch is None else f' data-batch="{batch}"')
+            + ("" if shape is None or isinstance(shape, int) else f' data-shape="{escape(shape_id(shape))}"')
             + f'><caption>{title}<span class="detail">{". ".join(notes)}.</span></caption>'
             f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
 
@@ -841,12 +895,12 @@ def overhead_missing(model: str, records: Sequence[Mapping[str, Any]],
 def model_section(model: str, records: Sequence[Mapping[str, Any]], engines: Mapping[str, Mapping[str, Any]],
                   gate: Mapping[str, Any] | None = None, with_plots: bool = True,
                   environment: Mapping[str, Any] | None = None) -> str:
-    batches = sorted({int(r["batch_size"]) for r in records
-                      if r.get("model") == model and r.get("kind") == "latency" and "batch_size" in r})
+    shapes = sorted({shape_of(r) for r in records if r.get("model") == model and r.get("kind") == "latency"
+                     and "batch_size" in r}, key=shape_sort_key)
     parts = [f'<h2 id="model-{escape(model)}">{escape(model)}</h2>']
-    shown: Sequence[int | None] = batches or [None]
-    for batch in shown:
-        parts.append(practitioners_table(model, records, engines, batch, gate))
+    shown: Sequence[Shape | None] = shapes or [None]
+    for shape in shown:
+        parts.append(practitioners_table(model, records, engines, shape, gate))
     figures: dict[str, list[tuple[str, str, str]]] = {"latency": [], "gpu": []}
     if with_plots:
         from report import plots  # matplotlib only when a report is rendered, not at every pytest start

@@ -23,7 +23,18 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # after matplotlib.use: the backend must be chosen first
 from matplotlib.figure import Figure
 
-from report.html import ENGINE_ORDER, PATH_MEANING, PRECISION_ORDER, cell_sort_key, path_sort_key
+from report.html import (
+    ENGINE_ORDER,
+    PATH_MEANING,
+    PRECISION_ORDER,
+    Shape,
+    cell_sort_key,
+    path_sort_key,
+    shape_label,
+    shape_of,
+    shape_sort_key,
+    shape_title,
+)
 
 #: The most series (boxes or lines) one axes may hold; more go to further panels.
 MAX_SERIES = 8
@@ -135,20 +146,20 @@ def latency_plots(records: Sequence[Mapping[str, Any]], model: str) -> list[Plot
     rows = _latency(records, model)
     if not rows:
         return []
-    batches = sorted({int(r["batch_size"]) for r in rows})
+    shapes = sorted({shape_of(r) for r in rows}, key=shape_sort_key)
     paths = sorted({_path(r) for r in rows}, key=path_sort_key)
     groups = series_groups(_cell(r) for r in rows)
-    index = {(*_cell(r), int(r["batch_size"]), _path(r)): r for r in rows}
-    panel_rows = [(batch, group) for batch in batches for group in groups]
+    index = {(*_cell(r), shape_of(r), _path(r)): r for r in rows}
+    panel_rows = [(shape, group) for shape in shapes for group in groups]
     width = max(len(g) for g in groups)
     fig, axes = plt.subplots(len(panel_rows), len(paths), squeeze=False, layout="constrained",
                              figsize=(max(4.5, (1.2 + 0.62 * width) * len(paths)), 0.4 + 2.8 * len(panel_rows)))
-    drawn: dict[int, list[Any]] = defaultdict(list)
-    for ri, (batch, group) in enumerate(panel_rows):
+    drawn: dict[Shape, list[Any]] = defaultdict(list)
+    for ri, (shape, group) in enumerate(panel_rows):
         for pi, path in enumerate(paths):
             ax = axes[ri][pi]
-            ax.set_title(f"batch {batch}, latency-{path}", fontsize=9)
-            present = [(i + 1, index[(*c, batch, path)]) for i, c in enumerate(group) if (*c, batch, path) in index]
+            ax.set_title(f"{shape_title(shape)}, latency-{path}", fontsize=9)
+            present = [(i + 1, index[(*c, shape, path)]) for i, c in enumerate(group) if (*c, shape, path) in index]
             if not present:
                 _empty(ax, "not timed for these cells")
                 continue
@@ -162,10 +173,10 @@ def latency_plots(records: Sequence[Mapping[str, Any]], model: str) -> list[Plot
             ax.set_xlim(0.4, len(group) + 0.6)
             ax.tick_params(axis="y", labelsize=7)
             ax.grid(axis="y", alpha=0.3)
-            drawn[batch].append(ax)
+            drawn[shape].append(ax)
     logged = []
-    for batch, batch_axes in drawn.items():  # one scale per batch size, so its panels compare by eye
-        medians = [float(r["median_ms"]) for r in rows if int(r["batch_size"]) == batch and r.get("median_ms")]
+    for shape, batch_axes in drawn.items():  # one scale per shape, so its panels compare by eye
+        medians = [float(r["median_ms"]) for r in rows if shape_of(r) == shape and r.get("median_ms")]
         log = bool(medians) and min(medians) > 0 and max(medians) / min(medians) > LOG_SPAN
         for ax in batch_axes:
             if log:
@@ -176,41 +187,56 @@ def latency_plots(records: Sequence[Mapping[str, Any]], model: str) -> list[Plot
         for ax in batch_axes:
             ax.set_ylim(low, high)
         if log:
-            logged.append(batch)
+            logged.append(shape)
+    named = any(dims for _, dims in shapes)
+    unit = "shape (batch and " + ", ".join(sorted({k for _, dims in shapes for k, _ in dims})) + ")" if named \
+        else "batch size"
+    where_logged = (", ".join(map(shape_label, logged)) if named
+                    else "batch " + ", ".join(str(batch) for batch, _ in logged))
     fig.suptitle(f"{model}: time per round", fontsize=10)
     caption = (f"{model}: the time of each timed round after warm-up, in ms, one box per engine and precision; one "
-               "row of panels per batch size" + (f" (cells split over rows of at most {MAX_SERIES})" if len(groups) > 1
-                                                 else "")
+               f"row of panels per {unit}" + (f" (cells split over rows of at most {MAX_SERIES})" if len(groups) > 1
+                                               else "")
                + (", one column per latency path" if len(paths) > 1 else "")
-               + "; the panels of one batch size share their y scale. Box: quartiles; line: median (the figure the "
-               "latency gate compares); whiskers: 5th to 95th percentile; rounds beyond them are not drawn. "
-               f"{_rounds_text(rows)} rounds per case. Paths: {_paths_text(paths)}. Clocks: {_clocks(rows)}."
-               + (f" Log scale at batch {', '.join(map(str, logged))}, where medians differ more than {LOG_SPAN:g}x."
-                  if logged else ""))
+               + f"; the panels of one {'shape' if named else 'batch size'} share their y scale. Box: quartiles; "
+               "line: median (the figure the latency gate compares); whiskers: 5th to 95th percentile; rounds beyond "
+               f"them are not drawn. {_rounds_text(rows)} rounds per case. Paths: {_paths_text(paths)}. "
+               f"Clocks: {_clocks(rows)}."
+               + (f" Log scale at {where_logged}, where medians differ more than {LOG_SPAN:g}x." if logged else ""))
     return [Plot("latency", fig, caption, f"{model} latency per round")]
 
 
 def throughput_plot(records: Sequence[Mapping[str, Any]], model: str) -> Plot | None:
-    """Items per second against batch size, one line per engine/precision, one column per path, one row
-    per group of at most MAX_SERIES cells. Only where the model was timed at two batch sizes or more."""
+    """Items per second against batch size, one line per engine/precision, one column per path, one row per
+    group of at most MAX_SERIES cells and per setting of the named axes (seq 128, seq 256: a line joins only
+    shapes that differ in their batch). Only where the model was timed at two batch sizes or more."""
     rows = [r for r in _latency(records, model) if r.get("throughput_per_s")]
-    if len({int(r["batch_size"]) for r in rows}) < 2:
+    by_dims: dict[tuple[tuple[str, Any], ...], list[Mapping[str, Any]]] = defaultdict(list)
+    for r in rows:
+        by_dims[shape_of(r)[1]].append(r)
+    families = [d for d in sorted(by_dims, key=lambda d: shape_sort_key((0, d)))
+                if len({int(r["batch_size"]) for r in by_dims[d]}) >= 2]
+    if not families:
         return None
+    left_out = sorted({shape_of(r) for d in by_dims if d not in families for r in by_dims[d]}, key=shape_sort_key)
+    rows = [r for d in families for r in by_dims[d]]
     paths = sorted({_path(r) for r in rows}, key=path_sort_key)
     groups = series_groups(_cell(r) for r in rows)
-    series: dict[tuple[str, str, str], list[tuple[int, float]]] = defaultdict(list)
+    panel_rows = [(dims, group) for dims in families for group in groups]
+    series: dict[tuple[str, str, tuple[tuple[str, Any], ...], str], list[tuple[int, float]]] = defaultdict(list)
     for r in rows:
-        series[(*_cell(r), _path(r))].append((int(r["batch_size"]), float(r["throughput_per_s"])))
-    fig, axes = plt.subplots(len(groups), len(paths), squeeze=False, sharex=True, sharey=True, layout="constrained",
-                             figsize=(4.6 * len(paths), 0.4 + 3.2 * len(groups)))
+        series[(*_cell(r), shape_of(r)[1], _path(r))].append((int(r["batch_size"]), float(r["throughput_per_s"])))
+    fig, axes = plt.subplots(len(panel_rows), len(paths), squeeze=False, sharex=True, sharey=True,
+                             layout="constrained", figsize=(4.6 * len(paths), 0.4 + 3.2 * len(panel_rows)))
     values = [float(r["throughput_per_s"]) for r in rows]
     log = min(values) > 0 and max(values) / min(values) > LOG_SPAN
-    for gi, group in enumerate(groups):
+    for gi, (dims, group) in enumerate(panel_rows):
         for pi, path in enumerate(paths):
             ax = axes[gi][pi]
-            drawn = [(c, sorted(series[(*c, path)])) for c in group if series.get((*c, path))]
+            where = "".join(f", {k} {v}" for k, v in dims)
+            drawn = [(c, sorted(series[(*c, dims, path)])) for c in group if series.get((*c, dims, path))]
             if not drawn:
-                _empty(ax, f"latency-{path} not timed\nfor these cells")
+                _empty(ax, f"latency-{path}{where} not timed\nfor these cells")
                 continue
             for i, ((engine, precision), points) in enumerate(drawn):
                 ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", color=_COLORS[i % len(_COLORS)],
@@ -220,27 +246,33 @@ def throughput_plot(records: Sequence[Mapping[str, Any]], model: str) -> Plot | 
                 ax.set_yscale("log")
             ax.set_xlabel("batch size", fontsize=8)
             ax.set_ylabel("items / s" + (" (log scale)" if log else ""), fontsize=8)
-            ax.set_title(f"latency-{path}", fontsize=9)
+            ax.set_title(f"latency-{path}{where}", fontsize=9)
             ax.grid(alpha=0.3)
             ax.legend(fontsize=7)
     fig.suptitle(f"{model}: throughput against batch size", fontsize=10)
+    named = any(families)
     caption = (f"{model}: throughput (items per second = batch size / median round) against batch size (log2 axis), "
                "one line per engine and precision" + (", one column per latency path" if len(paths) > 1 else "")
+               + (", one row per setting of the other axes (a line joins shapes that differ only in their batch)"
+                  if named else "")
                + (f", cells split over {len(groups)} rows of at most {MAX_SERIES}" if len(groups) > 1 else "")
                + "; every panel shares one scale" + (f", logarithmic (the figures span more than {LOG_SPAN:g}x)" if log
                                                      else "")
-               + f". Paths: {_paths_text(paths)}.")
+               + f". Paths: {_paths_text(paths)}."
+               + (f" Not drawn (the only batch timed at its other axes): {', '.join(map(shape_label, left_out))}."
+                  if left_out else ""))
     return Plot("throughput", fig, caption, f"{model} throughput against batch size")
 
 
 def timeline_cases(records: Sequence[Mapping[str, Any]], model: str) -> list[Mapping[str, Any]]:
-    """One latency case per engine/precision that carries a GPU timeline: its largest batch, on the
-    device-resident path where it was timed (model, else graph, else all)."""
+    """One latency case per engine/precision that carries a GPU timeline: its largest shape (batch, then the
+    named axes), on the device-resident path where it was timed (model, else graph, else all)."""
     best: dict[Cell, Mapping[str, Any]] = {}
 
-    def rank(r: Mapping[str, Any]) -> tuple[int, int]:
+    def rank(r: Mapping[str, Any]) -> tuple[Any, int]:
         path = _path(r)
-        return int(r["batch_size"]), -(TIMELINE_PATHS.index(path) if path in TIMELINE_PATHS else len(TIMELINE_PATHS))
+        return (shape_sort_key(shape_of(r)),
+                -(TIMELINE_PATHS.index(path) if path in TIMELINE_PATHS else len(TIMELINE_PATHS)))
 
     for r in _latency(records, model):
         if not ((r.get("gpu") or {}).get("timeline") or {}).get("t_s"):
@@ -271,7 +303,7 @@ def gpu_timeline_plot(records: Sequence[Mapping[str, Any]], model: str) -> Plot 
         mem, util = axes[0][ci], axes[1][ci]
         for r in column:
             t = r["gpu"]["timeline"]
-            label = f"{r['precision']} bs{r['batch_size']} {_path(r)}"
+            label = f"{r['precision']} {shape_label(shape_of(r))} {_path(r)}"
             color = _precision_color(str(r["precision"]))
             memory = _finite(t.get("memory_mib"))
             # a case shorter than a few NVML intervals has one or two samples: a line alone would not show them

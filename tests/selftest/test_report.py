@@ -712,3 +712,67 @@ def test_gpu_memory_column_shows_what_the_case_added_over_a_device_wide_start() 
     assert ort.count("<td>-</td>") >= 2  # no NVML figures for this case
     caption = _one(r"<caption>.*?</caption>", table)
     assert "includes every engine loaded earlier in this process" in caption and "fewer than 10 NVML samples" in caption
+
+
+def _minilm_records() -> list[dict[str, Any]]:
+    """Sequence-length shapes, as minilm_l6's latency_shapes: two at batch 8 (seq 128 and 256) and batches 1 and
+    32 at seq 128, on the 'all' and 'model' paths; records carry `shape` and `dims` beside batch_size."""
+    records = []
+    for engine, precision in (("torch", "fp32"), ("onnxruntime", "fp16")):
+        for batch, seq in ((1, 128), (8, 128), (8, 256), (32, 128)):
+            for path in ("all", "model"):
+                scale = seq / 128 * (0.5 if path == "model" else 1.0)
+                records.append(_latency("minilm", engine, precision, batch, path, scale=scale, gpu=False,
+                                        shape=f"bs{batch}-seq{seq}", dims={"seq": seq}))
+    return records
+
+
+def test_sequence_length_shapes_are_the_unit_of_tables_figures_and_baseline_lookup() -> None:
+    """Tables filtered on batch only (seq 128 and 256 at batch 8 in one table), figures indexed by batch only (one
+    shape overwrote the other) and the baseline looked up '...-bs8-all', which never matches the gate's
+    '...-bs8-seq256-all' (suite/baselines.py key_label)."""
+    from report import plots
+
+    records = _minilm_records()
+    gate = {"latency_baseline": "b.json", "max_slowdown": 0.05, "confidence": 0.99, "latency": [
+        {"label": "minilm-onnxruntime-fp16-bs8-seq256-all", "status": "regression", "baseline_median_ms": 16.0,
+         "current_median_ms": 16.8, "change_pct": 5.0, "ci_low": 1.03, "ci_high": 1.07},
+        {"label": "minilm-torch-fp32-bs8-seq128-model", "status": "unchanged", "baseline_median_ms": 4.2,
+         "current_median_ms": 4.2, "change_pct": 0.0, "ci_low": 0.99, "ci_high": 1.01}]}
+    html = _render(records=records, engines={}, gate=gate)
+    tables = re.findall(r'<table class="suite practitioners".*?</table>', html, flags=re.S)
+    assert [re.search(r'data-shape="([^"]+)"', t).group(1) for t in tables] == [  # type: ignore[union-attr]
+        "bs1-seq128", "bs8-seq128", "bs8-seq256", "bs32-seq128"]
+    seq256 = tables[2]
+    assert "minilm, batch 8 x seq 256" in _one(r"<caption>.*?</caption>", seq256)
+    assert len(re.findall(r"data-path=", seq256)) == 4  # 2 cells x 2 paths, no seq-128 row
+    ort = _one(r'<tr class="regression" data-cell="minilm-onnxruntime-fp16" data-path="all">.*?</tr>', seq256)
+    assert "<td>16.00</td>" in ort and '<td class="name">+5.00% regression</td>' in ort
+    torch = _one(r'<tr class="unchanged" data-cell="minilm-torch-fp32" data-path="model">.*?</tr>', tables[1])
+    assert "<td>4.200</td>" in torch and "+0.00% unchanged" in torch
+    assert "regression" not in tables[1] and "unchanged" not in seq256
+    built = plots.model_plots(records, "minilm")
+    try:
+        latency, throughput = built
+        titles = [ax.get_title() for ax in latency.figure.axes]
+        assert "batch 8 x seq 128, latency-all" in titles and "batch 8 x seq 256, latency-all" in titles
+        assert sum(len(ax.patches) for ax in latency.figure.axes) == len(records)  # no shape drawn over another
+        assert "one row of panels per shape (batch and seq)" in latency.caption
+        # a line joins shapes that differ only in batch: seq 128 (1, 8, 32); bs8 x seq256 alone is said, not drawn
+        assert [ax.get_title() for ax in throughput.figure.axes] == ["latency-all, seq 128", "latency-model, seq 128"]
+        for ax in throughput.figure.axes:
+            assert all(list(line.get_xdata()) == [1, 8, 32] for line in ax.get_lines())
+        assert "Not drawn (the only batch timed at its other axes): bs8 x seq256" in throughput.caption
+    finally:
+        for plot in built:
+            plots.plt.close(plot.figure)
+    # the GPU timeline takes each cell's largest shape and says which
+    for r in records:
+        r["gpu"] = _timeline([100.0, 120.0, 120.0])
+    timeline = plots.gpu_timeline_plot(records, "minilm")
+    assert timeline is not None
+    try:
+        labels = {line.get_label() for ax in timeline.figure.axes for line in ax.get_lines()}
+        assert labels == {"fp32 bs32 x seq128 model", "fp16 bs32 x seq128 model"}
+    finally:
+        plots.plt.close(timeline.figure)
