@@ -19,6 +19,7 @@ Order, for the reader who opens the report after an upgrade (docs/report.md):
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from html import escape
@@ -69,6 +70,10 @@ STYLE = """
 .suite-report .accepted { color: #1a7f37; font-weight: bold; }
 .suite-report .not-accepted { color: #a05a00; font-weight: bold; }
 .suite-report ul.checks { margin: 2px 0 8px; }
+.suite-report ul.messages { margin: 2px 0 6px; }
+.suite-report details.accepted-reason > summary { cursor: pointer; margin: 8px 0 4px; }
+.suite-report p.not-tested { background: #fff; border: 1px solid #d0d0d0; padding: 4px 8px; }
+.suite-report p.counts-note { margin-top: -6px; font-size: 12px; }
 .suite-report code { font-size: 12px; }
 /* pytest-html's own "Environment" block: the suite's fingerprint is in this report; the block only
    holds what was passed with --metadata (or CI variables), and is hidden when that is nothing. */
@@ -178,7 +183,7 @@ def render_report(records: Sequence[Mapping[str, Any]], engines: Mapping[str, Ma
                   with_plots: bool = True) -> str:
     """The whole suite section: verdict, the run, per-model tables and figures, changes, environment."""
     parts = [STYLE, '<div class="suite-report">']
-    parts.append(verdict_section(verdict, gate))
+    parts.append(verdict_section(verdict, gate, records))
     parts.append(environment_warning(gate))
     parts.append(knob_warning(gate))
     parts.append(run_section(environment, run_info, gate))
@@ -258,8 +263,11 @@ VERDICT_CLASS = {"passed": "passed", "failed": "failed", "not judged": "not-judg
 SHOW_CHECKS = 12
 
 
-def verdict_section(verdict: Mapping[str, Any] | None, gate: Mapping[str, Any] | None) -> str:
-    """The run's one-word answer and everything behind it (suite/verdict.py ``Ledger.as_dict``)."""
+def verdict_section(verdict: Mapping[str, Any] | None, gate: Mapping[str, Any] | None,
+                    records: Sequence[Mapping[str, Any]] = ()) -> str:
+    """The run's one-word answer and everything behind it (suite/verdict.py ``Ledger.as_dict``), in the order a
+    reader needs it: why, the counts, what was not tested here, the gates' warnings, failed checks, regressions,
+    not-judged checks whose reason was not accepted (open), then accepted ones (folded), known failures."""
     if not verdict:
         return ('<section id="suite-verdict" class="verdict verdict-unknown"><h2>Verdict: <span class="word">'
                 'not recorded</span></h2><p class="note">This run recorded no verdict (the suite\'s ledger did not '
@@ -278,6 +286,8 @@ def verdict_section(verdict: Mapping[str, Any] | None, gate: Mapping[str, Any] |
     if stopped:
         parts.append(_error_box(verdict, error))
     parts.append(_counts(verdict))
+    if not stopped:
+        parts.append(not_tested_html(verdict, records))
     parts.append(gate_warnings(gate))
     if verdict.get("interrupted") and not stopped:
         parts.append(f'<p class="not-accepted">The run was interrupted: {escape(str(verdict["interrupted"]))}; '
@@ -286,27 +296,7 @@ def verdict_section(verdict: Mapping[str, Any] | None, gate: Mapping[str, Any] |
     if failed:
         parts.append(f"<h3>Failed checks ({len(failed)})</h3>" + _check_list(failed, "failed"))
     parts.append(_regressions(gate))
-    not_judged = verdict.get("not_judged") or {}
-    if not_judged:
-        accepted = set(verdict.get("accepted") or [])
-        reasons = verdict.get("reasons") or {}
-        total = sum(len(v) for v in not_judged.values())
-        parts.append(f"<h3>Not judged ({total})</h3>")
-        for reason, checks in not_judged.items():
-            ok = reason in accepted
-            if ok:
-                status = '<span class="accepted">accepted</span>: does not fail the run'
-            elif reason == "interrupted" and stopped:  # accepting it would hide that the run never ran
-                status = ('<span class="not-accepted">not accepted</span>: the run stopped before these checks '
-                          "ran; fix the error above and run again")
-            else:
-                status = ('<span class="not-accepted">not accepted</span>: the run cannot pass (accept it with '
-                          f"<code>--accept-not-judged {escape(reason)}</code> if it is expected here)")
-            parts.append(f'<div class="not-judged-reason" data-reason="{escape(reason)}" '
-                         f'data-accepted="{"yes" if ok else "no"}"><h4>{escape(reason)}: {len(checks)} '
-                         f"check{'s' if len(checks) != 1 else ''}; {status}</h4>"
-                         f'<p class="note">{escape(str(reasons.get(reason, "")))}</p>'
-                         f"{_check_list(checks, 'not-judged')}</div>")
+    parts.append(not_judged_html(verdict, stopped))
     known = verdict.get("known_failures") or []
     if known:
         parts.append(f"<h3>Known failures ({len(known)})</h3><p class=\"note\">Declared in the config; they fail as "
@@ -363,7 +353,151 @@ def _counts(verdict: Mapping[str, Any]) -> str:
     text = '<p class="counts"><b>Checks:</b> ' + " &middot; ".join(items) + "."
     if accepted:
         text += " Accepted not-judged reasons: " + ", ".join(f"<code>{escape(str(a))}</code>" for a in accepted) + "."
-    return text + "</p>"
+    return text + ('</p><p class="note counts-note">These count the suite\'s checks; pytest-html\'s counters below '
+                   "count pytest outcomes and can differ: a test pytest passed is not judged here when, e.g., its "
+                   "engine computed in another precision (precision-not-run), and a skip is not judged, with its "
+                   "reason.</p>")
+
+
+def _reason_status(reason: str, ok: bool, stopped: bool) -> str:
+    if ok:
+        return '<span class="accepted">accepted</span>: does not fail the run'
+    if reason == "interrupted" and stopped:  # accepting it would hide that the run never ran
+        return ('<span class="not-accepted">not accepted</span>: the run stopped before these checks ran; fix the '
+                "error above and run again")
+    return ('<span class="not-accepted">not accepted</span>: the run cannot pass (accept it with '
+            f"<code>--accept-not-judged {escape(reason)}</code> if it is expected here)")
+
+
+_NOT_JUDGED_PREFIX = re.compile(r"^not judged \([\w-]+\):\s*")
+
+
+def _message(check: Mapping[str, Any]) -> str:
+    return _NOT_JUDGED_PREFIX.sub("", _first_line(check.get("detail"))) or "(no message)"
+
+
+def message_groups(checks: Sequence[Mapping[str, Any]]) -> list[tuple[int, str]]:
+    """(count, message) of checks with the same first line, most frequent first: 28 checks of one missing
+    TensorRT are one line, not 28."""
+    counts: dict[str, int] = {}
+    for c in checks:
+        counts[_message(c)] = counts.get(_message(c), 0) + 1
+    return sorted(((n, m) for m, n in counts.items()), key=lambda x: -x[0])
+
+
+def not_judged_html(verdict: Mapping[str, Any], stopped: bool) -> str:
+    """Not-judged checks by reason: reasons not accepted first, open (they decide the verdict); accepted ones
+    folded behind <details>, their identical messages grouped ('28 x tensorrt is not installed ...')."""
+    not_judged = verdict.get("not_judged") or {}
+    if not not_judged:
+        return ""
+    accepted = set(verdict.get("accepted") or [])
+    reasons = verdict.get("reasons") or {}
+    total = sum(len(v) for v in not_judged.values())
+    parts = [f"<h3>Not judged ({total})</h3>"]
+    for reason in sorted(not_judged, key=lambda r: r in accepted):  # stable: the ledger's order within each
+        checks = not_judged[reason]
+        ok = reason in accepted
+        head = (f"{escape(reason)}: {len(checks)} check{'s' if len(checks) != 1 else ''}; "
+                f"{_reason_status(reason, ok, stopped)}")
+        description = f'<p class="note">{escape(str(reasons.get(reason, "")))}</p>'
+        groups = message_groups(checks)
+        grouped = ('<ul class="messages">' + "".join(f"<li>{n} &times; {escape(m)}</li>" for n, m in groups)
+                   + "</ul>")
+        opening = (f'<div class="not-judged-reason" data-reason="{escape(reason)}" '
+                   f'data-accepted="{"yes" if ok else "no"}">')
+        if ok:
+            n, m = groups[0]
+            gist = f"{n} &times; {escape(m if len(m) <= 90 else m[:89] + '…')}" + (
+                f" and {len(groups) - 1} other message{'s' if len(groups) > 2 else ''}" if len(groups) > 1 else "")
+            parts.append(f'{opening}<details class="accepted-reason"><summary><b>{head}</b>. {gist}</summary>'
+                         f"{description}{grouped}<p class=\"note\">The checks:</p>"
+                         f"{_check_list(checks, 'not-judged')}</details></div>")
+        else:
+            parts.append(f"{opening}<h4>{head}</h4>{description}"
+                         + (grouped if len(groups) < len(checks) else "")
+                         + f"{_check_list(checks, 'not-judged')}</div>")
+    return "\n".join(parts)
+
+
+#: The engine and precision in a check's test id: 'test_latency[resnet50-tensorrt-fp32-bs1-graph]'.
+_ID_PARAMS = re.compile(r"\[([^\]]*)\]")
+
+
+def _parse_check(check_id: str, engines: set[str]) -> tuple[str, str, str | None] | None:
+    """(engine, precision, latency path or None) of a check's test id; None for ids without a cell."""
+    match = _ID_PARAMS.search(check_id)
+    if not match:
+        return None
+    tokens = match.group(1).split("-")
+    for i in range(len(tokens) - 1):
+        if tokens[i] in engines and tokens[i + 1] in PRECISION_ORDER:
+            rest = tokens[i + 2:]
+            path = None
+            if "test_latency[" in check_id:
+                path = rest[-1] if rest and rest[-1] in PATH_ORDER else "all"
+            return tokens[i], tokens[i + 1], path
+    return None
+
+
+def _short(message: str) -> str:
+    """The gist of a not-judged message: up to its first ' (', '; ' or ': ' past a few words."""
+    cuts = [i for i in (message.find(" ("), message.find("; "), message.find(": ")) if i >= 15]
+    text = message[:min(cuts)] if cuts else message
+    return text if len(text) <= 90 else text[:89] + "…"
+
+
+def not_tested(verdict: Mapping[str, Any], records: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """(what, why) for every engine, engine and precision, and engine and latency path of which no check ran
+    here: every one of its checks was not judged and none left a record ('tensorrt', 'unavailable: tensorrt is
+    not installed'). From the verdict's not-judged check ids and the records."""
+    engines = set(ENGINE_ORDER) | {str(r["engine"]) for r in records if r.get("engine")}
+    ran = [r for r in records if r.get("engine")]
+    tested_engines = {str(r["engine"]) for r in ran}
+    tested_cells = {(str(r["engine"]), str(r.get("precision"))) for r in ran}
+    tested_paths = {(str(r["engine"]), str(r.get("path", "all"))) for r in ran if r.get("kind") == "latency"}
+    for c in [*(verdict.get("failed") or []), *(verdict.get("known_failures") or [])]:  # they ran, and failed
+        parsed = _parse_check(str(c.get("id")), engines)
+        if parsed:
+            tested_engines.add(parsed[0])
+            tested_cells.add(parsed[:2])
+            if parsed[2]:
+                tested_paths.add((parsed[0], parsed[2]))
+    untested: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    order: dict[str, tuple[Any, ...]] = {}
+    for reason, checks in (verdict.get("not_judged") or {}).items():
+        for c in checks:
+            parsed = _parse_check(str(c.get("id")), engines)
+            if not parsed:
+                continue
+            engine, precision, path = parsed
+            if engine not in tested_engines:
+                key, rank = engine, (0, cell_sort_key(engine, ""))
+            elif (engine, precision) not in tested_cells:
+                key, rank = f"{engine} {precision}", (1, cell_sort_key(engine, precision))
+            elif path and (engine, path) not in tested_paths:
+                key, rank = f"{engine} latency-{path}", (2, cell_sort_key(engine, ""), path_sort_key(path))
+            else:
+                continue
+            untested[key].append((str(reason), _message(c)))
+            order[key] = rank
+    out = []
+    for key in sorted(untested, key=lambda k: order[k]):
+        counts: dict[tuple[str, str], int] = defaultdict(int)
+        for item in untested[key]:
+            counts[item] += 1
+        reason, message = max(counts, key=lambda k: counts[k])
+        out.append((key, f"{reason}: {_short(message)}"))
+    return out
+
+
+def not_tested_html(verdict: Mapping[str, Any], records: Sequence[Mapping[str, Any]]) -> str:
+    found = not_tested(verdict, records)
+    if not found:
+        return ""
+    return ('<p class="not-tested"><b>Not tested in this run:</b> '
+            + "; ".join(f"<b>{escape(what)}</b> ({escape(why)})" for what, why in found)
+            + '. <span class="note">Every check of these was not judged; their reasons are below.</span></p>')
 
 
 def _check_list(checks: Sequence[Mapping[str, Any]], kind: str) -> str:

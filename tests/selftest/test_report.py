@@ -776,3 +776,45 @@ def test_sequence_length_shapes_are_the_unit_of_tables_figures_and_baseline_look
         assert labels == {"fp32 bs32 x seq128 model", "fp16 bs32 x seq128 model"}
     finally:
         plots.plt.close(timeline.figure)
+
+
+TENSORRT_MISSING = ("tensorrt is not installed (its wheels live only on NVIDIA's package index: pip install "
+                    "--extra-index-url https://pypi.nvidia.com tensorrt); import failed: No module named 'tensorrt'")
+
+
+def test_first_screen_failed_and_unaccepted_open_accepted_folded_and_grouped_with_what_was_not_tested() -> None:
+    """The H100 report opened on a screen of 28 identical accepted 'tensorrt is not installed' lines. Accepted
+    reasons are folded with identical messages grouped; failed and not-accepted checks stay open, first; one line
+    names what was not tested at all; one line says the counts are the suite's, not pytest-html's."""
+    verdict = _verdict()
+    unavailable = [_check(f"tests/parity/test_parity.py::test_parity_on_generated_inputs[net-tensorrt-fp32-{d}]",
+                          "not judged", "unavailable", TENSORRT_MISSING) for d in range(26)]
+    unavailable += [_check(f"tests/latency/test_latency.py::test_latency[net-tensorrt-fp32-bs{b}]", "not judged",
+                           "unavailable", TENSORRT_MISSING) for b in (1, 8)]
+    verdict["not_judged"]["unsupported"].append(_check(
+        "tests/latency/test_latency.py::test_latency[net-torch-fp32-bs8-graph]", "not judged", "unsupported",
+        "not judged (unsupported): latency-graph needs CUDA graphs (this run uses --device cpu)"))
+    verdict["not_judged"] = {"unavailable": unavailable, **verdict["not_judged"]}  # accepted, listed first
+    verdict["accepted"] = ["unsupported", "unavailable"]
+    verdict["reasons"]["unavailable"] = "a library, execution provider or device the check needs is missing"
+    verdict["counts"]["not_judged"]["unavailable"] = 28
+    section = _one(r'<section id="suite-verdict".*?</section>', _render(verdict=verdict))
+    trt = _one(r'<div class="not-judged-reason" data-reason="unavailable".*?</div>', section)
+    assert '<details class="accepted-reason"><summary><b>unavailable: 28 checks; ' in trt  # folded: no 'open'
+    assert "28 &times; tensorrt is not installed (its wheels" in _one(r"<summary>.*?</summary>", trt)
+    assert f"<li>28 &times; {htmllib.escape(TENSORRT_MISSING)}</li>" in trt and trt.count('class="check"') == 28
+    unsupported = _one(r'<div class="not-judged-reason" data-reason="unsupported".*?</div>', section)
+    assert "<li>2 &times; torch has no int8 path</li>" in unsupported and "<details" in unsupported
+    busy = _one(r'<div class="not-judged-reason" data-reason="busy".*?</div>', section)
+    assert "<details" not in busy and "<h4>busy: 1 check;" in busy  # not accepted: open
+    # failed first, then the reasons that decide the verdict, then the accepted ones
+    assert (section.index("Failed checks (1)") < section.index('data-reason="busy"')
+            < section.index('data-reason="unavailable"') < section.index('data-reason="unsupported"'))
+    # what was not tested at all, by the verdict
+    line = _one(r'<p class="not-tested">.*?</p>', section)
+    assert ("<b>Not tested in this run:</b> <b>tensorrt</b> (unavailable: tensorrt is not installed); "
+            "<b>torch int8</b> (unsupported: torch has no int8 path); <b>torch latency-graph</b> (unsupported: "
+            "latency-graph needs CUDA graphs).") in line
+    assert "onnxruntime" not in line  # its cells ran (records), even with a busy case
+    assert section.index('class="counts"') < section.index('class="not-tested"') < section.index("Failed checks")
+    assert "pytest-html's counters below count pytest outcomes" in _one(r'<p class="note counts-note">.*?</p>', section)
