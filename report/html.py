@@ -78,6 +78,11 @@ STYLE = """
 /* pytest-html's own "Environment" block: the suite's fingerprint is in this report; the block only
    holds what was passed with --metadata (or CI variables), and is hidden when that is nothing. */
 #environment:empty, #environment-header:has(+ #environment:empty) { display: none; }
+/* ... and it is not the report's environment: retitled (and moved under "The run" by RUN_METADATA's script). */
+#environment-header:not(.suite-moved) h2 { font-size: 0; }
+#environment-header:not(.suite-moved) h2::after { content: "Run metadata (--metadata, CI variables)"; font-size: 16px; }
+.suite-report #environment-header h2 { font-size: 14px; border: none; margin: 12px 0 4px; }
+.suite-report tr.flag td { background: #fff3d6; }
 </style>
 """
 
@@ -569,10 +574,14 @@ def run_section(environment: Mapping[str, Any], run_info: Mapping[str, Any] | No
     rows = []
     for label, keys in KEY_ENVIRONMENT:
         present = [k for k in keys if environment.get(k) not in (None, "")]
-        value = " / ".join(f"{_text(environment[k])}" + (f" ({k})" if len(keys) > 1 else "") for k in present)
+        value = escape(" / ".join(f"{_env_value(k, environment[k])}" + (f" ({k})" if len(keys) > 1 else "")
+                                  for k in present)) if present else "-"
         cls = "drift" if any(k in differing for k in keys) else ""
+        if keys[0] == "onnxruntime":
+            value, flagged = _onnxruntime_value(environment, value)
+            cls = cls or ("flag" if flagged else "")
         rows.append(f'<tr class="{cls}" data-key="{escape(keys[0])}"><th class="name">{escape(label)}</th>'
-                    f'<td class="name">{escape(value) if present else "-"}</td></tr>')
+                    f'<td class="name">{value}</td></tr>')
     for key, label in RUN_KEYS:
         if key in run_info:
             rows.append(f'<tr data-key="{escape(key)}"><th class="name">{escape(label)}</th>'
@@ -590,11 +599,73 @@ def run_section(environment: Mapping[str, Any], run_info: Mapping[str, Any] | No
              "The environment keys that decide whether figures compare (the full fingerprint is at the end); "
              "'-': not in this run's fingerprint (not installed, or not a CUDA run); red: differs from a "
              "baseline's.</span></caption>"
-             f"<tbody>{''.join(rows)}</tbody></table>"]
+             f"<tbody>{''.join(rows)}</tbody></table>", RUN_METADATA]
     parts.append(coverage_text(gate))
     parts.append(phases_table(run_info))
     return "\n".join(p for p in parts if p)
 
+
+#: pytest-html's own "Environment" block (what --metadata and CI variables put there, pytest-metadata's own
+#: keys dropped by report/plugin.py) sits above the verdict under the title "Environment", a second environment
+#: table. The script moves it here, under the run, and retitles it; without scripts, CSS (STYLE) retitles it
+#: in place. pytest-html's app.js fills the table by id, wherever it is.
+RUN_METADATA_TITLE = "Run metadata (--metadata, CI variables)"
+RUN_METADATA = f"""<div id="suite-run-metadata"></div>
+<script>
+(function () {{
+  var header = document.getElementById("environment-header"), table = document.getElementById("environment");
+  var slot = document.getElementById("suite-run-metadata");
+  if (!header || !table || !slot) return;
+  var title = header.querySelector("h2");
+  if (title) title.textContent = "{RUN_METADATA_TITLE}";
+  header.classList.add("suite-moved");
+  slot.appendChild(header);
+  slot.appendChild(table);
+}})();
+</script>"""
+
+
+def cudnn_text(value: Any) -> str:
+    """torch.backends.cudnn.version()'s integer as a version: 91900 -> '9.19.0 (91900)' (cuDNN 9 encodes
+    major*10000 + minor*100 + patch), 8902 -> '8.9.2 (8902)' (cuDNN 8: major*1000 + minor*100 + patch)."""
+    try:
+        v = int(value)
+    except (TypeError, ValueError):
+        return _text(value)
+    if v >= 90000:
+        major, minor, patch = v // 10000, v % 10000 // 100, v % 100
+    elif v >= 1000:
+        major, minor, patch = v // 1000, v % 1000 // 100, v % 100
+    else:
+        return str(v)
+    return f"{major}.{minor}.{patch} ({v})"
+
+
+def _env_value(key: str, value: Any) -> str:
+    return cudnn_text(value) if key == "cudnn" else _text(value)
+
+
+#: Fingerprint keys that may name the onnxruntime module this process imported (suite/environment.py adds one
+#: where it records onnxruntime.__version__; absent, the report says it cannot tell).
+ONNXRUNTIME_IMPORTED_KEYS = ("onnxruntime_imported", "onnxruntime_module")
+
+
+def _onnxruntime_value(environment: Mapping[str, Any], value: str) -> tuple[str, bool]:
+    """ONNX Runtime's row: both the onnxruntime and onnxruntime-gpu distributions can be installed; they write
+    the same `onnxruntime` module, so the files of whichever was installed last are the ones that ran. Shows the
+    imported version where the fingerprint has it, else both, flagged, with a note."""
+    cpu, gpu = environment.get("onnxruntime"), environment.get("onnxruntime-gpu")
+    imported = next((environment[k] for k in ONNXRUNTIME_IMPORTED_KEYS if environment.get(k)), None)
+    if not (cpu and gpu):
+        return (value + (f" (imported: {escape(_text(imported))})" if imported and imported not in (cpu, gpu)
+                         else "")), False
+    installed = f"installed: onnxruntime {_text(cpu)}, onnxruntime-gpu {_text(gpu)}"
+    if imported:
+        return f"{escape(_text(imported))} (imported; {escape(installed)})", False
+    providers = _text(environment.get("onnxruntime_providers")) if environment.get("onnxruntime_providers") else ""
+    return (value + '<span class="unit">both distributions are installed and write the same onnxruntime module: '
+            "the one installed last is what ran, and this fingerprint does not say which"
+            + (f" (its providers: {escape(providers)})" if providers else "") + "; uninstall one</span>"), True
 
 def _run_value(key: str, value: Any) -> str:
     if key == "engine_options":
@@ -1196,7 +1267,7 @@ def environment_section(environment: Mapping[str, Any], gate: Mapping[str, Any] 
     diffs = (gate or {}).get("environment_differences") or {}
     differing = {k for d in diffs.values() for k in d["keys"]}
     rows = "".join(f'<tr class="{"drift" if k in differing else ""}"><td class="name">{escape(str(k))}</td>'
-                   f'<td class="name">{escape(_text(v))}</td></tr>' for k, v in environment.items())
+                   f'<td class="name">{escape(_env_value(str(k), v))}</td></tr>' for k, v in environment.items())
     return (f'<h2 id="suite-environment">Environment</h2><table class="suite environment"><caption>The run\'s '
             'environment fingerprint (suite/environment.py)<span class="detail">The same dictionary the results '
             "file, pytest-benchmark's machine_info and the baseline comparison use; red: differs from a "

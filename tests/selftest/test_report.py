@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from report.html import BASELINE_COLUMNS, GPU_COLUMNS, PRACTITIONER_COLUMNS, render_report
+from report.html import BASELINE_COLUMNS, GPU_COLUMNS, PRACTITIONER_COLUMNS, RUN_METADATA_TITLE, render_report
 from suite import verdict
 from tests.selftest.suite_runs import explain, run_suite
 
@@ -529,6 +529,10 @@ def test_report_renders_in_headless_chromium(report: Path, tmp_path: Path) -> No
     rows = re.findall(r"<tr>\s*<td>(.*?)</td>\s*<td><div>(.*?)</div></td>\s*</tr>", environment, flags=re.S)
     assert dict(rows) == REPORT_CI_VARIABLES, environment
     assert dom.count('class="suite environment"') == 1
+    # ... moved under the run and retitled: one table titled Environment, the suite's fingerprint
+    run = dom[dom.index('id="suite-run"'):dom.index('class="suite practitioners"')]
+    assert f"<h2>{RUN_METADATA_TITLE}</h2>" in run and '<table id="environment">' in run
+    assert len(re.findall(r">\s*Environment\s*</h2>", dom)) == 1 and 'id="suite-environment">Environment</h2>' in dom
     shot = tmp_path / "report.png"
 
     def screenshot_taken(done: subprocess.CompletedProcess[str]) -> str | None:
@@ -818,3 +822,24 @@ def test_first_screen_failed_and_unaccepted_open_accepted_folded_and_grouped_wit
     assert "onnxruntime" not in line  # its cells ran (records), even with a busy case
     assert section.index('class="counts"') < section.index('class="not-tested"') < section.index("Failed checks")
     assert "pytest-html's counters below count pytest outcomes" in _one(r'<p class="note counts-note">.*?</p>', section)
+
+
+def test_pytest_html_environment_block_is_run_metadata_and_versions_read_as_versions() -> None:
+    """pytest-html's 'Environment' block (--metadata, CI variables) reappeared above the verdict as a second
+    environment table: it is retitled and moved under the run. Both onnxruntime and onnxruntime-gpu installed is
+    flagged unless the fingerprint names the imported one; cuDNN's integer reads as a version."""
+    html = _render()
+    run = html[html.index('id="suite-run"'):html.index('id="model-net"')]
+    assert '<div id="suite-run-metadata"></div>' in run and f'title.textContent = "{RUN_METADATA_TITLE}"' in run
+    assert f'h2::after {{ content: "{RUN_METADATA_TITLE}"' in html  # without scripts: retitled in place
+    assert "9.12.0 (91200)" in run and "9.12.0 (91200)" in _one(r'<table class="suite environment".*?</table>', html)
+    both = {**_environment(), "onnxruntime": "1.30.0", "cudnn": 91900}
+    row = _one(r'<tr class="flag" data-key="onnxruntime">.*?</tr>', _render(environment=both))
+    assert "1.30.0 (onnxruntime) / 1.31.1 (onnxruntime-gpu)" in row and "both distributions are installed" in row
+    assert "9.19.0 (91900)" in _render(environment=both)
+    row = _one(r'<tr class="[^"]*" data-key="onnxruntime">.*?</tr>',
+               _render(environment={**both, "onnxruntime_imported": "1.31.1"}))
+    assert "1.31.1 (imported; installed: onnxruntime 1.30.0, onnxruntime-gpu 1.31.1)" in row and "flag" not in row
+    from report.html import cudnn_text
+
+    assert (cudnn_text(8902), cudnn_text("90100"), cudnn_text(None)) == ("8.9.2 (8902)", "9.1.0 (90100)", "-")
