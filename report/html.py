@@ -33,7 +33,10 @@ STYLE = """
 .suite-report h3 { margin: 18px 0 6px; }
 .suite-report h4 { margin: 10px 0 4px; }
 .suite-report table.suite { border-collapse: collapse; margin: 6px 0 14px; }
-.suite-report table.suite caption { text-align: left; font-weight: bold; padding: 2px 0 4px; max-width: 1400px; }
+.suite-report table.suite caption { text-align: left; font-weight: bold; padding: 2px 0 4px; max-width: 1400px;
+  min-width: 40em; }
+.suite-report table.suite caption details.notes { font-weight: normal; color: #444; }
+.suite-report table.suite caption details.notes summary { cursor: pointer; }
 .suite-report table.suite caption .detail { display: block; font-weight: normal; color: #444; }
 .suite-report table.suite th, .suite-report table.suite td {
   border: 1px solid #ccc; padding: 3px 8px; text-align: right; vertical-align: top; }
@@ -762,10 +765,16 @@ def census_cell(facts: Mapping[str, Any], rowspan: str) -> str:
 
 
 def practitioners_table(model: str, records: Sequence[Mapping[str, Any]], engines: Mapping[str, Mapping[str, Any]],
-                        shape: Shape | int | None, gate: Mapping[str, Any] | None = None) -> str:
+                        shape: Shape | int | None, gate: Mapping[str, Any] | None = None,
+                        fold_notes_like: str | None = None) -> str:
     """Rows engine x precision x latency path at one shape (batch and named axes; a bare batch size matches
     every case at that batch); cell-level figures (layers, parameters, size, accuracy, parity on the model's
-    data set) span the cell's path rows. '-': not measured here."""
+    data set) span the cell's path rows. '-': not measured here.
+
+    Columns that would be '-' or one value all along say so in the caption instead: top-1/top-5 where the model
+    has no accuracy record, ``bound`` where every case of the model has the same. ``fold_notes_like``: the
+    model-wide notes (paths, clocks, GPU columns) of the model's first table; where this table's are the same,
+    they fold behind <details> instead of repeating above every table."""
     batch = shape if isinstance(shape, int) or shape is None else shape[0]
 
     def here(r: Mapping[str, Any]) -> bool:
@@ -789,7 +798,10 @@ def practitioners_table(model: str, records: Sequence[Mapping[str, Any]], engine
             accuracy.setdefault(cell, r)
         elif r.get("kind") == "parity" and not is_generated(r.get("dataset")):
             parity.setdefault(cell, r)
-    with_bound = any("bound" in r for r in model_latency)
+    bounds = {str(r.get("bound")) for r in model_latency}
+    one_bound = next(iter(bounds)) if len(bounds) == 1 and "None" not in bounds else None
+    with_bound = any("bound" in r for r in model_latency) and one_bound is None
+    with_accuracy = bool(accuracy)
     with_gpu = any((r.get("gpu") or {}).get("peak_memory_mib") is not None
                    or ((r.get("gpu") or {}).get("timeline") or {}).get("memory_mib") for r in model_latency)
     with_baseline = bool((gate or {}).get("latency_baseline"))
@@ -800,7 +812,7 @@ def practitioners_table(model: str, records: Sequence[Mapping[str, Any]], engine
     with_census = any("precision_census" in engines.get(f"{model}-{e}-{p}", {}) for e, p in
                       _cells(model, records, engines))
     columns = ["engine", "precision", "layers", "parameters", "size (MB)", *[CENSUS_COLUMN] * with_census,
-               *latency_columns, "top-1 (%)", "top-5 (%)", "isclose (%)", "MAE"]
+               *latency_columns, *["top-1 (%)", "top-5 (%)"] * with_accuracy, "isclose (%)", "MAE"]
     head = "".join(f'<th class="{"name" if c in ("engine", "precision", "path", "change") else ""}"'
                    + (f' title="{escape(_COLUMN_TITLES[c])}"' if c in _COLUMN_TITLES else "") + f">{c}</th>"
                    for c in columns)
@@ -821,7 +833,7 @@ def practitioners_table(model: str, records: Sequence[Mapping[str, Any]], engine
                 f"<td{rs}>{layers}</td><td{rs}>{_fmt(facts.get('parameters'))}</td>"
                 f"<td{rs}>{_fmt(facts.get('size_mb'))}</td>") + (census_cell(facts, rs) if with_census else "")
         tail = "".join(f"<td{rs}>{v}</td>" for v in (
-            _fmt(pct(acc.get("top1"))), _fmt(pct(acc.get("top5"))),
+            *[_fmt(pct(acc.get("top1"))), _fmt(pct(acc.get("top5")))] * with_accuracy,
             "reference" if reference else _fmt(par.get("isclose_pct")),
             "reference" if reference else _fmt(par.get("mae"))))
         for i, r in enumerate(rows or [{}]):
@@ -846,20 +858,43 @@ def practitioners_table(model: str, records: Sequence[Mapping[str, Any]], engine
                         + (lead if i == 0 else "") + "".join(tds) + (tail if i == 0 else "") + "</tr>")
     title = escape(model) + ("" if shape is None else f", batch {batch}" if isinstance(shape, int)
                              else f", {escape(shape_title(shape))}")
-    detail = _clock_caption(latency_row for rows in latency.values() for latency_row in rows) if batch else ""
+    model_notes = model_table_notes(model, records, gate, shape)
     parity_source = sorted({str(r.get("dataset")) for r in parity.values()})
-    notes = [detail] if detail else ["no latency case ran for this model"]
+    notes = []
     if parity_source:
         notes.append("isclose and MAE against PyTorch fp32 on " + ", ".join(escape(d) for d in parity_source))
-    if with_baseline:
-        notes.append("change: current / baseline median - 1 and the gate's verdict")
-    if with_gpu:
-        notes.append(GPU_NOTE)
+    if not with_accuracy:
+        notes.append("no top-1/top-5 columns: no accuracy record for this model in this run (no labelled data set, "
+                     "or tests/accuracy not selected)")
+    if one_bound is not None:
+        notes.append(f"bound: {escape(one_bound)} for every case of this model (so no bound column)")
+    if fold_notes_like is not None and model_notes == fold_notes_like:
+        caption = (f'<span class="detail">{". ".join(notes)}{"." if notes else ""}</span><details class="notes">'
+                   f'<summary>latency paths, clocks and column notes: as in the first table</summary>'
+                   f'<span class="detail">{model_notes}.</span></details>')
+    else:
+        caption = f'<span class="detail">{". ".join([model_notes, *notes])}.</span>'
     return (f'<table class="suite practitioners" data-model="{escape(model)}"'
             + ("" if batch is None else f' data-batch="{batch}"')
             + ("" if shape is None or isinstance(shape, int) else f' data-shape="{escape(shape_id(shape))}"')
-            + f'><caption>{title}<span class="detail">{". ".join(notes)}.</span></caption>'
+            + f'><caption>{title}{caption}</caption>'
             f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
+
+
+def model_table_notes(model: str, records: Sequence[Mapping[str, Any]], gate: Mapping[str, Any] | None,
+                      shape: Shape | int | None) -> str:
+    """The notes a model's tables share: what each latency path times and its clock (of the cases at this
+    shape), and what the baseline and GPU columns mean where they are shown."""
+    rows = [r for r in records if r.get("model") == model and r.get("kind") == "latency"]
+    here = [r for r in rows if shape is not None and (int(r.get("batch_size", -1)) == shape if isinstance(shape, int)
+                                                      else shape_of(r) == shape)]
+    notes = [_clock_caption(here) if here else "no latency case ran for this model"]
+    if (gate or {}).get("latency_baseline"):
+        notes.append("change: current / baseline median - 1 and the gate's verdict")
+    if any((r.get("gpu") or {}).get("peak_memory_mib") is not None
+           or ((r.get("gpu") or {}).get("timeline") or {}).get("memory_mib") for r in rows):
+        notes.append(GPU_NOTE)
+    return ". ".join(notes)
 
 
 GPU_NOTE = ("GPU memory added: NVML's device-wide memory in use, its peak during the case minus its first sample; "
@@ -1104,8 +1139,10 @@ def model_section(model: str, records: Sequence[Mapping[str, Any]], engines: Map
                      and "batch_size" in r}, key=shape_sort_key)
     parts = [f'<h2 id="model-{escape(model)}">{escape(model)}</h2>']
     shown: Sequence[Shape | None] = shapes or [None]
+    first_notes = None
     for shape in shown:
-        parts.append(practitioners_table(model, records, engines, shape, gate))
+        parts.append(practitioners_table(model, records, engines, shape, gate, first_notes))
+        first_notes = first_notes or model_table_notes(model, records, gate, shape)
     figures: dict[str, list[tuple[str, str, str]]] = {"latency": [], "gpu": []}
     if with_plots:
         from report import plots  # matplotlib only when a report is rendered, not at every pytest start

@@ -21,6 +21,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # after matplotlib.use: the backend must be chosen first
+from matplotlib import ticker
 from matplotlib.figure import Figure
 
 from report.html import (
@@ -128,6 +129,34 @@ def _rounds_text(rows: Sequence[Mapping[str, Any]]) -> str:
     return str(counts[0]) if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
 
 
+def _tick_text(value: float, _: Any = None) -> str:
+    """A tick as people write it: 0.2, 5, 20, 1,500, never 2x10^1."""
+    return f"{value:,.0f}" if value >= 1000 else f"{value:g}"
+
+
+def _log_ticks(ax: Any, axis: str = "y") -> None:
+    """Labelled ticks at 1, 2 and 5 of every decade: the default labels only powers of 10, so a panel whose
+    boxes sit at 0.19 ms between a 0.1 and a 1 label had no tick near them."""
+    target = ax.yaxis if axis == "y" else ax.xaxis
+    target.set_major_locator(ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    target.set_major_formatter(ticker.FuncFormatter(_tick_text))
+    target.set_minor_formatter(ticker.NullFormatter())
+
+
+def _outside_legend(ax: Any, handles: Sequence[Any] | None = None, labels: Sequence[str] | None = None,
+                    below: bool = False) -> None:
+    """A legend beside (or below) the axes, never over the data."""
+    kwargs: dict[str, Any] = {"fontsize": 7, "frameon": False}
+    if below:
+        kwargs.update(loc="upper center", bbox_to_anchor=(0.5, -0.32), ncol=2)
+    else:
+        kwargs.update(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+    if handles is not None:
+        ax.legend(handles, labels, **kwargs)
+    else:
+        ax.legend(**kwargs)
+
+
 def _finite(values: Any) -> list[float]:
     """Numbers to draw: None (a sample NVML could not take) becomes NaN, a gap in the line."""
     return [float("nan") if v is None else float(v) for v in values or []]
@@ -153,7 +182,7 @@ def latency_plots(records: Sequence[Mapping[str, Any]], model: str) -> list[Plot
     panel_rows = [(shape, group) for shape in shapes for group in groups]
     width = max(len(g) for g in groups)
     fig, axes = plt.subplots(len(panel_rows), len(paths), squeeze=False, layout="constrained",
-                             figsize=(max(4.5, (1.2 + 0.62 * width) * len(paths)), 0.4 + 2.8 * len(panel_rows)))
+                             figsize=(max(4.5, (1.2 + 0.62 * width) * len(paths)), 0.4 + 3.2 * len(panel_rows)))
     drawn: dict[Shape, list[Any]] = defaultdict(list)
     for ri, (shape, group) in enumerate(panel_rows):
         for pi, path in enumerate(paths):
@@ -169,7 +198,9 @@ def latency_plots(records: Sequence[Mapping[str, Any]], model: str) -> list[Plot
             for box, (_, r) in zip(boxes["boxes"], present, strict=True):
                 box.set_facecolor(_engine_color(str(r["engine"])))
                 box.set_alpha(0.55)
-            ax.set_xticks(range(1, len(group) + 1), [f"{e}\n{p}" for e, p in group], fontsize=7)
+            # one line per label, slanted: side by side, 'onnxruntime' under 'onnxruntime' ran together
+            ax.set_xticks(range(1, len(group) + 1), [f"{e} {p}" for e, p in group], fontsize=7, rotation=30,
+                          ha="right", rotation_mode="anchor")
             ax.set_xlim(0.4, len(group) + 0.6)
             ax.tick_params(axis="y", labelsize=7)
             ax.grid(axis="y", alpha=0.3)
@@ -181,6 +212,7 @@ def latency_plots(records: Sequence[Mapping[str, Any]], model: str) -> list[Plot
         for ax in batch_axes:
             if log:
                 ax.set_yscale("log")
+                _log_ticks(ax)
             ax.set_ylabel("ms per round" + (" (log scale)" if log else ""), fontsize=8)
         low = min(ax.get_ylim()[0] for ax in batch_axes)
         high = max(ax.get_ylim()[1] for ax in batch_axes)
@@ -227,28 +259,38 @@ def throughput_plot(records: Sequence[Mapping[str, Any]], model: str) -> Plot | 
     for r in rows:
         series[(*_cell(r), shape_of(r)[1], _path(r))].append((int(r["batch_size"]), float(r["throughput_per_s"])))
     fig, axes = plt.subplots(len(panel_rows), len(paths), squeeze=False, sharex=True, sharey=True,
-                             layout="constrained", figsize=(4.6 * len(paths), 0.4 + 3.2 * len(panel_rows)))
+                             layout="constrained", figsize=(1.4 + 4.6 * len(paths), 0.4 + 3.2 * len(panel_rows)))
     values = [float(r["throughput_per_s"]) for r in rows]
     log = min(values) > 0 and max(values) / min(values) > LOG_SPAN
+    batches = sorted({int(r["batch_size"]) for r in rows})
     for gi, (dims, group) in enumerate(panel_rows):
+        legend: dict[str, Any] = {}
         for pi, path in enumerate(paths):
             ax = axes[gi][pi]
             where = "".join(f", {k} {v}" for k, v in dims)
-            drawn = [(c, sorted(series[(*c, dims, path)])) for c in group if series.get((*c, dims, path))]
+            drawn = [(i, c, sorted(series[(*c, dims, path)])) for i, c in enumerate(group)
+                     if series.get((*c, dims, path))]
             if not drawn:
                 _empty(ax, f"latency-{path}{where} not timed\nfor these cells")
                 continue
-            for i, ((engine, precision), points) in enumerate(drawn):
-                ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", color=_COLORS[i % len(_COLORS)],
-                        label=f"{engine} {precision}")
+            for i, (engine, precision), points in drawn:  # a cell keeps its colour in every panel of the row
+                line, = ax.plot([p[0] for p in points], [p[1] for p in points], marker="o",
+                                color=_COLORS[i % len(_COLORS)], label=f"{engine} {precision}")
+                legend.setdefault(f"{engine} {precision}", line)
             ax.set_xscale("log", base=2)
+            ax.set_xticks(batches, [str(b) for b in batches])  # the batches measured, not every power of 2
+            ax.xaxis.set_minor_locator(ticker.NullLocator())
+            ax.tick_params(labelsize=7)
             if log:
                 ax.set_yscale("log")
+                _log_ticks(ax)
             ax.set_xlabel("batch size", fontsize=8)
             ax.set_ylabel("items / s" + (" (log scale)" if log else ""), fontsize=8)
             ax.set_title(f"latency-{path}{where}", fontsize=9)
             ax.grid(alpha=0.3)
-            ax.legend(fontsize=7)
+        if legend:  # one legend per row, beside its last panel
+            order = [f"{e} {p}" for e, p in group if f"{e} {p}" in legend]
+            _outside_legend(axes[gi][-1], [legend[k] for k in order], order)
     fig.suptitle(f"{model}: throughput against batch size", fontsize=10)
     named = any(families)
     caption = (f"{model}: throughput (items per second = batch size / median round) against batch size (log2 axis), "
@@ -296,7 +338,7 @@ def gpu_timeline_plot(records: Sequence[Mapping[str, Any]], model: str) -> Plot 
         by_engine[str(r["engine"])].append(r)
     for engine_cases in by_engine.values():
         columns.extend(engine_cases[i:i + MAX_SERIES] for i in range(0, len(engine_cases), MAX_SERIES))
-    fig, axes = plt.subplots(2, len(columns), squeeze=False, figsize=(max(5.0, 3.8 * len(columns)), 5.8),
+    fig, axes = plt.subplots(2, len(columns), squeeze=False, figsize=(max(5.0, 3.8 * len(columns)), 6.6),
                              sharey="row", layout="constrained")
     memory_top = 0.0
     for ci, column in enumerate(columns):
@@ -317,7 +359,7 @@ def gpu_timeline_plot(records: Sequence[Mapping[str, Any]], model: str) -> Plot 
         for ax in (mem, util):
             ax.grid(alpha=0.3)
             ax.tick_params(labelsize=7)
-        mem.legend(fontsize=7)
+        _outside_legend(util, below=True)  # the same lines in both rows: one legend, under the column
     # The rows share y, so the limits are set once, after every column is drawn: set inside the loop they froze
     # the first column's range and later engines (loaded later, more memory in use) drew above it, off the axes.
     axes[0][0].set_ylim(0, memory_top * 1.08 if memory_top > 0 else 1.0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html as htmllib
 import json
+import math
 import os
 import re
 import shutil
@@ -843,3 +844,82 @@ def test_pytest_html_environment_block_is_run_metadata_and_versions_read_as_vers
     from report.html import cudnn_text
 
     assert (cudnn_text(8902), cudnn_text("90100"), cudnn_text(None)) == ("8.9.2 (8902)", "9.1.0 (90100)", "-")
+
+
+def _overlaps(a: Any, b: Any) -> bool:
+    return a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1
+
+
+def test_figures_read_cleanly_ticks_apart_log_ticks_near_the_boxes_measured_batches_legends_off_the_data() -> None:
+    """The audit's CPU figures: 'onnxruntime' tick labels ran together, boxes at 0.19 ms sat on a log axis whose
+    first label was 1, the throughput axis labelled every power of 2 and legends covered lines."""
+    from report import plots
+
+    records = []
+    for engine, precision, scale in (("torch", "fp32", 100.0), ("torch", "fp16", 300.0), ("onnxruntime", "fp32", 0.19),
+                                     ("onnxruntime", "fp16", 0.3), ("onnxruntime", "int8", 0.18)):
+        for batch in (1, 32):
+            records.append(_latency("cnn", engine, precision, batch, "all", scale=scale / batch))
+    built = plots.model_plots(records, "cnn")
+    try:
+        latency, throughput, gpu = built
+        for plot in built:
+            plot.figure.canvas.draw()
+            renderer = plot.figure.canvas.get_renderer()
+            legends = [ax.get_legend() for ax in plot.figure.axes if ax.get_legend() is not None]
+            for legend in legends:  # beside or under the panels, never over one
+                box = legend.get_window_extent(renderer)
+                assert not any(_overlaps(box, ax.get_window_extent(renderer)) for ax in plot.figure.axes), plot.kind
+        assert len([ax for ax in throughput.figure.axes if ax.get_legend()]) == 1
+        for ax in latency.figure.axes:
+            renderer = latency.figure.canvas.get_renderer()
+            texts = [t for t in ax.get_xticklabels() if t.get_text()]
+            assert len(texts) == 5
+            rotation = math.radians(texts[0].get_rotation())
+            if rotation:  # slanted lines of text: apart when the anchors' spacing across them exceeds a line
+                xs = sorted(float(ax.transData.transform((x, 0))[0]) for x in ax.get_xticks())
+                spacing = min(b - a for a, b in zip(xs, xs[1:], strict=False))
+                line_height = texts[0].get_fontsize() * latency.figure.dpi / 72
+                assert spacing * math.sin(rotation) > 1.2 * line_height, ax.get_title()
+            else:
+                boxes = [t.get_window_extent(renderer) for t in texts]
+                assert not any(_overlaps(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:]), ax.get_title()
+            assert ax.get_yscale() == "log"
+            low, high = ax.get_ylim()
+            ticks = [t for t, label in zip(ax.get_yticks(), ax.get_yticklabels(), strict=True)
+                     if label.get_text() and low <= t <= high]
+            assert len(ticks) >= 3, (ax.get_title(), ticks)
+            for line in ax.get_lines():
+                if line.get_label() == "_nolegend_" or len(line.get_ydata()) != 2 or line.get_color() != "black":
+                    continue  # medians only: black two-point lines
+                median = float(line.get_ydata()[0])
+                assert any(median / 2.5 <= t <= median * 2.5 for t in ticks), (ax.get_title(), median, ticks)
+        for ax in throughput.figure.axes:
+            assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "32"]
+    finally:
+        for plot in built:
+            plots.plt.close(plot.figure)
+
+
+def test_tables_say_model_wide_notes_once_and_leave_out_columns_that_say_nothing() -> None:
+    """The paths-and-clocks paragraph repeated above every batch table: later tables fold it. A model without
+    labelled data gets no top-1/top-5 columns, and a bound that is the same for every case is said once, in the
+    caption, instead of a column of one word."""
+    tables = re.findall(r'<table class="suite practitioners".*?</table>', _render(), flags=re.S)
+    assert "<details" not in tables[0] and '<details class="notes"><summary>latency paths, clocks and column notes: ' \
+        "as in the first table</summary>" in tables[1]
+    assert "min-width: 40em" in _render()  # captions are not squeezed to a narrow table's width
+    records = [r for r in _records() if r["kind"] != "accuracy"]
+    for r in records:
+        if r["kind"] == "latency":
+            r["bound"] = "host"
+    html = _render(records=records, gate={})
+    table = re.findall(r'<table class="suite practitioners".*?</table>', html, flags=re.S)[0]
+    head = re.findall(r">([^<>]+)</th>", table)
+    assert "top-1 (%)" not in head and "top-5 (%)" not in head and "bound" not in head
+    assert "isclose (%)" in head and "path" in head
+    caption = _one(r"<caption>.*?</caption>", table)
+    assert "no top-1/top-5 columns: no accuracy record for this model" in caption
+    assert "bound: host for every case of this model" in caption
+    row = _one(r'<tr class="" data-cell="net-onnxruntime-int8".*?</tr>', table)
+    assert row.endswith("<td>99.50</td><td>1e-06</td></tr>")  # isclose and MAE right after the GPU columns
