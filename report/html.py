@@ -33,8 +33,8 @@ STYLE = """
 .suite-report h3 { margin: 18px 0 6px; }
 .suite-report h4 { margin: 10px 0 4px; }
 .suite-report table.suite { border-collapse: collapse; margin: 6px 0 14px; }
-.suite-report table.suite caption { text-align: left; font-weight: bold; padding: 2px 0 4px; max-width: 1400px;
-  min-width: 40em; }
+.suite-report table.suite caption { text-align: left; font-weight: bold; padding: 2px 0 4px; max-width: 1400px; }
+.suite-report table.suite caption:has(span.detail) { min-width: 40em; }
 .suite-report table.suite caption details.notes { font-weight: normal; color: #444; }
 .suite-report table.suite caption details.notes summary { cursor: pointer; }
 .suite-report table.suite caption .detail { display: block; font-weight: normal; color: #444; }
@@ -979,12 +979,14 @@ def parity_tables(model: str, records: Sequence[Mapping[str, Any]]) -> str:
             if r.get("localization"):
                 localized.append(localization_table(r))
         n = next((r.get("shape", [None])[0] for r in rows if r.get("shape")), None)
-        size = f", {n} rows" if n else ""
+        size = f", {n} row{'s' if n != 1 else ''}" if n else ""
+        # what the columns mean, under the model's first parity table only (it was repeated under each)
+        detail = ("isclose: % of output elements within the precision's rtol/atol; MAE and max abs error over all "
+                  "elements; cosine of the flattened outputs; top-1 agreement: % of rows whose arg-max matches the "
+                  "reference's." if not parts else "Columns as in the first parity table above.")
         parts.append(f'<table class="suite parity" data-model="{escape(model)}" data-dataset="{escape(dataset)}">'
                      f"<caption>{escape(model)}: parity against PyTorch fp32 on {escape(dataset_text(dataset))}{size}"
-                     '<span class="detail">isclose: % of output elements within the precision\'s rtol/atol; MAE and '
-                     "max abs error over all elements; cosine of the flattened outputs; top-1 agreement: % of rows "
-                     "whose arg-max matches the reference's.</span></caption>"
+                     f'<span class="detail">{escape(detail)}</span></caption>'
                      f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
         parts.extend(localized)
     return "\n".join(parts)

@@ -909,6 +909,8 @@ def test_tables_say_model_wide_notes_once_and_leave_out_columns_that_say_nothing
     assert "<details" not in tables[0] and '<details class="notes"><summary>latency paths, clocks and column notes: ' \
         "as in the first table</summary>" in tables[1]
     assert "min-width: 40em" in _render()  # captions are not squeezed to a narrow table's width
+    parity = re.findall(r'<table class="suite parity".*?</table>', _render(), flags=re.S)
+    assert "isclose: % of output elements" in parity[0] and "Columns as in the first parity table above" in parity[1]
     records = [r for r in _records() if r["kind"] != "accuracy"]
     for r in records:
         if r["kind"] == "latency":
