@@ -6,13 +6,15 @@ one, and the tests can feed them by hand.
 
 Order, for the reader who opens the report after an upgrade (docs/report.md):
 
-1. the verdict: passed / failed / not judged, why, the counts, the failed checks, what was not judged
-   and whether that reason was accepted, known failures, latency regressions;
+1. the verdict: passed / failed / not judged, why (and the error that stopped a run), the counts, what
+   was not tested at all, the gates' warnings, the failed checks, latency regressions, what was not
+   judged (reasons not accepted open, accepted ones folded and grouped), known failures;
 2. the run: the environment that matters (GPU, driver, CUDA, cuDNN, torch, ONNX Runtime, TensorRT),
-   config, engine options, commit, the gates' coverage, wall time per phase;
-3. per model: the practitioners' table per batch size (rows engine x precision x path), latency and
-   throughput figures, the harness-overhead table that vouches for them, GPU over time, parity per
-   data set (and worst layers where localized), the top-10 rank table;
+   config, engine options, commit, run metadata, the gates' coverage, wall time per phase;
+3. per model: the practitioners' table per latency shape (batch and named axes; rows engine x
+   precision x path), latency and throughput figures, the harness-overhead table that vouches for
+   them (or why there is none), GPU over time, parity per data set (and worst layers where
+   localized), the top-10 rank table;
 4. changed since baseline, and the full environment fingerprint.
 """
 
