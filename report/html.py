@@ -6,19 +6,22 @@ one, and the tests can feed them by hand.
 
 Order, for the reader who opens the report after an upgrade (docs/report.md):
 
-1. the verdict: passed / failed / not judged, why, the counts, the failed checks, what was not judged
-   and whether that reason was accepted, known failures, latency regressions;
+1. the verdict: passed / failed / not judged, why (and the error that stopped a run), the counts, what
+   was not tested at all, the gates' warnings, the failed checks, latency regressions, what was not
+   judged (reasons not accepted open, accepted ones folded and grouped), known failures;
 2. the run: the environment that matters (GPU, driver, CUDA, cuDNN, torch, ONNX Runtime, TensorRT),
-   config, engine options, commit, the gates' coverage, wall time per phase;
-3. per model: the practitioners' table per batch size (rows engine x precision x path), latency and
-   throughput figures, the harness-overhead table that vouches for them, GPU over time, parity per
-   data set (and worst layers where localized), the top-10 rank table;
+   config, engine options, commit, run metadata, the gates' coverage, wall time per phase;
+3. per model: the practitioners' table per latency shape (batch and named axes; rows engine x
+   precision x path), latency and throughput figures, the harness-overhead table that vouches for
+   them (or why there is none), GPU over time, parity per data set (and worst layers where
+   localized), the top-10 rank table;
 4. changed since baseline, and the full environment fingerprint.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from html import escape
@@ -33,6 +36,9 @@ STYLE = """
 .suite-report h4 { margin: 10px 0 4px; }
 .suite-report table.suite { border-collapse: collapse; margin: 6px 0 14px; }
 .suite-report table.suite caption { text-align: left; font-weight: bold; padding: 2px 0 4px; max-width: 1400px; }
+.suite-report table.suite caption:has(span.detail) { min-width: 40em; }
+.suite-report table.suite caption details.notes { font-weight: normal; color: #444; }
+.suite-report table.suite caption details.notes summary { cursor: pointer; }
 .suite-report table.suite caption .detail { display: block; font-weight: normal; color: #444; }
 .suite-report table.suite th, .suite-report table.suite td {
   border: 1px solid #ccc; padding: 3px 8px; text-align: right; vertical-align: top; }
@@ -43,6 +49,11 @@ STYLE = """
 .suite-report .warning { border: 3px solid #c00; background: #fee; padding: 8px 12px; margin: 10px 0; }
 .suite-report .warning h3 { color: #c00; margin-top: 0; }
 .suite-report .knob { border: 2px solid #c80; background: #ffe; padding: 6px 12px; }
+.suite-report div.run-error { border: 3px solid #c00; background: #fff; padding: 2px 12px 4px; margin: 8px 0; }
+.suite-report div.run-error h3 { color: #c00; margin: 6px 0 4px; }
+.suite-report div.run-error pre.error { white-space: pre-wrap; font-size: 12px; background: #fee; padding: 6px; }
+.suite-report div.gate-warnings { border: 2px solid #c80; background: #fffbe6; padding: 2px 12px 4px; margin: 8px 0; }
+.suite-report div.gate-warnings h3 { color: #a05a00; margin: 6px 0 2px; }
 .suite-report tr.regression td, .suite-report tr.drift td, .suite-report tr.over-limit td { background: #fdd; }
 .suite-report tr.improvement td { background: #dfd; }
 .suite-report td.census-off { background: #fdd; }
@@ -64,10 +75,19 @@ STYLE = """
 .suite-report .accepted { color: #1a7f37; font-weight: bold; }
 .suite-report .not-accepted { color: #a05a00; font-weight: bold; }
 .suite-report ul.checks { margin: 2px 0 8px; }
+.suite-report ul.messages { margin: 2px 0 6px; }
+.suite-report details.accepted-reason > summary { cursor: pointer; margin: 8px 0 4px; }
+.suite-report p.not-tested { background: #fff; border: 1px solid #d0d0d0; padding: 4px 8px; }
+.suite-report p.counts-note { margin-top: -6px; font-size: 12px; }
 .suite-report code { font-size: 12px; }
 /* pytest-html's own "Environment" block: the suite's fingerprint is in this report; the block only
    holds what was passed with --metadata (or CI variables), and is hidden when that is nothing. */
 #environment:empty, #environment-header:has(+ #environment:empty) { display: none; }
+/* ... and it is not the report's environment: retitled (and moved under "The run" by RUN_METADATA's script). */
+#environment-header:not(.suite-moved) h2 { font-size: 0; }
+#environment-header:not(.suite-moved) h2::after { content: "Run metadata (--metadata, CI variables)"; font-size: 16px; }
+.suite-report #environment-header h2 { font-size: 14px; border: none; margin: 12px 0 4px; }
+.suite-report tr.flag td { background: #fff3d6; }
 </style>
 """
 
@@ -94,6 +114,50 @@ def path_sort_key(path: str) -> tuple[int, str]:
     return (PATH_ORDER.index(path) if path in PATH_ORDER else len(PATH_ORDER)), path
 
 
+#: A latency case's shape: its batch and every named axis of the record's ``dims`` ({"seq": 128}), in order.
+Shape = tuple[int, tuple[tuple[str, Any], ...]]
+
+
+def shape_of(record: Mapping[str, Any]) -> Shape:
+    """The unit of the latency tables and figures: two cases at batch 8 with seq 128 and 256 are two shapes."""
+    dims = record.get("dims")
+    named = tuple((str(k), v) for k, v in dims.items()) if isinstance(dims, Mapping) else ()
+    return int(record.get("batch_size", 0)), named
+
+
+def shape_sort_key(shape: Shape) -> tuple[int, tuple[tuple[str, int, Any], ...]]:
+    batch, dims = shape
+    return batch, tuple((k, 0, v) if isinstance(v, (int, float)) else (k, 1, str(v)) for k, v in dims)
+
+
+def shape_id(shape: Shape) -> str:
+    """As the suite names the case (suite.config.LatencyShape.id): 'bs8', 'bs8-seq256'."""
+    batch, dims = shape
+    return "-".join([f"bs{batch}", *(f"{k}{v}" for k, v in dims)])
+
+
+def shape_label(shape: Shape) -> str:
+    """For people: 'bs8', 'bs8 x seq256'."""
+    return shape_id(shape).replace("-", " x ")
+
+
+def shape_title(shape: Shape) -> str:
+    """'batch 8', 'batch 8 x seq 256'."""
+    batch, dims = shape
+    return " x ".join([f"batch {batch}", *(f"{k} {v}" for k, v in dims)])
+
+
+def latency_labels(record: Mapping[str, Any]) -> list[str]:
+    """The latency gate's labels this record may carry (suite/baselines.py key_label of latency_key:
+    '{model}-{engine}-{precision}-{shape}-{path}', the shape the record's own 'shape' or 'bs{batch}'), most
+    specific first, so that 'bs8-seq256' finds its outcome and a record saved before shapes existed still does."""
+    path = str(record.get("path", "all"))
+    path = path[len("latency-"):] if path.startswith("latency-") else path
+    head = f"{record.get('model')}-{record.get('engine')}-{record.get('precision')}"
+    ids = [record.get("shape"), shape_id(shape_of(record)), f"bs{record.get('batch_size')}"]
+    return list(dict.fromkeys(f"{head}-{i}-{path}" for i in ids if i))
+
+
 #: Columns of every practitioners' table, in order (a baseline, NVML figures and ``bound`` add more).
 PRACTITIONER_COLUMNS = ("engine", "precision", "layers", "parameters", "size (MB)", "path", "median (ms)",
                         "mean (ms)", "p99 (ms)", "max (ms)", "throughput (items/s)", "top-1 (%)", "top-5 (%)",
@@ -101,7 +165,10 @@ PRACTITIONER_COLUMNS = ("engine", "precision", "layers", "parameters", "size (MB
 BOUND_COLUMN = "bound"
 CENSUS_COLUMN = "computes in"
 BASELINE_COLUMNS = ("baseline median (ms)", "change")
-GPU_COLUMNS = ("peak GPU memory (MiB)", "mean GPU util (%)")
+GPU_COLUMNS = ("GPU memory added (MiB)", "mean GPU util (%)")
+#: A mean GPU utilization from fewer NVML samples than this (20 ms apart) is not shown: 2 to 5 samples of a short
+#: case say more about when the sampler woke than about the engine.
+MIN_UTIL_SAMPLES = 10
 
 _COLUMN_TITLES = {
     "layers": "what each engine counts: leaf modules (torch, inductor), ONNX nodes, TensorRT layers",
@@ -112,8 +179,10 @@ _COLUMN_TITLES = {
     "bound": "whether the case is limited by the device or by the host launching work",
     "computes in": "compute nodes of what the engine really runs (ONNX Runtime's optimized graph, TensorRT's "
                    "inspector) by the precision they compute in; red: almost nothing in the cell's precision",
-    "peak GPU memory (MiB)": "NVML: most device memory in use during the case",
-    "mean GPU util (%)": "NVML: mean share of time a kernel ran during the case",
+    "GPU memory added (MiB)": "NVML, device-wide: the most memory in use during the case minus what was in use at "
+                              "its start (first sample); below, that start figure, which includes every engine this "
+                              "process loaded earlier (and other processes), so it grows in run order",
+    "mean GPU util (%)": f"NVML: mean share of time a kernel ran during the case; '-' below {MIN_UTIL_SAMPLES} samples",
     "isclose (%)": "parity against PyTorch fp32 on the model's data set (generated inputs: parity tables below)",
 }
 
@@ -124,12 +193,12 @@ def render_report(records: Sequence[Mapping[str, Any]], engines: Mapping[str, Ma
                   with_plots: bool = True) -> str:
     """The whole suite section: verdict, the run, per-model tables and figures, changes, environment."""
     parts = [STYLE, '<div class="suite-report">']
-    parts.append(verdict_section(verdict, gate))
+    parts.append(verdict_section(verdict, gate, records))
     parts.append(environment_warning(gate))
     parts.append(knob_warning(gate))
     parts.append(run_section(environment, run_info, gate))
     for model in models_of(records, engines):
-        parts.append(model_section(model, records, engines, gate, with_plots))
+        parts.append(model_section(model, records, engines, gate, with_plots, environment))
     parts.append(changes_section(gate))
     parts.append(environment_section(environment, gate))
     parts.append("</div>")
@@ -204,13 +273,16 @@ VERDICT_CLASS = {"passed": "passed", "failed": "failed", "not judged": "not-judg
 SHOW_CHECKS = 12
 
 
-def verdict_section(verdict: Mapping[str, Any] | None, gate: Mapping[str, Any] | None) -> str:
-    """The run's one-word answer and everything behind it (suite/verdict.py ``Ledger.as_dict``)."""
+def verdict_section(verdict: Mapping[str, Any] | None, gate: Mapping[str, Any] | None,
+                    records: Sequence[Mapping[str, Any]] = ()) -> str:
+    """The run's one-word answer and everything behind it (suite/verdict.py ``Ledger.as_dict``), in the order a
+    reader needs it: why, the counts, what was not tested here, the gates' warnings, failed checks, regressions,
+    not-judged checks whose reason was not accepted (open), then accepted ones (folded), known failures."""
     if not verdict:
         return ('<section id="suite-verdict" class="verdict verdict-unknown"><h2>Verdict: <span class="word">'
                 'not recorded</span></h2><p class="note">This run recorded no verdict (the suite\'s ledger did not '
                 "reach the report); read the test outcomes below.</p>"
-                + _regressions(gate) + "</section>")
+                + gate_warnings(gate) + _regressions(gate) + "</section>")
     word = str(verdict.get("verdict", "not judged"))
     parts = [f'<section id="suite-verdict" class="verdict verdict-{VERDICT_CLASS.get(word, "unknown")}" '
              f'data-verdict="{escape(word)}"><h2>Verdict: <span class="word">{escape(word)}</span></h2>']
@@ -220,30 +292,21 @@ def verdict_section(verdict: Mapping[str, Any] | None, gate: Mapping[str, Any] |
     elif word == "passed":
         parts.append("<p>Every check that was judged passed, and every check not judged was so for a reason "
                      "that was accepted.</p>")
+    stopped, error = stopped_by_error(verdict)
+    if stopped:
+        parts.append(_error_box(verdict, error))
     parts.append(_counts(verdict))
-    if verdict.get("interrupted"):
+    if not stopped:
+        parts.append(not_tested_html(verdict, records))
+    parts.append(gate_warnings(gate))
+    if verdict.get("interrupted") and not stopped:
         parts.append(f'<p class="not-accepted">The run was interrupted: {escape(str(verdict["interrupted"]))}; '
                      "checks that never ended are not judged (interrupted).</p>")
     failed = verdict.get("failed") or []
     if failed:
         parts.append(f"<h3>Failed checks ({len(failed)})</h3>" + _check_list(failed, "failed"))
     parts.append(_regressions(gate))
-    not_judged = verdict.get("not_judged") or {}
-    if not_judged:
-        accepted = set(verdict.get("accepted") or [])
-        reasons = verdict.get("reasons") or {}
-        total = sum(len(v) for v in not_judged.values())
-        parts.append(f"<h3>Not judged ({total})</h3>")
-        for reason, checks in not_judged.items():
-            ok = reason in accepted
-            status = ('<span class="accepted">accepted</span>: does not fail the run' if ok else
-                      '<span class="not-accepted">not accepted</span>: the run cannot pass (accept it with '
-                      f"<code>--accept-not-judged {escape(reason)}</code> if it is expected here)")
-            parts.append(f'<div class="not-judged-reason" data-reason="{escape(reason)}" '
-                         f'data-accepted="{"yes" if ok else "no"}"><h4>{escape(reason)}: {len(checks)} '
-                         f"check{'s' if len(checks) != 1 else ''}; {status}</h4>"
-                         f'<p class="note">{escape(str(reasons.get(reason, "")))}</p>'
-                         f"{_check_list(checks, 'not-judged')}</div>")
+    parts.append(not_judged_html(verdict, stopped))
     known = verdict.get("known_failures") or []
     if known:
         parts.append(f"<h3>Known failures ({len(known)})</h3><p class=\"note\">Declared in the config; they fail as "
@@ -251,6 +314,41 @@ def verdict_section(verdict: Mapping[str, Any] | None, gate: Mapping[str, Any] |
                      "removed).</p>" + _check_list(known, "known-failure"))
     parts.append("</section>")
     return "\n".join(p for p in parts if p)
+
+
+#: suite/plugin.py's words in ``verdict["interrupted"]`` for a run that pytest stopped with a usage error (4) or
+#: an internal error (3): before any test, or mid-way, for a reason no not-judged reason may excuse.
+STOPPED_PREFIX = "stopped by"
+
+
+def stopped_by_error(verdict: Mapping[str, Any]) -> tuple[bool, str | None]:
+    """(whether a usage or internal error stopped the run, the error's message if the verdict carries one).
+    The message is ``verdict["error"]`` (or ``"stopped_by"``), where the plugin records it; older verdicts
+    hold only ``interrupted`` = 'stopped by a usage error'."""
+    error = verdict.get("error") or verdict.get("stopped_by")
+    interrupted = str(verdict.get("interrupted") or "")
+    return bool(error) or interrupted.startswith(STOPPED_PREFIX), (str(error) if error else None)
+
+
+def _error_box(verdict: Mapping[str, Any], error: str | None) -> str:
+    what = str(verdict.get("interrupted") or "stopped by an error")
+    text = (f'<pre class="error">{escape(error)}</pre>' if error else
+            "<p>pytest printed the error in the terminal (the line starting <code>ERROR:</code>); this run's "
+            "verdict does not carry its text.</p>")
+    return (f'<div class="run-error"><h3>The run was {escape(what)}: nothing after it was judged</h3>{text}'
+            "<p>Fix the error and run again. Not-judged (interrupted) checks here are the ones that never ran; "
+            "accepting <code>interrupted</code> would not make them judged.</p></div>")
+
+
+def gate_warnings(gate: Mapping[str, Any] | None) -> str:
+    """``gate["warnings"]``: what the gates said about their own evidence (``--latency-baseline last:5`` that
+    found 2 runs, cases saved to a baseline while the CPUs were busy), the terminal's WARNING lines."""
+    found = [str(w) for w in (gate or {}).get("warnings") or [] if w]
+    if not found:
+        return ""
+    return (f'<div class="gate-warnings"><h3>Gate warnings ({len(found)})</h3><p class="note">What the gates say '
+            "about their own evidence (the terminal prints these as WARNING lines): read them before trusting a "
+            'pass.</p><ul class="gate-warnings">' + "".join(f"<li>{escape(w)}</li>" for w in found) + "</ul></div>")
 
 
 def _counts(verdict: Mapping[str, Any]) -> str:
@@ -265,7 +363,151 @@ def _counts(verdict: Mapping[str, Any]) -> str:
     text = '<p class="counts"><b>Checks:</b> ' + " &middot; ".join(items) + "."
     if accepted:
         text += " Accepted not-judged reasons: " + ", ".join(f"<code>{escape(str(a))}</code>" for a in accepted) + "."
-    return text + "</p>"
+    return text + ('</p><p class="note counts-note">These count the suite\'s checks; pytest-html\'s counters below '
+                   "count pytest outcomes and can differ: a test pytest passed is not judged here when, e.g., its "
+                   "engine computed in another precision (precision-not-run), and a skip is not judged, with its "
+                   "reason.</p>")
+
+
+def _reason_status(reason: str, ok: bool, stopped: bool) -> str:
+    if ok:
+        return '<span class="accepted">accepted</span>: does not fail the run'
+    if reason == "interrupted" and stopped:  # accepting it would hide that the run never ran
+        return ('<span class="not-accepted">not accepted</span>: the run stopped before these checks ran; fix the '
+                "error above and run again")
+    return ('<span class="not-accepted">not accepted</span>: the run cannot pass (accept it with '
+            f"<code>--accept-not-judged {escape(reason)}</code> if it is expected here)")
+
+
+_NOT_JUDGED_PREFIX = re.compile(r"^not judged \([\w-]+\):\s*")
+
+
+def _message(check: Mapping[str, Any]) -> str:
+    return _NOT_JUDGED_PREFIX.sub("", _first_line(check.get("detail"))) or "(no message)"
+
+
+def message_groups(checks: Sequence[Mapping[str, Any]]) -> list[tuple[int, str]]:
+    """(count, message) of checks with the same first line, most frequent first: 28 checks of one missing
+    TensorRT are one line, not 28."""
+    counts: dict[str, int] = {}
+    for c in checks:
+        counts[_message(c)] = counts.get(_message(c), 0) + 1
+    return sorted(((n, m) for m, n in counts.items()), key=lambda x: -x[0])
+
+
+def not_judged_html(verdict: Mapping[str, Any], stopped: bool) -> str:
+    """Not-judged checks by reason: reasons not accepted first, open (they decide the verdict); accepted ones
+    folded behind <details>, their identical messages grouped ('28 x tensorrt is not installed ...')."""
+    not_judged = verdict.get("not_judged") or {}
+    if not not_judged:
+        return ""
+    accepted = set(verdict.get("accepted") or [])
+    reasons = verdict.get("reasons") or {}
+    total = sum(len(v) for v in not_judged.values())
+    parts = [f"<h3>Not judged ({total})</h3>"]
+    for reason in sorted(not_judged, key=lambda r: r in accepted):  # stable: the ledger's order within each
+        checks = not_judged[reason]
+        ok = reason in accepted
+        head = (f"{escape(reason)}: {len(checks)} check{'s' if len(checks) != 1 else ''}; "
+                f"{_reason_status(reason, ok, stopped)}")
+        description = f'<p class="note">{escape(str(reasons.get(reason, "")))}</p>'
+        groups = message_groups(checks)
+        grouped = ('<ul class="messages">' + "".join(f"<li>{n} &times; {escape(m)}</li>" for n, m in groups)
+                   + "</ul>")
+        opening = (f'<div class="not-judged-reason" data-reason="{escape(reason)}" '
+                   f'data-accepted="{"yes" if ok else "no"}">')
+        if ok:
+            n, m = groups[0]
+            gist = f"{n} &times; {escape(m if len(m) <= 90 else m[:89] + '…')}" + (
+                f" and {len(groups) - 1} other message{'s' if len(groups) > 2 else ''}" if len(groups) > 1 else "")
+            parts.append(f'{opening}<details class="accepted-reason"><summary><b>{head}</b>. {gist}</summary>'
+                         f"{description}{grouped}<p class=\"note\">The checks:</p>"
+                         f"{_check_list(checks, 'not-judged')}</details></div>")
+        else:
+            parts.append(f"{opening}<h4>{head}</h4>{description}"
+                         + (grouped if len(groups) < len(checks) else "")
+                         + f"{_check_list(checks, 'not-judged')}</div>")
+    return "\n".join(parts)
+
+
+#: The engine and precision in a check's test id: 'test_latency[resnet50-tensorrt-fp32-bs1-graph]'.
+_ID_PARAMS = re.compile(r"\[([^\]]*)\]")
+
+
+def _parse_check(check_id: str, engines: set[str]) -> tuple[str, str, str | None] | None:
+    """(engine, precision, latency path or None) of a check's test id; None for ids without a cell."""
+    match = _ID_PARAMS.search(check_id)
+    if not match:
+        return None
+    tokens = match.group(1).split("-")
+    for i in range(len(tokens) - 1):
+        if tokens[i] in engines and tokens[i + 1] in PRECISION_ORDER:
+            rest = tokens[i + 2:]
+            path = None
+            if "test_latency[" in check_id:
+                path = rest[-1] if rest and rest[-1] in PATH_ORDER else "all"
+            return tokens[i], tokens[i + 1], path
+    return None
+
+
+def _short(message: str) -> str:
+    """The gist of a not-judged message: up to its first ' (', '; ' or ': ' past a few words."""
+    cuts = [i for i in (message.find(" ("), message.find("; "), message.find(": ")) if i >= 15]
+    text = message[:min(cuts)] if cuts else message
+    return text if len(text) <= 90 else text[:89] + "…"
+
+
+def not_tested(verdict: Mapping[str, Any], records: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """(what, why) for every engine, engine and precision, and engine and latency path of which no check ran
+    here: every one of its checks was not judged and none left a record ('tensorrt', 'unavailable: tensorrt is
+    not installed'). From the verdict's not-judged check ids and the records."""
+    engines = set(ENGINE_ORDER) | {str(r["engine"]) for r in records if r.get("engine")}
+    ran = [r for r in records if r.get("engine")]
+    tested_engines = {str(r["engine"]) for r in ran}
+    tested_cells = {(str(r["engine"]), str(r.get("precision"))) for r in ran}
+    tested_paths = {(str(r["engine"]), str(r.get("path", "all"))) for r in ran if r.get("kind") == "latency"}
+    for c in [*(verdict.get("failed") or []), *(verdict.get("known_failures") or [])]:  # they ran, and failed
+        parsed = _parse_check(str(c.get("id")), engines)
+        if parsed:
+            tested_engines.add(parsed[0])
+            tested_cells.add(parsed[:2])
+            if parsed[2]:
+                tested_paths.add((parsed[0], parsed[2]))
+    untested: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    order: dict[str, tuple[Any, ...]] = {}
+    for reason, checks in (verdict.get("not_judged") or {}).items():
+        for c in checks:
+            parsed = _parse_check(str(c.get("id")), engines)
+            if not parsed:
+                continue
+            engine, precision, path = parsed
+            if engine not in tested_engines:
+                key, rank = engine, (0, cell_sort_key(engine, ""))
+            elif (engine, precision) not in tested_cells:
+                key, rank = f"{engine} {precision}", (1, cell_sort_key(engine, precision))
+            elif path and (engine, path) not in tested_paths:
+                key, rank = f"{engine} latency-{path}", (2, cell_sort_key(engine, ""), path_sort_key(path))
+            else:
+                continue
+            untested[key].append((str(reason), _message(c)))
+            order[key] = rank
+    out = []
+    for key in sorted(untested, key=lambda k: order[k]):
+        counts: dict[tuple[str, str], int] = defaultdict(int)
+        for item in untested[key]:
+            counts[item] += 1
+        reason, message = max(counts, key=lambda k: counts[k])
+        out.append((key, f"{reason}: {_short(message)}"))
+    return out
+
+
+def not_tested_html(verdict: Mapping[str, Any], records: Sequence[Mapping[str, Any]]) -> str:
+    found = not_tested(verdict, records)
+    if not found:
+        return ""
+    return ('<p class="not-tested"><b>Not tested in this run:</b> '
+            + "; ".join(f"<b>{escape(what)}</b> ({escape(why)})" for what, why in found)
+            + '. <span class="note">Every check of these was not judged; their reasons are below.</span></p>')
 
 
 def _check_list(checks: Sequence[Mapping[str, Any]], kind: str) -> str:
@@ -304,9 +546,14 @@ def _regressions(gate: Mapping[str, Any] | None) -> str:
 
 
 def _interval(o: Mapping[str, Any]) -> str:
+    """The gate's interval of the ratio, as the terminal prints it (metrics.regression.format_ratio): a bound
+    beyond 100x is '>100x' and one below 0.01x '<0.01x' (an interval resting on two saved runs reaches 1e99 or
+    inf, which printed in full helps nobody)."""
+    from metrics.regression import format_ratio
+
     if o.get("ci_low") is None or o.get("ci_high") is None:
         return "-"
-    return f"[{float(o['ci_low']):.3f}, {float(o['ci_high']):.3f}]"
+    return escape(f"[{format_ratio(float(o['ci_low']), 3)}, {format_ratio(float(o['ci_high']), 3)}]")
 
 
 # =========================================================================== the run
@@ -332,10 +579,14 @@ def run_section(environment: Mapping[str, Any], run_info: Mapping[str, Any] | No
     rows = []
     for label, keys in KEY_ENVIRONMENT:
         present = [k for k in keys if environment.get(k) not in (None, "")]
-        value = " / ".join(f"{_text(environment[k])}" + (f" ({k})" if len(keys) > 1 else "") for k in present)
+        value = escape(" / ".join(f"{_env_value(k, environment[k])}" + (f" ({k})" if len(keys) > 1 else "")
+                                  for k in present)) if present else "-"
         cls = "drift" if any(k in differing for k in keys) else ""
+        if keys[0] == "onnxruntime":
+            value, flagged = _onnxruntime_value(environment, value)
+            cls = cls or ("flag" if flagged else "")
         rows.append(f'<tr class="{cls}" data-key="{escape(keys[0])}"><th class="name">{escape(label)}</th>'
-                    f'<td class="name">{escape(value) if present else "-"}</td></tr>')
+                    f'<td class="name">{value}</td></tr>')
     for key, label in RUN_KEYS:
         if key in run_info:
             rows.append(f'<tr data-key="{escape(key)}"><th class="name">{escape(label)}</th>'
@@ -353,11 +604,73 @@ def run_section(environment: Mapping[str, Any], run_info: Mapping[str, Any] | No
              "The environment keys that decide whether figures compare (the full fingerprint is at the end); "
              "'-': not in this run's fingerprint (not installed, or not a CUDA run); red: differs from a "
              "baseline's.</span></caption>"
-             f"<tbody>{''.join(rows)}</tbody></table>"]
+             f"<tbody>{''.join(rows)}</tbody></table>", RUN_METADATA]
     parts.append(coverage_text(gate))
     parts.append(phases_table(run_info))
     return "\n".join(p for p in parts if p)
 
+
+#: pytest-html's own "Environment" block (what --metadata and CI variables put there, pytest-metadata's own
+#: keys dropped by report/plugin.py) sits above the verdict under the title "Environment", a second environment
+#: table. The script moves it here, under the run, and retitles it; without scripts, CSS (STYLE) retitles it
+#: in place. pytest-html's app.js fills the table by id, wherever it is.
+RUN_METADATA_TITLE = "Run metadata (--metadata, CI variables)"
+RUN_METADATA = f"""<div id="suite-run-metadata"></div>
+<script>
+(function () {{
+  var header = document.getElementById("environment-header"), table = document.getElementById("environment");
+  var slot = document.getElementById("suite-run-metadata");
+  if (!header || !table || !slot) return;
+  var title = header.querySelector("h2");
+  if (title) title.textContent = "{RUN_METADATA_TITLE}";
+  header.classList.add("suite-moved");
+  slot.appendChild(header);
+  slot.appendChild(table);
+}})();
+</script>"""
+
+
+def cudnn_text(value: Any) -> str:
+    """torch.backends.cudnn.version()'s integer as a version: 91900 -> '9.19.0 (91900)' (cuDNN 9 encodes
+    major*10000 + minor*100 + patch), 8902 -> '8.9.2 (8902)' (cuDNN 8: major*1000 + minor*100 + patch)."""
+    try:
+        v = int(value)
+    except (TypeError, ValueError):
+        return _text(value)
+    if v >= 90000:
+        major, minor, patch = v // 10000, v % 10000 // 100, v % 100
+    elif v >= 1000:
+        major, minor, patch = v // 1000, v % 1000 // 100, v % 100
+    else:
+        return str(v)
+    return f"{major}.{minor}.{patch} ({v})"
+
+
+def _env_value(key: str, value: Any) -> str:
+    return cudnn_text(value) if key == "cudnn" else _text(value)
+
+
+#: Fingerprint keys that may name the onnxruntime module this process imported (suite/environment.py adds one
+#: where it records onnxruntime.__version__; absent, the report says it cannot tell).
+ONNXRUNTIME_IMPORTED_KEYS = ("onnxruntime_imported", "onnxruntime_module")
+
+
+def _onnxruntime_value(environment: Mapping[str, Any], value: str) -> tuple[str, bool]:
+    """ONNX Runtime's row: both the onnxruntime and onnxruntime-gpu distributions can be installed; they write
+    the same `onnxruntime` module, so the files of whichever was installed last are the ones that ran. Shows the
+    imported version where the fingerprint has it, else both, flagged, with a note."""
+    cpu, gpu = environment.get("onnxruntime"), environment.get("onnxruntime-gpu")
+    imported = next((environment[k] for k in ONNXRUNTIME_IMPORTED_KEYS if environment.get(k)), None)
+    if not (cpu and gpu):
+        return (value + (f" (imported: {escape(_text(imported))})" if imported and imported not in (cpu, gpu)
+                         else "")), False
+    installed = f"installed: onnxruntime {_text(cpu)}, onnxruntime-gpu {_text(gpu)}"
+    if imported:
+        return f"{escape(_text(imported))} (imported; {escape(installed)})", False
+    providers = _text(environment.get("onnxruntime_providers")) if environment.get("onnxruntime_providers") else ""
+    return (value + '<span class="unit">both distributions are installed and write the same onnxruntime module: '
+            "the one installed last is what ran, and this fingerprint does not say which"
+            + (f" (its providers: {escape(providers)})" if providers else "") + "; uninstall one</span>"), True
 
 def _run_value(key: str, value: Any) -> str:
     if key == "engine_options":
@@ -385,6 +698,8 @@ def coverage_text(gate: Mapping[str, Any] | None) -> str:
         text += f"; {c.get('without_baseline', 0)} without baseline"
         if c.get("absent_from_run") is not None:
             text += f"; {c['absent_from_run']} baseline {unit} absent from this run"
+        if c.get("saved_busy"):
+            text += f"; {c['saved_busy']} of the baseline's {unit} were saved busy (see the gate warnings)"
         items.append(f'<li data-gate="{escape(str(which))}">{text}</li>')
     return '<h3>Gate coverage</h3><ul class="coverage">' + "".join(items) + "</ul>"
 
@@ -452,9 +767,23 @@ def census_cell(facts: Mapping[str, Any], rowspan: str) -> str:
 
 
 def practitioners_table(model: str, records: Sequence[Mapping[str, Any]], engines: Mapping[str, Mapping[str, Any]],
-                        batch: int | None, gate: Mapping[str, Any] | None = None) -> str:
-    """Rows engine x precision x latency path at one batch size; cell-level figures (layers, parameters,
-    size, accuracy, parity on the model's data set) span the cell's path rows. '-': not measured here."""
+                        shape: Shape | int | None, gate: Mapping[str, Any] | None = None,
+                        fold_notes_like: str | None = None) -> str:
+    """Rows engine x precision x latency path at one shape (batch and named axes; a bare batch size matches
+    every case at that batch); cell-level figures (layers, parameters, size, accuracy, parity on the model's
+    data set) span the cell's path rows. '-': not measured here.
+
+    Columns that would be '-' or one value all along say so in the caption instead: top-1/top-5 where the model
+    has no accuracy record, ``bound`` where every case of the model has the same. ``fold_notes_like``: the
+    model-wide notes (paths, clocks, GPU columns) of the model's first table; where this table's are the same,
+    they fold behind <details> instead of repeating above every table."""
+    batch = shape if isinstance(shape, int) or shape is None else shape[0]
+
+    def here(r: Mapping[str, Any]) -> bool:
+        if shape is None:
+            return False
+        return int(r.get("batch_size", -1)) == batch if isinstance(shape, int) else shape_of(r) == shape
+
     latency: dict[tuple[str, str], list[Mapping[str, Any]]] = defaultdict(list)
     accuracy: dict[tuple[str, str], Mapping[str, Any]] = {}
     parity: dict[tuple[str, str], Mapping[str, Any]] = {}
@@ -465,14 +794,18 @@ def practitioners_table(model: str, records: Sequence[Mapping[str, Any]], engine
         cell = (str(r.get("engine")), str(r.get("precision")))
         if r.get("kind") == "latency":
             model_latency.append(r)
-            if batch is not None and int(r.get("batch_size", -1)) == batch:
+            if here(r):
                 latency[cell].append(r)
         elif r.get("kind") == "accuracy":
             accuracy.setdefault(cell, r)
         elif r.get("kind") == "parity" and not is_generated(r.get("dataset")):
             parity.setdefault(cell, r)
-    with_bound = any("bound" in r for r in model_latency)
-    with_gpu = any((r.get("gpu") or {}).get("peak_memory_mib") is not None for r in model_latency)
+    bounds = {str(r.get("bound")) for r in model_latency}
+    one_bound = next(iter(bounds)) if len(bounds) == 1 and "None" not in bounds else None
+    with_bound = any("bound" in r for r in model_latency) and one_bound is None
+    with_accuracy = bool(accuracy)
+    with_gpu = any((r.get("gpu") or {}).get("peak_memory_mib") is not None
+                   or ((r.get("gpu") or {}).get("timeline") or {}).get("memory_mib") for r in model_latency)
     with_baseline = bool((gate or {}).get("latency_baseline"))
     outcomes = _latency_outcomes(gate)
     latency_columns = ["path", "median (ms)", "mean (ms)", "p99 (ms)", "max (ms)", "throughput (items/s)"]
@@ -481,7 +814,7 @@ def practitioners_table(model: str, records: Sequence[Mapping[str, Any]], engine
     with_census = any("precision_census" in engines.get(f"{model}-{e}-{p}", {}) for e, p in
                       _cells(model, records, engines))
     columns = ["engine", "precision", "layers", "parameters", "size (MB)", *[CENSUS_COLUMN] * with_census,
-               *latency_columns, "top-1 (%)", "top-5 (%)", "isclose (%)", "MAE"]
+               *latency_columns, *["top-1 (%)", "top-5 (%)"] * with_accuracy, "isclose (%)", "MAE"]
     head = "".join(f'<th class="{"name" if c in ("engine", "precision", "path", "change") else ""}"'
                    + (f' title="{escape(_COLUMN_TITLES[c])}"' if c in _COLUMN_TITLES else "") + f">{c}</th>"
                    for c in columns)
@@ -502,7 +835,7 @@ def practitioners_table(model: str, records: Sequence[Mapping[str, Any]], engine
                 f"<td{rs}>{layers}</td><td{rs}>{_fmt(facts.get('parameters'))}</td>"
                 f"<td{rs}>{_fmt(facts.get('size_mb'))}</td>") + (census_cell(facts, rs) if with_census else "")
         tail = "".join(f"<td{rs}>{v}</td>" for v in (
-            _fmt(pct(acc.get("top1"))), _fmt(pct(acc.get("top5"))),
+            *[_fmt(pct(acc.get("top1"))), _fmt(pct(acc.get("top5")))] * with_accuracy,
             "reference" if reference else _fmt(par.get("isclose_pct")),
             "reference" if reference else _fmt(par.get("mae"))))
         for i, r in enumerate(rows or [{}]):
@@ -517,27 +850,93 @@ def practitioners_table(model: str, records: Sequence[Mapping[str, Any]], engine
             if with_bound:
                 tds.append(f'<td class="name">{_fmt(r.get("bound"))}</td>')
             if with_baseline:
-                o = outcomes.get(f"{model}-{engine}-{precision}-bs{batch}-{path}") if r else None
+                o = next((outcomes[k] for k in latency_labels(r) if k in outcomes), None) if r else None
                 cls, base, change = _baseline_cells(o)
                 tds += [f"<td>{base}</td>", f'<td class="name">{change}</td>']
             if with_gpu:
-                gpu = r.get("gpu") or {}
-                tds += [f"<td>{_fmt(gpu.get('peak_memory_mib'))}</td>", f"<td>{_fmt(gpu.get('mean_sm_util_pct'))}</td>"]
+                tds += gpu_cells(r.get("gpu") or {})
             body.append(f'<tr class="{cls}" data-cell="{escape(model)}-{escape(engine)}-{escape(precision)}"'
                         + (f' data-path="{escape(str(path))}"' if r else "") + ">"
                         + (lead if i == 0 else "") + "".join(tds) + (tail if i == 0 else "") + "</tr>")
-    title = escape(model) + ("" if batch is None else f", batch {batch}")
-    detail = _clock_caption(latency_row for rows in latency.values() for latency_row in rows) if batch else ""
+    title = escape(model) + ("" if shape is None else f", batch {batch}" if isinstance(shape, int)
+                             else f", {escape(shape_title(shape))}")
+    model_notes = model_table_notes(model, records, gate, shape)
     parity_source = sorted({str(r.get("dataset")) for r in parity.values()})
-    notes = [detail] if detail else ["no latency case ran for this model"]
+    notes = []
     if parity_source:
         notes.append("isclose and MAE against PyTorch fp32 on " + ", ".join(escape(d) for d in parity_source))
-    if with_baseline:
-        notes.append("change: current / baseline median - 1 and the gate's verdict")
+    if not with_accuracy:
+        notes.append("no top-1/top-5 columns: no accuracy record for this model in this run (no labelled data set, "
+                     "or tests/accuracy not selected)")
+    if one_bound is not None:
+        notes.append(f"bound: {escape(one_bound)} for every case of this model (so no bound column)")
+    if fold_notes_like is not None and model_notes == fold_notes_like:
+        caption = (f'<span class="detail">{". ".join(notes)}{"." if notes else ""}</span><details class="notes">'
+                   f'<summary>latency paths, clocks and column notes: as in the first table</summary>'
+                   f'<span class="detail">{model_notes}.</span></details>')
+    else:
+        caption = f'<span class="detail">{". ".join([model_notes, *notes])}.</span>'
     return (f'<table class="suite practitioners" data-model="{escape(model)}"'
             + ("" if batch is None else f' data-batch="{batch}"')
-            + f'><caption>{title}<span class="detail">{". ".join(notes)}.</span></caption>'
+            + ("" if shape is None or isinstance(shape, int) else f' data-shape="{escape(shape_id(shape))}"')
+            + f'><caption>{title}{caption}</caption>'
             f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
+
+
+def model_table_notes(model: str, records: Sequence[Mapping[str, Any]], gate: Mapping[str, Any] | None,
+                      shape: Shape | int | None) -> str:
+    """The notes a model's tables share: what each latency path times and its clock (of the cases at this
+    shape), and what the baseline and GPU columns mean where they are shown."""
+    rows = [r for r in records if r.get("model") == model and r.get("kind") == "latency"]
+    here = [r for r in rows if shape is not None and (int(r.get("batch_size", -1)) == shape if isinstance(shape, int)
+                                                      else shape_of(r) == shape)]
+    notes = [_clock_caption(here) if here else "no latency case ran for this model"]
+    if (gate or {}).get("latency_baseline"):
+        notes.append("change: current / baseline median - 1 and the gate's verdict")
+    if any((r.get("gpu") or {}).get("peak_memory_mib") is not None
+           or ((r.get("gpu") or {}).get("timeline") or {}).get("memory_mib") for r in rows):
+        notes.append(GPU_NOTE)
+    return ". ".join(notes)
+
+
+GPU_NOTE = ("GPU memory added: NVML's device-wide memory in use, its peak during the case minus its first sample; "
+            "below it, the memory already in use when the case started, which includes every engine loaded earlier "
+            "in this process (they stay loaded, so it grows in run order) and other processes. Mean GPU util: '-' "
+            f"where fewer than {MIN_UTIL_SAMPLES} NVML samples fell within the case (samples are 20 ms apart)")
+
+
+def _mib(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def gpu_cells(gpu: Mapping[str, Any]) -> list[str]:
+    """(memory added, mean utilization) cells of one latency case's ``gpu`` block: NVML's ``peak_memory_mib``,
+    ``mean_sm_util_pct``, ``samples`` and ``timeline`` {t_s, memory_mib, sm_util_pct}. The device-wide peak of a
+    case grows with every engine loaded before it (ONNX Runtime fp16 at batch 1 showed 29 GB on an H100): the
+    figure that belongs to the case is what it added over its start."""
+    timeline = gpu.get("timeline") or {}
+    memory = [float(v) for v in timeline.get("memory_mib") or [] if v is not None and math.isfinite(float(v))]
+    peak = gpu.get("peak_memory_mib")
+    if memory:
+        top = max(memory + ([float(peak)] if peak is not None and math.isfinite(float(peak)) else []))
+        added = (f'<td title="peak {_mib(top)} MiB, device-wide">+{_mib(top - memory[0])}'
+                 f'<span class="unit">{_mib(memory[0])} in use at start</span></td>')
+    elif peak is not None:
+        added = f'<td>-<span class="unit">peak {_fmt(peak)}, device-wide</span></td>'
+    else:
+        added = "<td>-</td>"
+    util = gpu.get("mean_sm_util_pct")
+    samples = gpu.get("samples")
+    if samples is None:
+        samples = len(timeline.get("t_s") or []) or None
+    if util is None:
+        util_cell = "<td>-</td>"
+    elif samples is not None and int(samples) < MIN_UTIL_SAMPLES:
+        util_cell = (f'<td title="mean of {int(samples)} sample(s): {_fmt(util)}%">-'
+                     f'<span class="unit">{int(samples)} sample{"s" if int(samples) != 1 else ""}</span></td>')
+    else:
+        util_cell = f"<td>{_fmt(util)}</td>"
+    return [added, util_cell]
 
 
 def _baseline_cells(o: Mapping[str, Any] | None) -> tuple[str, str, str]:
@@ -548,7 +947,7 @@ def _baseline_cells(o: Mapping[str, Any] | None) -> tuple[str, str, str]:
     if status == "no-baseline" or o.get("baseline_median_ms") is None:
         return "no-baseline", "-", escape(status)
     return (escape(status), _fmt(o.get("baseline_median_ms")),
-            f"{_pct(o.get('change_pct'))} {escape(status)}")
+            f"{_pct(o.get('change_pct'))} {_status_text(o)}")
 
 
 def parity_tables(model: str, records: Sequence[Mapping[str, Any]]) -> str:
@@ -582,12 +981,14 @@ def parity_tables(model: str, records: Sequence[Mapping[str, Any]]) -> str:
             if r.get("localization"):
                 localized.append(localization_table(r))
         n = next((r.get("shape", [None])[0] for r in rows if r.get("shape")), None)
-        size = f", {n} rows" if n else ""
+        size = f", {n} row{'s' if n != 1 else ''}" if n else ""
+        # what the columns mean, under the model's first parity table only (it was repeated under each)
+        detail = ("isclose: % of output elements within the precision's rtol/atol; MAE and max abs error over all "
+                  "elements; cosine of the flattened outputs; top-1 agreement: % of rows whose arg-max matches the "
+                  "reference's." if not parts else "Columns as in the first parity table above.")
         parts.append(f'<table class="suite parity" data-model="{escape(model)}" data-dataset="{escape(dataset)}">'
                      f"<caption>{escape(model)}: parity against PyTorch fp32 on {escape(dataset_text(dataset))}{size}"
-                     '<span class="detail">isclose: % of output elements within the precision\'s rtol/atol; MAE and '
-                     "max abs error over all elements; cosine of the flattened outputs; top-1 agreement: % of rows "
-                     "whose arg-max matches the reference's.</span></caption>"
+                     f'<span class="detail">{escape(detail)}</span></caption>'
                      f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
         parts.extend(localized)
     return "\n".join(parts)
@@ -711,14 +1112,41 @@ def figure_html(uri: str, caption: str, alt: str) -> str:
             f"<figcaption>{escape(caption)}</figcaption></figure>")
 
 
+def overhead_missing(model: str, records: Sequence[Mapping[str, Any]],
+                     environment: Mapping[str, Any] | None = None) -> str:
+    """One line where a model's latency was timed and its harness overhead was not: a reader of a GPU run must
+    know the latency figures were not vouched for, rather than miss a table that is not there."""
+    if not any(r.get("model") == model and r.get("kind") == "latency" for r in records):
+        return ""
+    if any(r.get("kind") == "harness_overhead" and r.get("model") == model for r in records):
+        return ""
+    others = sorted({str(r.get("model")) for r in records if r.get("kind") == "harness_overhead"})
+    devices = {str(r.get("device")) for r in records if r.get("model") == model and r.get("device")}
+    devices.add(str((environment or {}).get("device") or ""))
+    if others:
+        why = f"it was measured for {', '.join(others)} only (--overhead-model picks one model)"
+    elif any(d.startswith("cuda") for d in devices):
+        why = "tests/latency/test_harness_overhead.py was not selected"
+    elif "cpu" in devices:
+        why = "tests/latency/test_harness_overhead.py runs on CUDA only; this run used the CPU"
+    else:
+        why = "tests/latency/test_harness_overhead.py was not selected / runs on CUDA only"
+    return (f'<p class="note overhead-missing" data-model="{escape(model)}"><b>Harness overhead:</b> not measured '
+            f"in this run ({escape(why)}), so nothing here says how much of the latency above is the suite's own "
+            "timing code.</p>")
+
+
 def model_section(model: str, records: Sequence[Mapping[str, Any]], engines: Mapping[str, Mapping[str, Any]],
-                  gate: Mapping[str, Any] | None = None, with_plots: bool = True) -> str:
-    batches = sorted({int(r["batch_size"]) for r in records
-                      if r.get("model") == model and r.get("kind") == "latency" and "batch_size" in r})
+                  gate: Mapping[str, Any] | None = None, with_plots: bool = True,
+                  environment: Mapping[str, Any] | None = None) -> str:
+    shapes = sorted({shape_of(r) for r in records if r.get("model") == model and r.get("kind") == "latency"
+                     and "batch_size" in r}, key=shape_sort_key)
     parts = [f'<h2 id="model-{escape(model)}">{escape(model)}</h2>']
-    shown: Sequence[int | None] = batches or [None]
-    for batch in shown:
-        parts.append(practitioners_table(model, records, engines, batch, gate))
+    shown: Sequence[Shape | None] = shapes or [None]
+    first_notes = None
+    for shape in shown:
+        parts.append(practitioners_table(model, records, engines, shape, gate, first_notes))
+        first_notes = first_notes or model_table_notes(model, records, gate, shape)
     figures: dict[str, list[tuple[str, str, str]]] = {"latency": [], "gpu": []}
     if with_plots:
         from report import plots  # matplotlib only when a report is rendered, not at every pytest start
@@ -727,7 +1155,7 @@ def model_section(model: str, records: Sequence[Mapping[str, Any]], engines: Map
             figures["gpu" if plot.kind == "gpu" else "latency"].append(
                 (plots.to_data_uri(plot.figure), plot.caption, plot.alt))
     parts.extend(figure_html(*f) for f in figures["latency"])
-    parts.append(overhead_table(model, records))
+    parts.append(overhead_table(model, records) or overhead_missing(model, records, environment))
     parts.extend(figure_html(*f) for f in figures["gpu"])
     parts.append(parity_tables(model, records))
     parts.append(rank_table(model, records))
@@ -811,14 +1239,16 @@ def changes_section(gate: Mapping[str, Any] | None) -> str:
                      + ".</p>")
         if shown:
             head = ("<tr><th class='name'>case</th><th>baseline median (ms)</th><th>current median (ms)</th>"
-                    "<th>change</th><th>CI of ratio</th><th>others' CPU</th><th class='name'>verdict</th></tr>")
+                    "<th>change</th><th>CI of ratio</th><th title=\"share of the CPUs other processes used while the "
+                    "case was timed, in this run / when the baseline was saved; above --latency-busy-limit the case "
+                    f"is busy ({_share(gate.get('busy_limit'))})\">others' CPU now / baseline</th>"
+                    "<th class='name'>verdict</th></tr>")
             rows = []
             for o in shown:
-                others = "-" if o.get("interference") is None else f"{o['interference'] * 100:.0f}%"
                 rows.append(f'<tr class="{escape(o["status"])}"><td class="name">{escape(o["label"])}</td>'
                             f"<td>{_fmt(o.get('baseline_median_ms'), 4)}</td><td>{_fmt(o.get('current_median_ms'), 4)}"
-                            f"</td><td>{_pct(o.get('change_pct'))}</td><td>{_interval(o)}</td><td>{others}</td>"
-                            f'<td class="name">{escape(o["status"])}</td></tr>')
+                            f"</td><td>{_pct(o.get('change_pct'))}</td><td>{_interval(o)}</td><td>{_others(o)}</td>"
+                            f'<td class="name">{_status_text(o)}</td></tr>')
             parts.append(f'<table class="suite latency-changes"><thead>{head}</thead><tbody>{"".join(rows)}'
                          "</tbody></table>")
     drift = gate.get("drift") or []
@@ -843,6 +1273,23 @@ def changes_section(gate: Mapping[str, Any] | None) -> str:
     return "\n".join(parts)
 
 
+def _share(x: Any) -> str:
+    return "-" if x is None else f"{float(x) * 100:.0f}%"
+
+
+def _others(o: Mapping[str, Any]) -> str:
+    """Others' CPU share now / when the baseline was saved, as the terminal prints it ('68% / 90%')."""
+    if o.get("interference") is None and o.get("baseline_interference") is None:
+        return "-"
+    return f"{_share(o.get('interference'))} / {_share(o.get('baseline_interference'))}"
+
+
+def _status_text(o: Mapping[str, Any]) -> str:
+    """The gate's word, with the side that was busy ('busy (baseline)': the baseline was saved busy)."""
+    side = o.get("busy_side")
+    return escape(str(o.get("status")) + (f" ({side})" if side else ""))
+
+
 def _figure_text(f: Mapping[str, Any]) -> str:
     def num(v: Any) -> str:
         if v is None:
@@ -861,7 +1308,7 @@ def environment_section(environment: Mapping[str, Any], gate: Mapping[str, Any] 
     diffs = (gate or {}).get("environment_differences") or {}
     differing = {k for d in diffs.values() for k in d["keys"]}
     rows = "".join(f'<tr class="{"drift" if k in differing else ""}"><td class="name">{escape(str(k))}</td>'
-                   f'<td class="name">{escape(_text(v))}</td></tr>' for k, v in environment.items())
+                   f'<td class="name">{escape(_env_value(str(k), v))}</td></tr>' for k, v in environment.items())
     return (f'<h2 id="suite-environment">Environment</h2><table class="suite environment"><caption>The run\'s '
             'environment fingerprint (suite/environment.py)<span class="detail">The same dictionary the results '
             "file, pytest-benchmark's machine_info and the baseline comparison use; red: differs from a "

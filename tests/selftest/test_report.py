@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html as htmllib
 import json
+import math
 import os
 import re
 import shutil
@@ -16,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from report.html import BASELINE_COLUMNS, GPU_COLUMNS, PRACTITIONER_COLUMNS, render_report
+from report.html import BASELINE_COLUMNS, GPU_COLUMNS, PRACTITIONER_COLUMNS, RUN_METADATA_TITLE, render_report
 from suite import verdict
 from tests.selftest.suite_runs import explain, run_suite
 
@@ -529,6 +530,10 @@ def test_report_renders_in_headless_chromium(report: Path, tmp_path: Path) -> No
     rows = re.findall(r"<tr>\s*<td>(.*?)</td>\s*<td><div>(.*?)</div></td>\s*</tr>", environment, flags=re.S)
     assert dict(rows) == REPORT_CI_VARIABLES, environment
     assert dom.count('class="suite environment"') == 1
+    # ... moved under the run and retitled: one table titled Environment, the suite's fingerprint
+    run = dom[dom.index('id="suite-run"'):dom.index('class="suite practitioners"')]
+    assert f"<h2>{RUN_METADATA_TITLE}</h2>" in run and '<table id="environment">' in run
+    assert len(re.findall(r">\s*Environment\s*</h2>", dom)) == 1 and 'id="suite-environment">Environment</h2>' in dom
     shot = tmp_path / "report.png"
 
     def screenshot_taken(done: subprocess.CompletedProcess[str]) -> str | None:
@@ -556,3 +561,367 @@ def test_engine_census_and_rebuild_checks_appear_in_the_model_section() -> None:
     assert ">computes in</th>" in html and 'class="census-off"' in html and ">fp32 4<" in html
     table = re.search(r'<table class="suite rebuild".*?</table>', html, flags=re.S)
     assert table and "differ (largest 0.00400)" in table.group(0) and "1.300 MB, 12 layers" in table.group(0)
+
+
+# =========================================================================== the audit's defects
+
+
+def _timeline(memory: list[float], util: list[float] | None = None) -> dict[str, Any]:
+    n = len(memory)
+    util = util or [80.0] * n
+    return {"source": "NVML", "interval_s": 0.02, "samples": n, "peak_memory_mib": max(memory),
+            "mean_sm_util_pct": sum(util) / n, "timeline": {"t_s": [0.02 * i for i in range(n)],
+                                                            "memory_mib": memory, "sm_util_pct": util}}
+
+
+def test_gpu_timeline_keeps_every_engines_memory_in_view() -> None:
+    """The rows share y: limits set in the column loop froze the first column's (torch, 11-16 GiB) and later
+    engines' lines (onnxruntime 28.8-37.8 GiB, inductor 40.2 GiB on the H100) drew off the axes."""
+    from report import plots
+
+    records = []
+    for engine, precision, memory in (("torch", "fp32", [11_002.0, 15_712.0, 15_712.0]),
+                                      ("onnxruntime", "fp32", [28_812.0, 28_812.0, 28_812.0]),
+                                      ("onnxruntime", "fp16", [35_736.0, 37_784.0, 37_784.0]),
+                                      ("inductor", "fp32", [40_228.0])):  # one NVML sample: a short case
+        records.append(_latency("big", engine, precision, 256, "model", gpu=False))
+        records[-1]["gpu"] = _timeline(memory)
+    plot = plots.gpu_timeline_plot(records, "big")
+    assert plot is not None
+    try:
+        drawn = 0
+        for ax in plot.figure.axes:
+            low, high = ax.get_ylim()
+            for line in ax.get_lines():
+                ys = [y for y in line.get_ydata() if y == y]
+                assert ys and low <= min(ys) and max(ys) <= high, (ax.get_title(), line.get_label(), ys, (low, high))
+                assert len(ys) > 1 or line.get_marker() not in (None, "None", ""), "a lone sample must be visible"
+                drawn += 1
+        assert drawn == 2 * len(records)
+    finally:
+        plots.plt.close(plot.figure)
+
+
+def test_intervals_print_capped_as_the_terminal_does() -> None:
+    """A `last:K` baseline of 2 runs gives intervals like [0.162, 300580.185] or [0.000, inf]: the report prints
+    them as the terminal does (metrics.regression.format_ratio), bounds beyond 100x as '>100x'."""
+    gate = _gate()
+    gate["latency"][0].update(ci_low=0.162, ci_high=6.9e99)
+    gate["latency"].append({"label": "net-torch-fp32-bs1-all", "status": "regression", "baseline_median_ms": 1.0,
+                            "current_median_ms": 1.5, "change_pct": 50.0, "ci_low": 0.0, "ci_high": float("inf"),
+                            "interference": 0.0, "baseline_interference": 0.0})
+    html = _render(gate=gate)
+    regressions = _one(r'<table class="suite verdict-regressions".*?</table>', html)
+    assert "<td>[0.162, &gt;100x]</td>" in regressions and "<td>[&lt;0.01x, &gt;100x]</td>" in regressions
+    changes = _one(r'<table class="suite latency-changes".*?</table>', html)
+    assert "[0.162, &gt;100x]" in changes and "[&lt;0.01x, &gt;100x]" in changes
+    assert "inf" not in regressions + changes and "e+99" not in html and "6900000" not in html
+
+
+def test_gate_warnings_and_both_sides_of_the_busy_figure_are_shown() -> None:
+    """gate["warnings"] (last:5 that found 2 runs; cases saved busy) reach the verdict; the changes table shows
+    others' CPU now / baseline and which side was busy, as the terminal does ('68% / 90%', 'busy (baseline)')."""
+    last5 = ("--latency-baseline last:5: asked for 5 saved runs, found 2: the run-to-run interval rests on 2 runs "
+             "(t factor 63.7 at 99%, against 4.6 with 5), so many cases come out inconclusive")
+    saved_busy = ("2 case(s) were saved to the baseline while other processes used more than 20% of the CPUs "
+                  "(net-torch-fp32-bs1-all, net-torch-fp32-bs8-all): save the baseline again on a quiet machine")
+    coverage = {"latency": {**COVERAGE["latency"], "saved_busy": 2}}
+    gate = _gate(warnings=[last5, saved_busy], coverage=coverage, busy_limit=0.2)
+    gate["latency"].append({"label": "net-torch-fp32-bs1-all", "status": "busy", "baseline_median_ms": 1.0,
+                            "current_median_ms": 1.01, "change_pct": 1.0, "ci_low": 0.9, "ci_high": 1.2,
+                            "interference": 0.68, "baseline_interference": 0.9, "busy_side": "baseline"})
+    html = _render(gate=gate)
+    verdict = _one(r'<section id="suite-verdict".*?</section>', html)
+    warnings_box = _one(r'<div class="gate-warnings">.*?</div>', verdict)
+    assert "Gate warnings (2)" in warnings_box
+    assert htmllib.escape(last5) in warnings_box and htmllib.escape(saved_busy) in warnings_box
+    assert "2 of the baseline's cases were saved busy" in _one(r'<ul class="coverage">.*?</ul>', html)
+    changes = _one(r'<table class="suite latency-changes".*?</table>', html)
+    assert "others' CPU now / baseline</th>" in changes
+    busy = _one(r'<tr class="busy"><td class="name">net-torch-fp32-bs1-all</td>.*?</tr>', changes)
+    assert "<td>68% / 90%</td>" in busy and '<td class="name">busy (baseline)</td>' in busy
+    regression = _one(r'<tr class="regression"><td class="name">net-onnxruntime-int8-bs8-all</td>.*?</tr>', changes)
+    assert "<td>1% / 0%</td>" in regression
+    # without warnings, no box
+    assert 'class="gate-warnings"' not in _render()
+
+
+def test_a_run_stopped_by_a_usage_error_shows_the_error_and_never_advises_accepting_interrupted() -> None:
+    from suite.verdict import Ledger
+
+    ledger = Ledger(accepted=("no-data",))
+    ledger.mark_interrupted("stopped by a usage error", ["tests/accuracy/test_accuracy.py::test_top1_top5[mynet]"])
+    stopped = ledger.as_dict()
+    html = _render(verdict=stopped, records=[], engines={}, gate={})
+    verdict = _one(r'<section id="suite-verdict".*?</section>', html)
+    assert "--accept-not-judged interrupted" not in verdict and "accept it with" not in verdict
+    assert 'class="run-error"' in verdict and "The run was stopped by a usage error" in verdict
+    assert "ERROR:" in verdict  # where the message is, when the verdict does not carry it
+    # the plugin may add the message (verdict["error"]): shown verbatim
+    message = ("[models.mynet].inputs: the smoke forward on a synthetic batch of 1 failed: RuntimeError: mat1 and "
+               "mat2 shapes cannot be multiplied (1x10 and 16x4); declared inputs: x float32 [10] in [0, 1]")
+    verdict = _one(r'<section id="suite-verdict".*?</section>',
+                   _render(verdict={**stopped, "error": message}, records=[], engines={}, gate={}))
+    assert f'<pre class="error">{htmllib.escape(message)}</pre>' in verdict
+    assert "--accept-not-judged interrupted" not in verdict
+    internal = {**stopped, "interrupted": "stopped by an internal error", "stopped_by": "INTERNALERROR> KeyError: 'x'"}
+    verdict = _one(r'<section id="suite-verdict".*?</section>', _render(verdict=internal, gate={}))
+    assert "INTERNALERROR&gt; KeyError: &#x27;x&#x27;" in verdict and "--accept-not-judged interrupted" not in verdict
+    # a run interrupted by a signal keeps its advice: the reason may be accepted by name
+    ledger = Ledger()
+    ledger.mark_interrupted("SIGTERM", ["t::a"])
+    verdict = _one(r'<section id="suite-verdict".*?</section>', _render(verdict=ledger.as_dict(), gate={}))
+    assert "--accept-not-judged interrupted" in verdict and 'class="run-error"' not in verdict
+
+
+def test_harness_overhead_not_measured_is_one_line_saying_why() -> None:
+    records = [r for r in _records() if r["kind"] != "harness_overhead"]
+    html = _render(records=records)  # the hand-made environment is a CUDA run
+    line = _one(r'<p class="note overhead-missing" data-model="net">.*?</p>', html)
+    assert "not measured in this run" in line and "tests/latency/test_harness_overhead.py was not selected" in line
+    assert html.index('class="suite practitioners"') < html.index("overhead-missing") < html.index('id="changes"')
+    cpu = _one(r'<p class="note overhead-missing".*?</p>', _render(records=records, environment={"device": "cpu"}))
+    assert "runs on CUDA only" in cpu
+    unknown = _one(r'<p class="note overhead-missing".*?</p>', _render(records=records, environment={}))
+    assert "was not selected / runs on CUDA only" in unknown
+    other = [dict(r, model="other") if r["kind"] == "harness_overhead" else r for r in _records()]
+    assert "measured for other only (--overhead-model" in _render(records=other)
+    # measured: the table, no line; no latency at all: neither
+    assert "overhead-missing" not in _render()
+    assert "overhead-missing" not in _render(records=[r for r in records if r["kind"] != "latency"])
+
+
+def test_gpu_memory_column_shows_what_the_case_added_over_a_device_wide_start() -> None:
+    """NVML's peak is device-wide and grows in run order (engines loaded earlier stay loaded): ORT fp16 at batch 1
+    showed 29 GB. The table shows what the case added over its first sample, with that start figure below; a mean
+    utilization from fewer than 10 samples (20 ms apart) is '-'."""
+    records = [r for r in _records() if r.get("path", "all") == "all"]
+    for r in records:
+        r["gpu"] = {}
+    late = next(r for r in records if r["kind"] == "latency" and r["engine"] == "onnxruntime"
+                and r["precision"] == "int8" and r["batch_size"] == 8)
+    late["gpu"] = _timeline([29_004.4, 29_396.4, 29_396.4])  # 3 samples: utilization not shown
+    early = next(r for r in records if r["kind"] == "latency" and r["engine"] == "torch" and r["batch_size"] == 8)
+    early["gpu"] = _timeline([11_002.4] + [15_712.4] * 29, [50.0] * 30)
+    table = re.findall(r'<table class="suite practitioners".*?</table>', _render(records=records, gate={}),
+                       flags=re.S)[1]
+    for column in GPU_COLUMNS:
+        assert f">{column}</th>" in table
+    assert "peak GPU memory" not in table
+    int8 = _one(r'<tr class="" data-cell="net-onnxruntime-int8".*?</tr>', table)
+    assert '+392<span class="unit">29,004 in use at start</span></td>' in int8
+    assert '-<span class="unit">3 samples</span></td>' in int8
+    torch = _one(r'<tr class="" data-cell="net-torch-fp32".*?</tr>', table)
+    assert '+4,710<span class="unit">11,002 in use at start</span></td>' in torch and "<td>50.00</td>" in torch
+    ort = _one(r'<tr class="" data-cell="net-onnxruntime-fp32".*?</tr>', table)
+    assert ort.count("<td>-</td>") >= 2  # no NVML figures for this case
+    caption = _one(r"<caption>.*?</caption>", table)
+    assert "includes every engine loaded earlier in this process" in caption and "fewer than 10 NVML samples" in caption
+
+
+def _minilm_records() -> list[dict[str, Any]]:
+    """Sequence-length shapes, as minilm_l6's latency_shapes: two at batch 8 (seq 128 and 256) and batches 1 and
+    32 at seq 128, on the 'all' and 'model' paths; records carry `shape` and `dims` beside batch_size."""
+    records = []
+    for engine, precision in (("torch", "fp32"), ("onnxruntime", "fp16")):
+        for batch, seq in ((1, 128), (8, 128), (8, 256), (32, 128)):
+            for path in ("all", "model"):
+                scale = seq / 128 * (0.5 if path == "model" else 1.0)
+                records.append(_latency("minilm", engine, precision, batch, path, scale=scale, gpu=False,
+                                        shape=f"bs{batch}-seq{seq}", dims={"seq": seq}))
+    return records
+
+
+def test_sequence_length_shapes_are_the_unit_of_tables_figures_and_baseline_lookup() -> None:
+    """Tables filtered on batch only (seq 128 and 256 at batch 8 in one table), figures indexed by batch only (one
+    shape overwrote the other) and the baseline looked up '...-bs8-all', which never matches the gate's
+    '...-bs8-seq256-all' (suite/baselines.py key_label)."""
+    from report import plots
+
+    records = _minilm_records()
+    gate = {"latency_baseline": "b.json", "max_slowdown": 0.05, "confidence": 0.99, "latency": [
+        {"label": "minilm-onnxruntime-fp16-bs8-seq256-all", "status": "regression", "baseline_median_ms": 16.0,
+         "current_median_ms": 16.8, "change_pct": 5.0, "ci_low": 1.03, "ci_high": 1.07},
+        {"label": "minilm-torch-fp32-bs8-seq128-model", "status": "unchanged", "baseline_median_ms": 4.2,
+         "current_median_ms": 4.2, "change_pct": 0.0, "ci_low": 0.99, "ci_high": 1.01}]}
+    html = _render(records=records, engines={}, gate=gate)
+    tables = re.findall(r'<table class="suite practitioners".*?</table>', html, flags=re.S)
+    assert [re.search(r'data-shape="([^"]+)"', t).group(1) for t in tables] == [  # type: ignore[union-attr]
+        "bs1-seq128", "bs8-seq128", "bs8-seq256", "bs32-seq128"]
+    seq256 = tables[2]
+    assert "minilm, batch 8 x seq 256" in _one(r"<caption>.*?</caption>", seq256)
+    assert len(re.findall(r"data-path=", seq256)) == 4  # 2 cells x 2 paths, no seq-128 row
+    ort = _one(r'<tr class="regression" data-cell="minilm-onnxruntime-fp16" data-path="all">.*?</tr>', seq256)
+    assert "<td>16.00</td>" in ort and '<td class="name">+5.00% regression</td>' in ort
+    torch = _one(r'<tr class="unchanged" data-cell="minilm-torch-fp32" data-path="model">.*?</tr>', tables[1])
+    assert "<td>4.200</td>" in torch and "+0.00% unchanged" in torch
+    assert "regression" not in tables[1] and "unchanged" not in seq256
+    built = plots.model_plots(records, "minilm")
+    try:
+        latency, throughput = built
+        titles = [ax.get_title() for ax in latency.figure.axes]
+        assert "batch 8 x seq 128, latency-all" in titles and "batch 8 x seq 256, latency-all" in titles
+        assert sum(len(ax.patches) for ax in latency.figure.axes) == len(records)  # no shape drawn over another
+        assert "one row of panels per shape (batch and seq)" in latency.caption
+        # a line joins shapes that differ only in batch: seq 128 (1, 8, 32); bs8 x seq256 alone is said, not drawn
+        assert [ax.get_title() for ax in throughput.figure.axes] == ["latency-all, seq 128", "latency-model, seq 128"]
+        for ax in throughput.figure.axes:
+            assert all(list(line.get_xdata()) == [1, 8, 32] for line in ax.get_lines())
+        assert "Not drawn (the only batch timed at its other axes): bs8 x seq256" in throughput.caption
+    finally:
+        for plot in built:
+            plots.plt.close(plot.figure)
+    # the GPU timeline takes each cell's largest shape and says which
+    for r in records:
+        r["gpu"] = _timeline([100.0, 120.0, 120.0])
+    timeline = plots.gpu_timeline_plot(records, "minilm")
+    assert timeline is not None
+    try:
+        labels = {line.get_label() for ax in timeline.figure.axes for line in ax.get_lines()}
+        assert labels == {"fp32 bs32 x seq128 model", "fp16 bs32 x seq128 model"}
+    finally:
+        plots.plt.close(timeline.figure)
+
+
+TENSORRT_MISSING = ("tensorrt is not installed (its wheels live only on NVIDIA's package index: pip install "
+                    "--extra-index-url https://pypi.nvidia.com tensorrt); import failed: No module named 'tensorrt'")
+
+
+def test_first_screen_failed_and_unaccepted_open_accepted_folded_and_grouped_with_what_was_not_tested() -> None:
+    """The H100 report opened on a screen of 28 identical accepted 'tensorrt is not installed' lines. Accepted
+    reasons are folded with identical messages grouped; failed and not-accepted checks stay open, first; one line
+    names what was not tested at all; one line says the counts are the suite's, not pytest-html's."""
+    verdict = _verdict()
+    unavailable = [_check(f"tests/parity/test_parity.py::test_parity_on_generated_inputs[net-tensorrt-fp32-{d}]",
+                          "not judged", "unavailable", TENSORRT_MISSING) for d in range(26)]
+    unavailable += [_check(f"tests/latency/test_latency.py::test_latency[net-tensorrt-fp32-bs{b}]", "not judged",
+                           "unavailable", TENSORRT_MISSING) for b in (1, 8)]
+    verdict["not_judged"]["unsupported"].append(_check(
+        "tests/latency/test_latency.py::test_latency[net-torch-fp32-bs8-graph]", "not judged", "unsupported",
+        "not judged (unsupported): latency-graph needs CUDA graphs (this run uses --device cpu)"))
+    verdict["not_judged"] = {"unavailable": unavailable, **verdict["not_judged"]}  # accepted, listed first
+    verdict["accepted"] = ["unsupported", "unavailable"]
+    verdict["reasons"]["unavailable"] = "a library, execution provider or device the check needs is missing"
+    verdict["counts"]["not_judged"]["unavailable"] = 28
+    section = _one(r'<section id="suite-verdict".*?</section>', _render(verdict=verdict))
+    trt = _one(r'<div class="not-judged-reason" data-reason="unavailable".*?</div>', section)
+    assert '<details class="accepted-reason"><summary><b>unavailable: 28 checks; ' in trt  # folded: no 'open'
+    assert "28 &times; tensorrt is not installed (its wheels" in _one(r"<summary>.*?</summary>", trt)
+    assert f"<li>28 &times; {htmllib.escape(TENSORRT_MISSING)}</li>" in trt and trt.count('class="check"') == 28
+    unsupported = _one(r'<div class="not-judged-reason" data-reason="unsupported".*?</div>', section)
+    assert "<li>2 &times; torch has no int8 path</li>" in unsupported and "<details" in unsupported
+    busy = _one(r'<div class="not-judged-reason" data-reason="busy".*?</div>', section)
+    assert "<details" not in busy and "<h4>busy: 1 check;" in busy  # not accepted: open
+    # failed first, then the reasons that decide the verdict, then the accepted ones
+    assert (section.index("Failed checks (1)") < section.index('data-reason="busy"')
+            < section.index('data-reason="unavailable"') < section.index('data-reason="unsupported"'))
+    # what was not tested at all, by the verdict
+    line = _one(r'<p class="not-tested">.*?</p>', section)
+    assert ("<b>Not tested in this run:</b> <b>tensorrt</b> (unavailable: tensorrt is not installed); "
+            "<b>torch int8</b> (unsupported: torch has no int8 path); <b>torch latency-graph</b> (unsupported: "
+            "latency-graph needs CUDA graphs).") in line
+    assert "onnxruntime" not in line  # its cells ran (records), even with a busy case
+    assert section.index('class="counts"') < section.index('class="not-tested"') < section.index("Failed checks")
+    assert "pytest-html's counters below count pytest outcomes" in _one(r'<p class="note counts-note">.*?</p>', section)
+
+
+def test_pytest_html_environment_block_is_run_metadata_and_versions_read_as_versions() -> None:
+    """pytest-html's 'Environment' block (--metadata, CI variables) reappeared above the verdict as a second
+    environment table: it is retitled and moved under the run. Both onnxruntime and onnxruntime-gpu installed is
+    flagged unless the fingerprint names the imported one; cuDNN's integer reads as a version."""
+    html = _render()
+    run = html[html.index('id="suite-run"'):html.index('id="model-net"')]
+    assert '<div id="suite-run-metadata"></div>' in run and f'title.textContent = "{RUN_METADATA_TITLE}"' in run
+    assert f'h2::after {{ content: "{RUN_METADATA_TITLE}"' in html  # without scripts: retitled in place
+    assert "9.12.0 (91200)" in run and "9.12.0 (91200)" in _one(r'<table class="suite environment".*?</table>', html)
+    both = {**_environment(), "onnxruntime": "1.30.0", "cudnn": 91900}
+    row = _one(r'<tr class="flag" data-key="onnxruntime">.*?</tr>', _render(environment=both))
+    assert "1.30.0 (onnxruntime) / 1.31.1 (onnxruntime-gpu)" in row and "both distributions are installed" in row
+    assert "9.19.0 (91900)" in _render(environment=both)
+    row = _one(r'<tr class="[^"]*" data-key="onnxruntime">.*?</tr>',
+               _render(environment={**both, "onnxruntime_imported": "1.31.1"}))
+    assert "1.31.1 (imported; installed: onnxruntime 1.30.0, onnxruntime-gpu 1.31.1)" in row and "flag" not in row
+    from report.html import cudnn_text
+
+    assert (cudnn_text(8902), cudnn_text("90100"), cudnn_text(None)) == ("8.9.2 (8902)", "9.1.0 (90100)", "-")
+
+
+def _overlaps(a: Any, b: Any) -> bool:
+    return a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1
+
+
+def test_figures_read_cleanly_ticks_apart_log_ticks_near_the_boxes_measured_batches_legends_off_the_data() -> None:
+    """The audit's CPU figures: 'onnxruntime' tick labels ran together, boxes at 0.19 ms sat on a log axis whose
+    first label was 1, the throughput axis labelled every power of 2 and legends covered lines."""
+    from report import plots
+
+    records = []
+    for engine, precision, scale in (("torch", "fp32", 100.0), ("torch", "fp16", 300.0), ("onnxruntime", "fp32", 0.19),
+                                     ("onnxruntime", "fp16", 0.3), ("onnxruntime", "int8", 0.18)):
+        for batch in (1, 32):
+            records.append(_latency("cnn", engine, precision, batch, "all", scale=scale / batch))
+    built = plots.model_plots(records, "cnn")
+    try:
+        latency, throughput, gpu = built
+        for plot in built:
+            plot.figure.canvas.draw()
+            renderer = plot.figure.canvas.get_renderer()
+            legends = [ax.get_legend() for ax in plot.figure.axes if ax.get_legend() is not None]
+            for legend in legends:  # beside or under the panels, never over one
+                box = legend.get_window_extent(renderer)
+                assert not any(_overlaps(box, ax.get_window_extent(renderer)) for ax in plot.figure.axes), plot.kind
+        assert len([ax for ax in throughput.figure.axes if ax.get_legend()]) == 1
+        for ax in latency.figure.axes:
+            renderer = latency.figure.canvas.get_renderer()
+            texts = [t for t in ax.get_xticklabels() if t.get_text()]
+            assert len(texts) == 5
+            rotation = math.radians(texts[0].get_rotation())
+            if rotation:  # slanted lines of text: apart when the anchors' spacing across them exceeds a line
+                xs = sorted(float(ax.transData.transform((x, 0))[0]) for x in ax.get_xticks())
+                spacing = min(b - a for a, b in zip(xs, xs[1:], strict=False))
+                line_height = texts[0].get_fontsize() * latency.figure.dpi / 72
+                assert spacing * math.sin(rotation) > 1.2 * line_height, ax.get_title()
+            else:
+                boxes = [t.get_window_extent(renderer) for t in texts]
+                assert not any(_overlaps(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:]), ax.get_title()
+            assert ax.get_yscale() == "log"
+            low, high = ax.get_ylim()
+            ticks = [t for t, label in zip(ax.get_yticks(), ax.get_yticklabels(), strict=True)
+                     if label.get_text() and low <= t <= high]
+            assert len(ticks) >= 3, (ax.get_title(), ticks)
+            for line in ax.get_lines():
+                if line.get_label() == "_nolegend_" or len(line.get_ydata()) != 2 or line.get_color() != "black":
+                    continue  # medians only: black two-point lines
+                median = float(line.get_ydata()[0])
+                assert any(median / 2.5 <= t <= median * 2.5 for t in ticks), (ax.get_title(), median, ticks)
+        for ax in throughput.figure.axes:
+            assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "32"]
+    finally:
+        for plot in built:
+            plots.plt.close(plot.figure)
+
+
+def test_tables_say_model_wide_notes_once_and_leave_out_columns_that_say_nothing() -> None:
+    """The paths-and-clocks paragraph repeated above every batch table: later tables fold it. A model without
+    labelled data gets no top-1/top-5 columns, and a bound that is the same for every case is said once, in the
+    caption, instead of a column of one word."""
+    tables = re.findall(r'<table class="suite practitioners".*?</table>', _render(), flags=re.S)
+    assert "<details" not in tables[0] and '<details class="notes"><summary>latency paths, clocks and column notes: ' \
+        "as in the first table</summary>" in tables[1]
+    assert "min-width: 40em" in _render()  # captions are not squeezed to a narrow table's width
+    parity = re.findall(r'<table class="suite parity".*?</table>', _render(), flags=re.S)
+    assert "isclose: % of output elements" in parity[0] and "Columns as in the first parity table above" in parity[1]
+    records = [r for r in _records() if r["kind"] != "accuracy"]
+    for r in records:
+        if r["kind"] == "latency":
+            r["bound"] = "host"
+    html = _render(records=records, gate={})
+    table = re.findall(r'<table class="suite practitioners".*?</table>', html, flags=re.S)[0]
+    head = re.findall(r">([^<>]+)</th>", table)
+    assert "top-1 (%)" not in head and "top-5 (%)" not in head and "bound" not in head
+    assert "isclose (%)" in head and "path" in head
+    caption = _one(r"<caption>.*?</caption>", table)
+    assert "no top-1/top-5 columns: no accuracy record for this model" in caption
+    assert "bound: host for every case of this model" in caption
+    row = _one(r'<tr class="" data-cell="net-onnxruntime-int8".*?</tr>', table)
+    assert row.endswith("<td>99.50</td><td>1e-06</td></tr>")  # isclose and MAE right after the GPU columns
