@@ -96,7 +96,9 @@ def fingerprint(device: str = "cpu") -> dict[str, Any]:
     try:
         from engines.onnxrt.backend import import_onnxruntime
 
-        info["onnxruntime_providers"] = list(import_onnxruntime().get_available_providers())
+        ort = import_onnxruntime()
+        info["onnxruntime_providers"] = list(ort.get_available_providers())
+        info["onnxruntime_imported"] = ort.__version__  # which of onnxruntime / onnxruntime-gpu actually runs
     except ImportError:
         pass
     info.update(_gpu(device))

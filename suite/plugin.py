@@ -54,6 +54,7 @@ _RUN_KEY = pytest.StashKey["RunState"]()
 _SIGTERM_BEFORE: list[Any] = []  # the SIGTERM handler this run replaced, restored when it ends
 _INTERRUPTED: list[str] = []  # why the run was interrupted (SIGINT, SIGTERM), in any phase
 _STARTED: list[bool] = []  # non-empty once pytest_configure began: pytest then handles KeyboardInterrupt
+_CONFIG: list[pytest.Config] = []  # this run's config, for hooks pytest calls without it (pytest_internalerror)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -137,6 +138,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 
 def pytest_configure(config: pytest.Config) -> None:
     _STARTED.append(True)
+    _CONFIG.append(config)
     if _INTERRUPTED:
         raise KeyboardInterrupt(_INTERRUPTED[-1])  # a SIGTERM that came while pytest parsed its command line
     for name, text in (
@@ -301,6 +303,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
                          "judged" + (f"; {results} was left as it was" if results else "") + "\n")
     _INTERRUPTED.clear()  # (pytest.main() may run again in this process)
     _STARTED.clear()
+    _CONFIG.clear()
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -490,8 +493,22 @@ def note_collected(config: pytest.Config, ids: list[str]) -> None:
     if state.collected:
         return
     state.collected = ids
-    _preflight(config, ids)
-    set_coverage(config, ids)
+    try:
+        _preflight(config, ids)
+        set_coverage(config, ids)
+    except pytest.UsageError as exc:  # the error ends the run before any test: the verdict carries its text
+        if not getattr(config, "_suite_startup_error", None):
+            config._suite_startup_error = str(exc)  # type: ignore[attr-defined]
+        raise
+
+
+def pytest_internalerror(excrepr: Any, excinfo: Any) -> None:
+    """An internal error ends the run: the verdict (results file, report) says which."""
+    config = _CONFIG[-1] if _CONFIG else None
+    crash = getattr(excrepr, "reprcrash", None)
+    if config is not None and not getattr(config, "_suite_startup_error", None):
+        config._suite_startup_error = (  # type: ignore[attr-defined]
+            f"internal error: {getattr(crash, 'message', None) or str(excinfo.value)[:300]}")
 
 
 #: Tests whose ids name no model: the one model each uses (the harness-overhead check's is --overhead-model).

@@ -155,10 +155,13 @@ def test_a_baseline_that_matches_nothing_is_a_usage_error(suite_baseline: Path) 
     saved["benchmarks"] = [b for b in saved["benchmarks"] if b["extra_info"].get("model") == "steady"]
     steady_only = suite_baseline / "steady-only.json"
     steady_only.write_text(json.dumps(saved))
+    results = suite_baseline / "stopped.json"
     done = run_suite(suite_baseline, "--models", "tiny", "--latency-baseline", str(steady_only),
-                     "--inject-slowdown", "50%", "-k", "torch", tests=LATENCY)
+                     "--inject-slowdown", "50%", "-k", "torch", "--suite-results", str(results), tests=LATENCY)
     assert done.returncode == 4, explain(done)
     assert "none of this run's 2 latency cases has a counterpart" in done.stdout + done.stderr, explain(done)
+    verdict = json.loads(results.read_text())["verdict"]  # the results file (and report) say why it stopped
+    assert verdict["verdict"] != "passed" and "none of this run's 2 latency cases" in verdict["error"], verdict
     results = json.loads((suite_baseline / "base.json").read_text())
     for record in results["records"]:
         record["cell"] = record["cell"].replace("tiny", "other")
