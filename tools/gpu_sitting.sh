@@ -8,10 +8,13 @@
 #       shapes    ONNX Runtime CUDA fp16 ResNet-50, static against dynamic batch, batch 1/32/256
 #       minilm    MiniLM-L6 (and ORT's fused graph) on every engine and precision: parity, latency per batch x
 #                 sequence, harness overhead against the bare module
+#       bisect    EfficientNet-Lite0 int8 on ONNX Runtime's CPU EP of this machine's CPU (the known failure was
+#                 found on another CPU than our dev VM's): localization and the optimization-level bisect
+#       refusal   suite-gpu.toml as a nightly would run it where TensorRT is missing: must fail, naming it
 # Results go under $OUT (the device tool's folder) or gpu-results/; the engine cache under $ENGINE_CACHE.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-PART=${1:?part: tier | study | rebuild | shapes | minilm}
+PART=${1:?part: tier | study | rebuild | shapes | minilm | bisect | refusal}
 shift
 EXTRA=("$@")   # more pytest options for the part (e.g. --engines onnxruntime,inductor)
 OUT=${OUT:-gpu-results}
@@ -49,6 +52,18 @@ case "$PART" in
       --engines torch,onnxruntime,inductor \
       tests/latency --overhead-model minilm_l6 --latency-rounds 20 --suite-results "$OUT/minilm.json" \
       --html "$OUT/minilm.html" --self-contained-html -q "${EXTRA[@]}" 2>&1 | tee "$OUT/minilm.log" || status=$?
+    ;;
+  bisect)
+    { grep -m1 "model name" /proc/cpuinfo; grep -o -w -m1 "avx512_vnni\|avx_vnni\|amx_int8" /proc/cpuinfo | sort -u
+      "$PY" -c "import onnxruntime as o; print('onnxruntime', o.__version__)"; } | tee "$OUT/bisect-cpu.txt"
+    "$PY" tools/localize.py --model efficientnet_lite0 --engine onnxruntime --precision int8 --device cpu \
+      --engine-cache "$CACHE" --bisect always --json "$OUT/bisect.json" \
+      "${EXTRA[@]}" 2>&1 | tee "$OUT/bisect.log" || status=$?
+    ;;
+  refusal)
+    pytest_ --device cuda:0 --suite-config suite-gpu.toml --models resnet18 --precisions fp16 -m "accuracy or parity" \
+      tests/parity/test_parity.py -q "${EXTRA[@]}" 2>&1 | tail -25 | tee "$OUT/refusal.log"
+    status=${PIPESTATUS[0]}
     ;;
   *) echo "unknown part $PART"; exit 2 ;;
 esac
