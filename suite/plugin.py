@@ -465,16 +465,30 @@ def _is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
 
+#: pytest-benchmark's --benchmark-only / --benchmark-skip mark what they leave out with these skips.
+_BENCHMARK_FILTERS = ("Skipping non-benchmark (--benchmark-only active).",
+                      "Skipping benchmark (--benchmark-skip active).")
+
+
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The rebuild check runs only when asked for (--rebuild-check N >= 2): deselected, not skipped, otherwise."""
+    """What the user left out by request is deselected, not skipped (a skip is a check not judged): the rebuild
+    check unless asked for (--rebuild-check N >= 2), and what --benchmark-only or --benchmark-skip leave out
+    (after pytest-benchmark has marked it: trylast), as -m and -k would."""
     n = config.getoption("--rebuild-check")
     if n and n < 2:
         raise pytest.UsageError(f"--rebuild-check {n}: at least 2 builds are needed to compare")
-    if not n:
-        dropped = [item for item in items if item.get_closest_marker("rebuild")]
-        if dropped:
-            config.hook.pytest_deselected(items=dropped)
-            items[:] = [item for item in items if not item.get_closest_marker("rebuild")]
+
+    def left_out(item: pytest.Item) -> bool:
+        if not n and item.get_closest_marker("rebuild"):
+            return True
+        return any(m.kwargs.get("reason", m.args[0] if m.args else None) in _BENCHMARK_FILTERS
+                   for m in item.iter_markers("skip"))
+
+    dropped = [item for item in items if left_out(item)]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [item for item in items if not left_out(item)]
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -355,6 +355,17 @@ def test_benchmark_disable_runs_each_case_once_as_a_smoke_test(tmp_path: Path) -
     assert done.returncode == 0 and "2 passed" in done.stdout, explain(done)
 
 
+@pytest.mark.parametrize("option,kept", [("--benchmark-only", "2 passed, 3 deselected"),
+                                         ("--benchmark-skip", "3 passed, 2 deselected")])
+def test_benchmark_only_and_skip_leave_out_what_the_user_left_out(tmp_path: Path, option: str, kept: str) -> None:
+    """Earlier: what they leave out was skipped without a reason code ('not judged (skipped)'), so a run asked
+    for benchmarks only (or none) exited 1 for the checks it was told not to run. Now they deselect, as -m does."""
+    done = run_suite(tmp_path, "--models", "tiny", "--latency-batch-sizes", "1", "--latency-rounds", "5", option,
+                     tests=(*LATENCY, *ACCURACY))
+    assert done.returncode == 0 and kept in done.stdout, explain(done)
+    assert "VERDICT: PASSED" in _tail(done.stdout), explain(done)
+
+
 # ----------------------------------------------------------------------------------------------- the command line
 
 
