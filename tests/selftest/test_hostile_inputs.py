@@ -561,7 +561,7 @@ CASES: list[Case] = [
     Case("parity-dataset-fewer-rows-than-samples", "`parity_samples = 64` with an 8-row parity_dataset",
          Run("fewer-rows", config(parity_dataset=f'"{H}:rows_8"', parity_samples="64"), tests=(PARITY_DATASET,),
              **_WARM), 4,
-         (r"\[models\.m\]\.parity_samples = 64: .*\b8\b",), green_today=True),
+         (r"\[models\.m\]\.parity_samples = 64: .*\b8\b",)),
     Case("engine-produces-inf", "an engine producing +Inf (the exported graph, not the reference)",
          Run("engine-inf", config(factory=f'"{H}:inf_when_exported"', parity_dataset=TINY_DATA),
              tests=(PARITY_DATASET,)), 1,
@@ -638,11 +638,11 @@ CASES: list[Case] = [
     _usage("latency-batch-sizes-not-int", "`--latency-batch-sizes=x`", config(), "--latency-batch-sizes=x",
            says=(r"--latency-batch-sizes: 'x' is not an integer batch size",)),
     _usage("overhead-model-unknown", "`--overhead-model nosuch`", TORCH_ONLY, "--overhead-model", "nosuch",
-           tests=(OVERHEAD, LATENCY), says=(r"--overhead-model.*nosuch",), green_today=True),
+           tests=(OVERHEAD, LATENCY), says=(r"--overhead-model.*nosuch",)),
     _usage("max-harness-overhead-negative", "`--max-harness-overhead=-1`", TORCH_ONLY, "--max-harness-overhead=-1",
-           tests=(OVERHEAD, LATENCY), says=(r"--max-harness-overhead.*-1",), green_today=True),
+           tests=(OVERHEAD, LATENCY), says=(r"--max-harness-overhead.*-1",)),
     _usage("engine-cache-empty", "`--engine-cache=` (an unset variable)", TORCH_ONLY, "--engine-cache=",
-           tests=(LATENCY,), says=(r"--engine-cache",), green_today=True),
+           tests=(LATENCY,), says=(r"--engine-cache",)),
     _usage("suite-results-under-a-file", "`--suite-results` in a directory that is a file", config(),
            "--suite-results", "{work}/afile/results.json", prepare=_write("afile", "x"),
            says=(r"--suite-results.*afile",)),
@@ -668,6 +668,9 @@ CASES: list[Case] = [
 
 _BY_ID = {case.id: case for case in CASES}
 assert len(_BY_ID) == len(CASES), "case ids must be unique"
+# green_today names the problem of a known gap: on a case without its xfail it would only take the case out of
+# test_a_bad_input_never_ends_green (four fixed cases once kept the flag, unguarded).
+assert not [c.id for c in CASES if c.green_today and not c.xfail], "green_today without an xfail: remove the flag"
 
 # =========================================================================== running
 
