@@ -770,11 +770,22 @@ def _parse_input(where: str, spec: Any, axes: Mapping[str, AxisRange] | None = N
             if not float(value).is_integer() or not info.min <= value <= info.max:
                 raise ConfigError(f"{where}.{key}: {value!r} is not an integer within {dtype.name} "
                                   f"[{info.min}, {info.max}]")
+            # The bounds are held as floats (InputSpec.low/high, part of every cache key), exact up to 2**53: the
+            # rounded bound must fit too (int64's max, 2**63 - 1, rounds to 2**63, past it).
+            if not info.min <= float(value) <= info.max:
+                usable = int(np.nextafter(float(info.max), 0.0))  # only a max can round past its type's range
+                raise ConfigError(f"{where}.{key}: {value!r} is held as the float {float(value):.17g}, outside "
+                                  f"{dtype.name} [{info.min}, {info.max}] (input bounds are floats, exact up to "
+                                  f"2**53); use at most {usable}")
     else:
         limit = float(np.finfo(dtype).max)
         for key, value in (("low", low), ("high", high)):
             if abs(value) > limit:
                 raise ConfigError(f"{where}.{key}: {value!r} does not fit in {dtype.name} (max {limit:g})")
+        # Synthetic values are low + (high - low) * u, in float64: the width must be a finite number.
+        if not math.isfinite(float(high) - float(low)):
+            raise ConfigError(f"{where}: low {low!r} to high {high!r} is wider than a float64 can hold (high - low "
+                              f"overflows, and synthetic inputs are drawn across it); narrow the range")
     role = _string(f"{where}.role", spec.get("role", "values"))
     _check_choice(f"{where}.role", role, INPUT_ROLES)
     if role == "attention_mask":

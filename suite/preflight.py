@@ -217,7 +217,11 @@ def _check_model(model: ModelConfig, cache: ArtifactCache, device: str,
 def _smoke_forward(model: ModelConfig, module: torch.nn.Module, batch: int, device: str,
                    fail: Callable[..., PreflightError]) -> dict[str, list[int]]:
     """One forward at the profile's smallest batch; the outputs must be what ``outputs`` names."""
-    feed = smoke_feed(model.inputs, batch)
+    try:
+        feed = smoke_feed(model.inputs, batch)
+    except (ValueError, AssertionError) as exc:  # the declared inputs admit no such batch: theirs to fix
+        raise fail("inputs", f"cannot draw a synthetic batch of {batch} from the declared inputs: {_last_line(exc)}",
+                   show_value=False) from None
     if device != "cpu":
         module = copy.deepcopy(module).to(device)  # the session's module stays on the CPU for exports
     try:

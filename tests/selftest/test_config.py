@@ -104,6 +104,11 @@ def test_input_dtype_is_normalized_and_bounds_are_floats():
     assert (spec.dtype, spec.low, spec.high) == ("float32", 0.0, 255.0)
 
 
+def test_integer_bounds_up_to_the_largest_float_within_the_type_are_taken():
+    spec = parse_config(_input(dtype="int64", low=-(2**63), high=2**63 - 1024)).models["m"].inputs[0]
+    assert (spec.low, spec.high) == (-(2.0**63), 2.0**63 - 1024)
+
+
 M = r"\[models\.m\]"
 BROKEN = [
     # ---- unknown names -------------------------------------------------------------------------------
@@ -201,6 +206,11 @@ BROKEN = [
     (_input(dtype="int64", low=0, high=9.5), rf"^{M}\.inputs\[0\]\.high: 9\.5 is not an integer within int64"),
     (_input(dtype="uint8", low=-1, high=9), rf"^{M}\.inputs\[0\]\.low: -1 is not an integer within uint8 \[0, 255\]"),
     (_input(dtype="float16", low=0, high=1e6), rf"^{M}\.inputs\[0\]\.high: 1000000\.0 does not fit in float16"),
+    # int64's max is an int64, but the bound is held as a float, which rounds it to 2**63: past the type
+    (_input(dtype="int64", low=0, high=2**63 - 1), rf"^{M}\.inputs\[0\]\.high: 9223372036854775807 is held as the "
+     r"float 9\.2233720368547758e\+18, outside int64 .* use at most 9223372036854774784$"),
+    (_input(dtype="float64", low=-1.7e308, high=1.7e308),
+     rf"^{M}\.inputs\[0\]: low -1\.7e\+308 to high 1\.7e\+308 is wider than a float64 can hold \(high - low overflows"),
     (_with(inputs=[{"name": "a", "shape": [1]}, {"name": "a", "shape": [2]}]), rf"^{M}\.inputs: duplicate input names"),
     # ---- thresholds ----------------------------------------------------------------------------------
     (_with(min_top1=1.5, accuracy_dataset=DATA), rf"^{M}\.min_top1: expected a finite number in \[0, 1\], got 1\.5$"),

@@ -55,6 +55,9 @@ TINY_DATA = f'"{T}:tiny_data"'
 IMAGE = '{ name = "image", shape = [1, 8, 8], dtype = "float32", low = 0.0, high = 1.0 }'
 EXTRA = '{ name = "extra", shape = [3], dtype = "float32", low = -1.0, high = 1.0 }'
 X16 = '[{ name = "x", shape = [16] }]'
+#: tiny_models.TokenNet's inputs: int64 ids below its vocabulary of 50, float features.
+FEATURES = '{ name = "features", shape = [3], low = -1.0, high = 1.0 }'
+TOKENS = f'[{{ name = "ids", shape = [6], dtype = "int64", low = 0, high = 49 }}, {FEATURES}]'
 
 _HEAD = {
     "run": 'requires = ["torch", "onnxruntime"]\naccept_not_judged = ["no-data"]',
@@ -583,6 +586,16 @@ CASES: list[Case] = [
          Run("model-name-with-dash", config(name="my-net", parity_dataset=TINY_DATA), ("-k", "dataset or uniform"),
              tests=(PARITY,)), 0,
          (r"VERDICT: PASSED", r"\b2 passed"), lines=PASSING),
+    # ------------------------------------------------------------------ input ranges a synthetic batch cannot take
+    _usage("int64-high-max", "an int64 input with `high = 9223372036854775807` (int64's max)",
+           config(factory=f'"{T}:token_net"', inputs='[{ name = "ids", shape = [6], dtype = "int64", low = 0, '
+                                                     f'high = 9223372036854775807 }}, {FEATURES}]'),
+           says=(r"\[models\.m\]\.inputs\[0\]\.high: 9223372036854775807 is held as the float \S+, outside int64 "
+                 r".*use at most 9223372036854774784",)),
+    _usage("float64-range-overflows", "a float64 input with `low = -1.7e308`, `high = 1.7e308`",
+           config(inputs=f'[{{ name = "image", shape = [1, 8, 8], dtype = "float64", low = -1.7e308, '
+                         f'high = 1.7e308 }}, {EXTRA}]'),
+           says=(r"\[models\.m\]\.inputs\[0\]: low -1\.7e\+308 to high 1\.7e\+308 is wider than a float64 can hold",)),
     # ------------------------------------------------------------------ the config file
     _usage("toml-syntax-error", "a TOML syntax error (`[models.x` unclosed)", config() + "\n[models.x\n",
            says=(r"suite\.toml is not valid TOML: Expected ']' at the end of a table declaration \(at line \d+",)),
