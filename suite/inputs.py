@@ -2,10 +2,12 @@
 
 Why several: engines break at the edges (saturating int8 scales, fp16 overflow, sparse activations),
 which uniform noise alone rarely reaches. Never all-zero: a zero input can hide a broken engine and
-makes latency meaningless on hardware that skips work. Integer and bool inputs (token ids) get integers
-within [low, high] in their own dtype. Named axes (a sequence length) take the length ``dims`` gives, else
-the axis's opt. An input whose role is ``attention_mask`` gets what a tokenizer makes: per row 1s then 0s
-(padding at the end), at least one 1 per row, row lengths drawn in the distribution.
+makes latency meaningless on hardware that skips work. Never constant where the array holds two values
+or more (a 1-element input at batch 1 is one number, never 0 where the range allows another). Integer
+and bool inputs (token ids) get integers within [low, high] in their own dtype. Named axes (a sequence
+length) take the length ``dims`` gives, else the axis's opt. An input whose role is ``attention_mask``
+gets what a tokenizer makes: per row 1s then 0s (padding at the end), at least one 1 per row, row
+lengths drawn in the distribution.
 """
 
 from __future__ import annotations
@@ -44,8 +46,16 @@ def synthetic_array(spec: InputSpec, batch: int, distribution: str, rng: np.rand
     else:
         raise ValueError(f"unknown distribution {distribution!r}; valid: {DISTRIBUTIONS}")
     arr = arr.astype(spec.dtype)
+    if arr.size == 1:
+        # One value (a 1-element input at batch 1) cannot vary; it can still avoid being zero.
+        if arr.flat[0] == 0:
+            arr.flat[0] = hi if hi != 0 else lo
+        return arr
+    if not np.any(arr != arr.flat[0]):  # a few values can all land on one end (extremes clipped at low = 0)
+        arr.flat[-1] = hi if arr.flat[0] != dtype.type(hi) else lo
     if not np.any(arr != arr.flat[0]):
-        raise AssertionError(f"synthetic input {spec.name} came out constant; refusing to use it")
+        raise AssertionError(f"synthetic input {spec.name} came out constant ({arr.flat[0]}): [{lo:g}, {hi:g}] holds "
+                             f"one {dtype} value; refusing to use it")
     return arr
 
 

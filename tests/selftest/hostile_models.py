@@ -120,3 +120,9 @@ def integer_image(cache=None) -> Dataset:
     data = Data(rows=16)
     feeds = {"image": np.rint(np.array(data.feeds["image"])).astype(np.int64), "extra": np.array(data.feeds["extra"])}
     return Dataset("integer_image", feeds, labels=data.labels)
+
+
+def linear1(cache=None) -> torch.nn.Module:
+    """``torch.nn.Linear(1, 3)``: a 1-element input, one number per row (a synthetic batch of 1 is one value)."""
+    torch.manual_seed(0)
+    return torch.nn.Linear(1, 3).eval()

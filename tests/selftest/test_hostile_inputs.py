@@ -338,6 +338,24 @@ def _failed_generated(result: Result) -> list[str]:
     return [] if failed == want else [f"failed generated cases {failed}, expected {want}"]
 
 
+def _generated_batches(want: dict[str, set[int]]) -> Callable[[Result], list[str]]:
+    """The batches each model's generated parity cases ran at (from the run's --suite-results)."""
+    def check(result: Result) -> list[str]:
+        path = result.work / "results.json"
+        if not path.is_file():
+            return [f"the run wrote no {path.name}"]
+        records = json.loads(path.read_text())["records"]
+        found = []
+        for model, batches in want.items():
+            got = {r.get("batch") for r in records if r.get("model") == model
+                   and str(r.get("dataset", "")).startswith("generated:")}
+            if got != batches:
+                found.append(f"{model}'s generated cases ran at batches {sorted(got, key=str)}, expected "
+                             f"{sorted(batches)}")
+        return found
+    return check
+
+
 def _calibrated_179(result: Result) -> list[str]:
     """Each method calibrated its int8 model on all 179 rows."""
     keys = [json.loads(m.read_text())["key"] for m in (result.work / "cache").glob("onnx/*/manifest.json")]
@@ -407,6 +425,10 @@ _LATENCY_BASELINE = json.dumps({"benchmarks": [{"name": "test_latency[m-torch-fp
     "samples_s": "0.1 0.1 0.1"}}]})
 _ACCURACY_BASELINE = json.dumps({"complete": True, "records": [{"kind": "accuracy"},
                                                                {"kind": "parity", "cell": "m-onnxruntime-fp32"}]})
+LINEAR1 = {"factory": f'"{H}:linear1"', "inputs": '[{ name = "x", shape = [1] }]', "outputs": '["y"]'}
+_ONE_ELEMENT = Run("one-element-input", config(name="m1", batch_sizes="[1]", **LINEAR1)
+                   + model_table("m4", batch_sizes="[1, 4]", **LINEAR1),
+                   ("--suite-results", "{work}/results.json"), tests=(PARITY,))
 _NAN_SAYS = (r"m-onnxruntime-fp32 on extremes inputs .*reference has \d+ NaN/Inf values",)
 
 CASES: list[Case] = [
@@ -498,6 +520,12 @@ CASES: list[Case] = [
          Run("generated-lf", NAN_MODEL, ("--lf",), tests=(PARITY,), prepare=_after_a_parity_run, lf=True,
              needs=("nan-model",)), 1,
          _NAN_SAYS, lines=failing(1), check=_failed_generated),
+    # A 1-element input: one number per row. At batch 1 a synthetic batch is one value, which cannot vary; with a
+    # batch of 2 or more in the profile, the generated cases take one (one row judges little).
+    Case("one-element-input-batch-1", "`torch.nn.Linear(1, 3)` (input shape `[1]`), `batch_sizes = [1]`",
+         _ONE_ELEMENT, 0, (r"VERDICT: PASSED",), lines=PASSING, check=_generated_batches({"m1": {1}})),
+    Case("one-element-input-generated-batch", "the same model with `batch_sizes = [1, 4]`: generated cases at batch 4",
+         _ONE_ELEMENT, 0, (r"VERDICT: PASSED",), lines=PASSING, check=_generated_batches({"m4": {4}})),
     # ------------------------------------------------------------------ first contact
     _usage("engine-cache-is-a-file", "`--engine-cache` pointing at a file", config(), "--engine-cache",
            "{work}/afile", prepare=_write("afile", "x"),

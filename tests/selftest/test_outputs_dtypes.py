@@ -204,6 +204,30 @@ def test_synthetic_integer_and_bool_inputs_stay_in_range_and_dtype(spec, distrib
         assert np.any(arr != arr.flat[0]), f"{spec.name} {distribution} seed {seed}: constant"
 
 
+@pytest.mark.parametrize("distribution", DISTRIBUTIONS)
+def test_a_one_element_input_at_batch_1_is_one_number_never_zero(distribution):
+    """``Linear(1, 3)`` at batch 1: one value, which cannot vary (the constancy check once refused it, an
+    INTERNALERROR at start-up); it is still drawn within the range, and not 0."""
+    for seed in range(50):
+        arr = synthetic_array(InputSpec("x", (1,)), 1, distribution, np.random.default_rng(seed))
+        assert arr.shape == (1, 1) and 0 < arr.flat[0] <= 1, (distribution, seed, arr)
+
+
+@pytest.mark.parametrize("distribution", DISTRIBUTIONS)
+@pytest.mark.parametrize("batch", [2, 4])
+def test_a_few_float_values_are_never_constant(distribution, batch):
+    """Two to four values, 'extremes' at low = 0: each can land on 0 (clipped); one is then set to the other end."""
+    for seed in range(200):
+        arr = synthetic_array(InputSpec("x", (1,)), batch, distribution, np.random.default_rng(seed))
+        assert np.any(arr != arr.flat[0]) and arr.min() >= 0 and arr.max() <= 1, (distribution, seed, arr)
+
+
+def test_a_float_range_of_one_value_in_its_dtype_is_refused():
+    with pytest.raises(AssertionError, match=r"synthetic input x came out constant \(1000\.0\): \[1000, 1000\.1\] "
+                                             r"holds one float16 value"):
+        synthetic_array(InputSpec("x", (4,), "float16", 1000.0, 1000.1), 2, "uniform", np.random.default_rng(0))
+
+
 @pytest.mark.parametrize("spec,message", [
     (InputSpec("ids", (4,), "int64", 0.2, 0.8), r"input 'ids' \(int64\): no value within"),
     (InputSpec("ids", (4,), "uint8", 0, 300), r"input 'ids': range \[0, 300\] exceeds uint8's \[0, 255\]"),
