@@ -100,12 +100,25 @@ def _is_named_tuple(value: Any) -> bool:
 
 def returned_output_names(out: Any) -> list[str] | None:
     """The names a model's return value carries: dict keys or named-tuple fields, in their order; None for
-    a tensor, tuple or list, whose outputs are bound to the configured names by position."""
+    a tensor, tuple or list, whose outputs are bound to the configured names by position. A dict key that is not
+    a string is named by its text (``{0: logits}`` returns an output named "0")."""
     if isinstance(out, Mapping):
         return [str(k) for k in out]
     if _is_named_tuple(out):
         return list(out._fields)
     return None
+
+
+def _keys_by_name(out: Mapping[Any, Any], where: str) -> dict[str, Any]:
+    """Each configured name back to its dict key: the name is the key's text (``"0"`` for the key ``0``). Two keys
+    with one text (``0`` and ``"0"``) cannot be told apart by a name: a ValueError naming both."""
+    keys: dict[str, Any] = {}
+    for key in out:
+        if str(key) in keys:
+            raise ValueError(f"{where}: the model's dict has keys {keys[str(key)]!r} and {key!r}, which both read as "
+                             f"the output name {str(key)!r}; give them names that differ")
+        keys[str(key)] = key
+    return keys
 
 
 def pick_outputs(out: Any, names: Sequence[str], where: str) -> list[Any]:
@@ -122,7 +135,8 @@ def pick_outputs(out: Any, names: Sequence[str], where: str) -> list[Any]:
             raise ValueError(f"{where}: outputs {missing} are configured but the model does not return them; it "
                              f"returns {type(out).__name__} with names {returned} (configured: {list(names)})")
         if isinstance(out, Mapping):
-            return [out[n] for n in names]
+            keys = _keys_by_name(out, where)
+            return [out[keys[n]] for n in names]
         return [getattr(out, n) for n in names]
     values = list(out) if isinstance(out, (tuple, list)) else [out]
     if len(values) != len(names):

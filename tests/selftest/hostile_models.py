@@ -60,6 +60,20 @@ def all_nan(cache=None) -> torch.nn.Module:
     return AllNan().eval()
 
 
+class DictIntKeys(TwoInputNet):
+    """A dict keyed by integers, ``{0: logits, 1: probs}``: configured as outputs ``["0", "1"]``, each name must
+    reach its key (a KeyError '0' once stopped the run with an INTERNALERROR)."""
+
+    def forward(self, image: torch.Tensor, extra: torch.Tensor) -> dict[int, torch.Tensor]:
+        logits = super().forward(image, extra)
+        return {0: logits, 1: torch.softmax(logits, dim=1)}
+
+
+def dict_int_keys(cache=None) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return DictIntKeys().eval()
+
+
 # ---- datasets -------------------------------------------------------------------------------------------
 
 

@@ -444,6 +444,10 @@ CASES: list[Case] = [
          Run("dict-outputs", config(factory=f'"{T}:dict_output_net"', outputs='["logits", "probs"]',
                                     parity_dataset=TINY_DATA), tests=(PARITY_DATASET,)), 0,
          (r"VERDICT: PASSED", r"\b1 passed"), lines=PASSING),
+    Case("dict-output-int-keys", '`{0: logits, 1: probs}` (integer keys) with `outputs = ["0", "1"]`',
+         Run("dict-int-keys", config(factory=f'"{H}:dict_int_keys"', outputs='["0", "1"]', parity_dataset=TINY_DATA),
+             tests=(PARITY_DATASET,)), 0,
+         (r"VERDICT: PASSED", r"\b1 passed"), lines=PASSING),
     _usage("dict-output-name-missing", '`outputs = ["logits", "scores"]` for a dict of probs and logits',
            config(factory=f'"{T}:dict_output_net"', outputs='["logits", "scores"]'),
            says=(r"\[models\.m\]\.outputs = \['logits', 'scores'\]: outputs \['scores'\] are configured but the "

@@ -117,6 +117,14 @@ def test_pick_outputs_binds_by_key_and_by_position():
     assert pick_outputs({"probs": "p", "logits": "l", "aux": "x"}, ["logits"], "m") == ["l"]
 
 
+def test_a_dict_with_integer_keys_is_bound_by_the_keys_text():
+    assert returned_output_names({0: "l", 1: "p"}) == ["0", "1"]
+    assert pick_outputs({0: "l", 1: "p"}, ["1", "0"], "m") == ["p", "l"]
+    with pytest.raises(ValueError, match=r"m: the model's dict has keys 0 and '0', which both read as the output "
+                                         r"name '0'"):
+        pick_outputs({0: "a", "0": "b"}, ["0"], "m")
+
+
 def test_a_configured_name_the_model_does_not_return_lists_what_it_returns():
     with pytest.raises(ValueError, match=r"m-torch-fp32: outputs \['scores'\] are configured but the model does "
                                          r"not return them; it returns dict with names \['probs', 'logits'\]"):
