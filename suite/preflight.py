@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import inspect
 import json
+import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -313,24 +314,54 @@ def _check_datasets(model: ModelConfig, datasets: Callable[[str], Any],
                 bad = np.flatnonzero(~np.isfinite(values.reshape(len(values), -1)).all(axis=1))
                 raise fail(key, f"feed {name!r} holds NaN/Inf in {len(bad)} of its {len(values)} rows (first: row "
                                 f"{bad[0]}): a reference fed that fails every check it takes part in")
+            if not want_float and values.size:
+                # An id outside the declared range (77 for a vocabulary of 50, or -1) fails deep inside an
+                # embedding, naming neither the input nor the row: here it is named, with its row and value.
+                lo, hi = math.ceil(specs[name].low), math.floor(specs[name].high)
+                outside = ((values < lo) | (values > hi)).reshape(len(values), -1)
+                if outside.any():
+                    bad = np.flatnonzero(outside.any(axis=1))
+                    first_value = values.reshape(len(values), -1)[bad[0]][outside[bad[0]]][0]
+                    count = int(outside.sum())
+                    raise fail(key, f"feed {name!r} holds {count} value{'s' if count != 1 else ''} outside the range "
+                                    f"[{lo}, {hi}] declared for input {name!r}, in {len(bad)} of its {len(values)} "
+                                    f"rows (first: row {bad[0]}, value {first_value})")
         if len(set(rows.values())) != 1:
             raise fail(key, f"its feeds have different numbers of rows: {rows}")
         n_rows = next(iter(rows.values()))
+        if n_rows == 0:
+            raise fail(key, "the data set has 0 rows; it needs at least one (every check it feeds would compare "
+                            "nothing)")
         labels = getattr(data, "labels", None)
-        if labels is not None and len(labels) != n_rows:
-            raise fail(key, f"{len(labels)} labels for {n_rows} rows")
         if attr == "accuracy_dataset" and labels is None:
             raise fail(key, "the dataset has no labels; top-1/top-5 accuracy needs them")
-        first = output_shapes.get(model.outputs[0]) or []
-        if attr == "accuracy_dataset" and labels is not None and len(first) == 2:
-            classes = np.asarray(labels)
-            outside = np.flatnonzero((classes < 0) | (classes >= first[1]))
-            if len(outside):
-                raise fail(key, f"{len(outside)} labels lie outside the {first[1]} classes of output "
-                                f"{model.outputs[0]!r} (first at row {outside[0]}: {classes[outside[0]]})")
+        if labels is not None:
+            _check_labels(key, np.asarray(labels), n_rows, model, output_shapes, fail)
         if attr == "parity_dataset" and model.parity_samples_set and model.parity_samples > n_rows:
             raise fail("parity_samples", f"the parity_dataset {ref} has {n_rows} rows, fewer than asked for; lower "
                                          "parity_samples or give the data set more rows")
+
+
+def _check_labels(key: str, classes: np.ndarray, n_rows: int, model: ModelConfig,
+                  output_shapes: Mapping[str, list[int]], fail: Callable[..., PreflightError]) -> None:
+    """Labels are class indices: a 1-D integer array, one per row, none negative, and each below the number of
+    classes where the first output says it ((rows, classes) logits). Strings, floats (NaN among them) and
+    one-hot rows once passed start-up and then failed every accuracy test, or stopped the run."""
+    if classes.ndim != 1 or classes.dtype.kind not in "iu":
+        nan = (f", {int(np.isnan(classes).sum())} of them NaN" if classes.dtype.kind == "f" and np.isnan(classes).any()
+               else "")
+        hint = " (one-hot rows? give their argmax)" if classes.ndim == 2 else ""
+        raise fail(key, f"labels are {classes.dtype} of shape {list(classes.shape)}{nan}; labels are class indices, "
+                        f"a 1-D array of integers with one per row{hint}")
+    if len(classes) != n_rows:
+        raise fail(key, f"{len(classes)} labels for {n_rows} rows")
+    first = output_shapes.get(model.outputs[0]) or []
+    known = len(first) == 2
+    outside = np.flatnonzero((classes < 0) | (classes >= first[1])) if known else np.flatnonzero(classes < 0)
+    if len(outside):
+        where = f"the {first[1]} classes of output {model.outputs[0]!r}" if known else "the class indices (>= 0)"
+        raise fail(key, f"{len(outside)} labels lie outside {where} (first at row {outside[0]}: "
+                        f"{classes[outside[0]]})")
 
 
 # =========================================================================== helpers

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from fixtures.data import Dataset
-from tests.selftest.tiny_models import Data, TwoInputNet
+from tests.selftest.tiny_models import Data, TokenData, TwoInputNet
 
 # ---- models ---------------------------------------------------------------------------------------------
 
@@ -140,3 +140,62 @@ def linear1(cache=None) -> torch.nn.Module:
     """``torch.nn.Linear(1, 3)``: a 1-element input, one number per row (a synthetic batch of 1 is one value)."""
     torch.manual_seed(0)
     return torch.nn.Linear(1, 3).eval()
+
+
+class _LookAlike:
+    """A user's own dataset class, which checks nothing (fixtures.data.Dataset refuses what these hold)."""
+
+    def __init__(self, name: str, feeds: dict[str, np.ndarray], labels: object = None) -> None:
+        self.name, self.feeds, self.labels = name, feeds, labels
+
+    def __len__(self) -> int:
+        return len(next(iter(self.feeds.values())))
+
+    def take(self, n: int) -> _LookAlike:
+        return self
+
+    def digest(self) -> str:
+        return self.name
+
+
+def _rows(rows: int = 64) -> dict[str, np.ndarray]:
+    return {k: np.array(v) for k, v in Data(rows=rows).feeds.items()}
+
+
+def string_labels(cache=None) -> _LookAlike:
+    """Class names where class indices belong."""
+    return _LookAlike("string_labels", _rows(), np.array(["cat", "dog"] * 32))
+
+
+def nan_labels(cache=None) -> _LookAlike:
+    """Float labels, NaN in every other row."""
+    labels = Data(rows=64).labels.astype(np.float64)
+    labels[::2] = np.nan
+    return _LookAlike("nan_labels", _rows(), labels)
+
+
+def one_hot_labels(cache=None) -> _LookAlike:
+    """One-hot rows (64, 5) where class indices belong."""
+    return _LookAlike("one_hot_labels", _rows(), np.eye(5)[Data(rows=64).labels])
+
+
+def zero_rows(cache=None) -> _LookAlike:
+    """Every feed with 0 rows."""
+    return _LookAlike("zero_rows", {k: v[:0] for k, v in _rows().items()})
+
+
+def _tokens(position: tuple[int, int], value: int) -> _LookAlike:
+    data = TokenData(rows=32)
+    ids = np.array(data.feeds["ids"])
+    ids[position] = value
+    return _LookAlike(f"tokens_{value}", {"ids": ids, "features": np.array(data.feeds["features"])})
+
+
+def tokens_out_of_vocabulary(cache=None) -> _LookAlike:
+    """TokenNet's ids with one 77 (row 3), past its vocabulary of 50."""
+    return _tokens((3, 2), 77)
+
+
+def tokens_negative(cache=None) -> _LookAlike:
+    """TokenNet's ids with one -1 (row 5)."""
+    return _tokens((5, 0), -1)

@@ -590,6 +590,24 @@ CASES: list[Case] = [
          Run("labels-out-of-range", config(accuracy_dataset=f'"{H}:labels_out_of_range"'), tests=(ACCURACY,),
              **_WARM), 4,
          (r"\[models\.m\]\.accuracy_dataset = '\S+:labels_out_of_range': .*label",)),
+    *[_usage(f"labels-{kind}", f"an accuracy_dataset (a look-alike that checks nothing) with {what}",
+             config(accuracy_dataset=f'"{H}:{kind.replace("-", "_")}_labels"'),
+             says=(rf"\[models\.m\]\.accuracy_dataset = '\S+_labels': labels are {dtype} of shape \[{shape}\]{more}; "
+                   rf"labels are class indices, a 1-D array of integers with one per row{hint};",))
+      for kind, what, dtype, shape, more, hint in (
+          ("string", 'string labels (`"cat"`, `"dog"`)', "<U3", "64", "", ""),
+          ("nan", "float labels, NaN in every other row", "float64", "64", ", 32 of them NaN", ""),
+          ("one-hot", "one-hot labels (64 x 5)", "float64", "64, 5", "", r" \(one-hot rows\? give their argmax\)"))],
+    _usage("parity-dataset-0-rows", "a parity_dataset with 0 rows", config(parity_dataset=f'"{H}:zero_rows"'),
+           tests=(PARITY_DATASET,),
+           says=(r"\[models\.m\]\.parity_dataset = '\S+:zero_rows': the data set has 0 rows; it needs at least one",)),
+    *[_usage(f"dataset-token-id-{kind}", f"a parity_dataset of token ids with {what}, ids declared in [0, 49]",
+             config(factory=f'"{T}:token_net"', inputs=TOKENS, parity_dataset=f'"{H}:{ref}"'), tests=(PARITY_DATASET,),
+             says=(rf"\[models\.m\]\.parity_dataset = '\S+:{ref}': feed 'ids' holds 1 value outside the range "
+                   rf"\[0, 49\] declared for input 'ids', in 1 of its 32 rows \(first: row {row}, value {value}\)",))
+      for kind, what, ref, row, value in (("past-vocabulary", "one id 77 (a vocabulary of 50)",
+                                            "tokens_out_of_vocabulary", 3, 77),
+                                           ("negative", "one id -1", "tokens_negative", 5, -1))],
     Case("dataset-integer-feed-for-float-input", "a parity_dataset whose float32 image feed is int64",
          Run("integer-feed", config(parity_dataset=f'"{H}:integer_image"'), tests=(PARITY_DATASET,), **_WARM), 4,
          (r"\[models\.m\]\.parity_dataset = '\S+:integer_image': .*int64",)),
