@@ -52,6 +52,35 @@ def check_outputs(outputs: Mapping[str, np.ndarray], batch: int, where: str) -> 
                                    f"dimension must be the feed's batch {batch} (one row per input row)")
 
 
+class OutputDtypeError(ValueError):
+    """An engine output of another kind of value than the reference's (a float for an integer), or a float
+    narrower than the reference's: an engine returning float16 for an fp32 cell had its dtype never compared."""
+
+
+def check_output_dtypes(outputs: Mapping[str, np.ndarray], reference: Mapping[str, np.dtype[Any]],
+                        where: str) -> None:
+    """Raise OutputDtypeError unless each output has the reference output's kind of value (bool, integer,
+    floating) and, for a float, at least its width.
+
+    The rule holds at every precision: every engine returns its outputs at the reference's width whatever the
+    precision it computes in (torch and inductor cast float outputs to float32, the fp16 and bf16 ONNX
+    conversions keep float32 inputs and outputs, the int8 QDQ model and the TensorRT engines built from these
+    graphs too), so a narrower float is an engine that lost precision on its way out. Integer widths may differ
+    (TensorRT returns some int64 tensors as int32); the values are compared anyway.
+    """
+    for name, array in outputs.items():
+        if name not in reference:
+            continue
+        got, want = np.asarray(array).dtype, np.dtype(reference[name])
+        if _kind(got) != _kind(want):
+            raise OutputDtypeError(f"{where}: output {name!r} is {got} ({_kind(got)}), the reference's is {want} "
+                                   f"({_kind(want)}): the engine returns another kind of value")
+        if _kind(got) == "floating" and got.itemsize < want.itemsize:
+            raise OutputDtypeError(f"{where}: output {name!r} is {got}, the reference's is {want}: every engine "
+                                   f"returns its outputs at least at the reference's float width, whatever precision "
+                                   f"it computes in; a narrower output lost precision on its way out")
+
+
 # ---- inputs: the engine's dtype, never a silent change of kind or value --------------------------------
 
 

@@ -48,6 +48,22 @@ def inf_when_exported(cache=None) -> torch.nn.Module:
     return InfWhenExported().eval()
 
 
+class HalfWhenExported(TwoInputNet):
+    """Correct in eager PyTorch; the exported graph (ONNX Runtime's fp32 cell) returns float16: an fp32 engine
+    whose output lost precision on its way out, which parity (compared in float64) cannot see."""
+
+    def forward(self, image: torch.Tensor, extra: torch.Tensor) -> torch.Tensor:
+        out = super().forward(image, extra)
+        if torch.onnx.is_in_onnx_export():
+            return out.to(torch.float16)
+        return out
+
+
+def half_when_exported(cache=None) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return HalfWhenExported().eval()
+
+
 class AllNan(TwoInputNet):
     """NaN everywhere, in the reference too: the reference must fail, not pass parity against itself."""
 

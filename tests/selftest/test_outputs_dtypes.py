@@ -20,7 +20,15 @@ import torch
 from engines import get_backend
 from engines.artifacts import ModelBuild
 from engines.base import EngineBuildError, EngineRequest, InputSpec, ShapeProfile
-from engines.feeds import OutputShapeError, as_input_dtype, check_outputs, pick_outputs, returned_output_names
+from engines.feeds import (
+    OutputDtypeError,
+    OutputShapeError,
+    as_input_dtype,
+    check_output_dtypes,
+    check_outputs,
+    pick_outputs,
+    returned_output_names,
+)
 from engines.pytorch.backend import name_outputs
 from suite.cache import ArtifactCache
 from suite.inputs import DISTRIBUTIONS, synthetic_array, synthetic_feed
@@ -75,6 +83,24 @@ def test_a_0d_output_is_refused():
 def test_no_outputs_at_all_is_refused():
     with pytest.raises(OutputShapeError, match="returned no outputs"):
         check_outputs({}, 2, "m-torch-fp32")
+
+
+@pytest.mark.parametrize("got,want", [(np.float32, np.float32), (np.float64, np.float32), (np.int32, np.int64),
+                                      (np.int64, np.int32), (np.bool_, np.bool_)])
+def test_outputs_of_the_references_kind_and_float_width_pass(got, want):
+    check_output_dtypes({"out": np.zeros(2, got)}, {"out": np.dtype(want)}, "m-onnxruntime-fp32")
+
+
+@pytest.mark.parametrize("got,want,message", [
+    (np.float16, np.float32, "output 'out' is float16, the reference's is float32: every engine returns its outputs "
+                             "at least at the reference's float width"),
+    (np.int64, np.float32, "output 'out' is int64 (integer), the reference's is float32 (floating)"),
+    (np.float32, np.int64, "output 'out' is float32 (floating), the reference's is int64 (integer)"),
+    (np.uint8, np.bool_, "output 'out' is uint8 (integer), the reference's is bool (bool)"),
+])
+def test_outputs_of_another_kind_or_a_narrower_float_are_refused(got, want, message):
+    with pytest.raises(OutputDtypeError, match=re.escape(f"m-onnxruntime-fp32: {message}")):
+        check_output_dtypes({"out": np.zeros(2, got)}, {"out": np.dtype(want)}, "m-onnxruntime-fp32")
 
 
 def test_output_shape_error_is_a_value_error():
