@@ -102,10 +102,28 @@ class LatencyOptions:
     warmup_fraction: float = 0.1
 
 
+#: Failures no known failure may absorb, whatever its pattern: NaN/Inf in an output (metrics.parity,
+#: metrics.accuracy) and an output of the wrong shape or dtype (engines.feeds). Each says the engine or the model
+#: is broken, not that a figure moved.
+NEVER_KNOWN = re.compile(r"\b(?:reference|engine)(?: output| logits)? ha(?:s|ve) [1-9]\d* (?:rows with )?NaN/Inf"
+                         r"|\bOutput(?:Shape|Dtype)Error\b")
+#: Messages of a broken engine in any cell: a known failure's ``match`` that finds one of them would hide such a
+#: failure (``.`` matches them all), so the config refuses it.
+KNOWN_FAILURE_CANARIES: tuple[str, ...] = (
+    "",
+    "EngineBuildError",
+    "engine output has 3 NaN/Inf values",
+    "reference logits have 3 rows with NaN/Inf (counted wrong)",
+    "OutputShapeError: output 'out' has shape (1, 5), expected (4, 5)",
+    "OutputDtypeError: output 'out' is float16, the reference's is float32",
+)
+
+
 @dataclass(frozen=True)
 class KnownFailure:
     """A cell expected to fail in a stated way: only a failure whose message matches ``match`` (a regular
-    expression, searched) in one of ``checks`` is the known one; any other failure of the cell counts."""
+    expression, searched) in one of ``checks`` is the known one; any other failure of the cell counts, and so
+    does a NaN/Inf or an output of the wrong shape or dtype (``NEVER_KNOWN``) whatever ``match`` says."""
 
     reason: str
     match: str
@@ -113,7 +131,17 @@ class KnownFailure:
 
     def covers(self, check: str, message: str) -> bool:
         """Is this failure message, from this kind of check, the one declared?"""
-        return check in self.checks and re.search(self.match, message) is not None
+        return (check in self.checks and NEVER_KNOWN.search(message) is None
+                and re.search(self.match, message) is not None)
+
+    def refusal(self, check: str, message: str) -> str:
+        """Why this failure is not the known one (for the report of a failure ``covers`` refused)."""
+        if check not in self.checks:
+            return f"the entry covers {', '.join(self.checks)}, not {check}"
+        never = NEVER_KNOWN.search(message)
+        if never is not None:
+            return f"it says {never.group(0)!r}, which no known failure may absorb (a broken engine or model)"
+        return f"it does not match /{self.match}/"
 
 
 @dataclass(frozen=True)
@@ -679,6 +707,11 @@ def _parse_known_failures(where: str, table: Any, engines: tuple[str, ...], prec
         if compiled.search("") is not None:
             raise ConfigError(f"{at}.match = {pattern!r}: matches an empty message, so it would match any failure; "
                               "match text of the expected failure (e.g. the figure that fails)")
+        canary = next((c for c in KNOWN_FAILURE_CANARIES if compiled.search(c) is not None), None)
+        if canary is not None:
+            raise ConfigError(f"{at}.match = {pattern!r}: matches {canary!r}, what a broken engine says in any cell, "
+                              "so it would hide such a failure; match text of the expected failure (e.g. the figure "
+                              "that fails)")
         checks = (_choice_list(f"{at}.checks", spec["checks"], KNOWN_FAILURE_CHECKS) if "checks" in spec
                   else KNOWN_FAILURE_CHECKS)
         if "checks" in spec and "accuracy" in checks and accuracy_dataset is None:

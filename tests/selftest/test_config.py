@@ -408,6 +408,11 @@ KF = rf"^{M}\.known_failures\.onnxruntime-fp32"
     ({**KNOWN, "match": "cosine (0.5"}, KF + r"\.match = 'cosine \(0.5': not a valid regular expression"),
     ({**KNOWN, "match": ".*"}, KF + r"\.match = '\.\*': matches an empty message, so it would match any failure"),
     ({**KNOWN, "match": ""}, KF + r"\.match: expected a non-empty string"),
+    ({**KNOWN, "match": "."}, KF + r"\.match = '\.': matches 'EngineBuildError', what a broken engine says in any "
+                                  r"cell, so it would hide such a failure"),
+    ({**KNOWN, "match": "NaN"}, KF + r"\.match = 'NaN': matches 'engine output has 3 NaN/Inf values'"),
+    ({**KNOWN, "match": r"shape \("},
+     KF + r"\.match = 'shape \\\\\(': matches \"OutputShapeError: output 'out' has shape"),
     ({"reason": "x"}, KF + r": missing required key 'match'; the form is \{ reason ="),
     ({**KNOWN, "reason": " "}, KF + r"\.reason: expected a non-empty string"),
     ({**KNOWN, "checks": ["latency"]}, KF + r"\.checks\[0\]: unknown 'latency'; valid: accuracy, parity$"),
@@ -418,6 +423,24 @@ KF = rf"^{M}\.known_failures\.onnxruntime-fp32"
 def test_broken_known_failure_is_a_clear_error(entry, match):
     with pytest.raises(ConfigError, match=match):
         parse_config(_with(known_failures={"onnxruntime-fp32": entry}))
+
+
+def test_a_known_failure_never_absorbs_nan_inf_or_a_wrong_output_shape_or_dtype():
+    """Whatever its pattern matches: these say the engine or model is broken, not that a figure moved."""
+    entry = KnownFailure("r", "onnxruntime-fp32 on", ("accuracy", "parity"))
+    figure = "m-onnxruntime-fp32 on d[:64]: output 'out' (64, 5): cosine 0.51 < 0.98 required"
+    accuracy = ("m-onnxruntime-fp32 on d: accuracy over n=64: top-1 60.00% < 70.00% required\n  rows with NaN/Inf "
+                "(counted wrong): engine 0, reference 0")
+    assert entry.covers("parity", figure) and entry.covers("accuracy", accuracy)
+    for message in ("m-onnxruntime-fp32 on d[:64]: output 'out' (64, 5): engine output has 60 NaN/Inf values",
+                    "m-onnxruntime-fp32 on d[:64]: output 'out' (64, 5): reference has 2 NaN/Inf values",
+                    "m-onnxruntime-fp32 on d: accuracy over n=64: engine logits have 3 rows with NaN/Inf (counted "
+                    "wrong)",
+                    "engines.feeds.OutputShapeError: m-onnxruntime-fp32 on d: output 'out' has shape (2, 5)",
+                    "engines.feeds.OutputDtypeError: m-onnxruntime-fp32 on d: output 'out' is float16"):
+        assert not entry.covers("parity", message), message
+        assert "no known failure may absorb" in entry.refusal("parity", message), message
+    assert entry.refusal("parity", "cosine 0.5") == "it does not match /onnxruntime-fp32 on/"
 
 
 def test_known_failure_must_name_a_cell_the_model_runs():

@@ -668,6 +668,21 @@ CASES: list[Case] = [
            config(tables='\n[models.m.known_failures]\nonnxruntime-fp32 = { reason = "r", match = "cosine (0.5" }\n'),
            says=(r"\[models\.m\]\.known_failures\.onnxruntime-fp32\.match = 'cosine \(0\.5': not a valid regular "
                  r"expression",)),
+    _usage("known-failure-matches-anything", 'a known failure with `match = "."` on an engine producing +Inf',
+           config(factory=f'"{H}:inf_when_exported"', parity_dataset=TINY_DATA,
+                  tables='\n[models.m.known_failures]\nonnxruntime-fp32 = { reason = "r", match = "." }\n'),
+           tests=(PARITY_DATASET,),
+           says=(r"\[models\.m\]\.known_failures\.onnxruntime-fp32\.match = '\.': matches 'EngineBuildError', what a "
+                 r"broken engine says in any cell",)),
+    Case("known-failure-never-absorbs-inf", 'a known failure `match = "onnxruntime-fp32 on"` on an engine producing '
+                                            "+Inf",
+         Run("known-failure-inf", config(factory=f'"{H}:inf_when_exported"', parity_dataset=TINY_DATA,
+                                         tables='\n[models.m.known_failures]\nonnxruntime-fp32 = { reason = "r", '
+                                                'match = "onnxruntime-fp32 on" }\n'),
+             tests=(PARITY_DATASET,)), 1,
+         (r"VERDICT: FAILED", r"m-onnxruntime-fp32 on \S+: output 'out' \(64, 5\): engine output has \d+ NaN/Inf"),
+         lines=failing(1), check=lambda r: ["counted as a known failure"] if "known failure (as declared)" in r.stdout
+         else []),
     _usage("known-failure-plain-string", "a known failure in the old form, a plain string",
            config(tables='\n[models.m.known_failures]\nonnxruntime-fp32 = "flaky"\n'),
            says=(r"\[models\.m\]\.known_failures\.onnxruntime-fp32 = 'flaky': a plain reason is the old form",)),
