@@ -599,11 +599,19 @@ def _parse_model(
         raise ConfigError(f"{where}: bad threshold ({exc})") from exc
 
     int8 = _parse_int8(f"{where}.int8", entry.get("int8", {}), int8_defaults)
+    if "int8" in entry and "int8" not in precisions:
+        raise ConfigError(f"{where}.int8: set, but the model's precisions {list(precisions)} have no int8, so it "
+                          "would never be used; add int8 to precisions or delete the table")
     engine_options = {e: dict(engine_defaults.get(e, {})) for e in ENGINES}
     for eng, opts in _table(f"{where}.engine_options", entry.get("engine_options", {})).items():
         _check_choice(f"{where}.engine_options", eng, ENGINES)
         _check_engine_options(f"{where}.engine_options.{eng}", eng, opts)
+        if eng not in engines:
+            raise ConfigError(f"{where}.engine_options.{eng}: set, but the model's engines {list(engines)} have no "
+                              f"{eng}, so it would never be used; add {eng} to engines or delete the table")
         engine_options[eng].update(opts)
+    if "inductor" in engines:
+        _check_inductor_precisions(where, entry, engine_options["inductor"], precisions)
 
     if "int8" in precisions and not datasets["calibration_dataset"]:
         raise ConfigError(f"{where}: precision int8 needs calibration_dataset (data drawn from the model's dataset)")
@@ -643,6 +651,27 @@ def _parse_model(
         export=export,
         static_batch=static_batch,
     )
+
+
+def _check_inductor_precisions(where: str, entry: Mapping[str, Any], options: Mapping[str, Any],
+                               precisions: tuple[str, ...]) -> None:
+    """inductor builds a package only for engine_options.inductor.precisions (default fp32); its other cells end
+    not judged (unsupported). A precision listed there that the model does not run names a package nothing
+    judges; none of the model's precisions listed there leaves inductor never judged, an 'unsupported' a config
+    may accept, so a run could end green without it."""
+    chosen = list(options.get("precisions", ["fp32"]))
+    own = "precisions" in ((entry.get("engine_options") or {}).get("inductor") or {})
+    at = f"{where}.engine_options.inductor.precisions" if own else \
+        f"[engine_options.inductor].precisions (used by {where})"
+    if own:
+        for i, precision in enumerate(chosen):
+            if precision not in precisions:
+                raise ConfigError(f"{at}[{i}]: {precision!r} is not among the model's precisions {list(precisions)}, "
+                                  f"so no inductor-{precision} cell exists to judge its package; add it to precisions "
+                                  "or drop it here")
+    if not any(p in precisions for p in chosen):
+        raise ConfigError(f"{at}: {chosen} share no precision with the model's precisions {list(precisions)}, so "
+                          "every inductor cell would end not judged (unsupported) and inductor would never be judged")
 
 
 def _parse_export(where: str, table: Any, batch_sizes: tuple[int, ...], static_batch: bool) -> dict[str, Any]:

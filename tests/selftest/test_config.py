@@ -267,6 +267,17 @@ BROKEN = [
      r"^\[engine_options\.tensorrt\]\.builder_optimization_level: expected an integer in \[0, 5\], got 6$"),
     (_top(engine_options={"tensorrt": {"builder_optimization_level": 3.0}}), r"expected an integer in \[0, 5\]"),
     (_top(engine_options={"tensorrt": 3}), r"^\[engine_options\.tensorrt\]: expected a table, got 3$"),
+    # ---- tables that name what the model never runs -----------------------------------------------------
+    (_with(int8={"method": "entropy"}), rf"^{M}\.int8: set, but the model's precisions \['fp32'\] have no int8, so "
+                                        r"it would never be used"),
+    (_with(engine_options={"tensorrt": {"workspace_mb": 512}}),
+     rf"^{M}\.engine_options\.tensorrt: set, but the model's engines \['torch', 'onnxruntime'\] have no tensorrt"),
+    (_with(engines=["torch", "inductor"], engine_options={"inductor": {"precisions": ["fp32", "fp16"]}}),
+     rf"^{M}\.engine_options\.inductor\.precisions\[1\]: 'fp16' is not among the model's precisions \['fp32'\]"),
+    (_top(engine_options={"inductor": {"precisions": ["fp16"]}},
+          models={"m": {**MINIMAL["models"]["m"], "engines": ["torch", "inductor"]}}),
+     rf"^\[engine_options\.inductor\]\.precisions \(used by {M}\): \['fp16'\] share no precision with the "
+     r"model's precisions \['fp32'\], so every inductor cell would end not judged"),
     # ---- [run] ---------------------------------------------------------------------------------------
     (_top(run={"requires": ["gpu"]}), r"^\[run\]\.requires\[0\]: unknown 'gpu'; valid: cuda, torch, onnxruntime"),
     (_top(run={"requires": "cuda"}), r"^\[run\]\.requires: expected a list, got 'cuda'$"),

@@ -664,6 +664,23 @@ CASES: list[Case] = [
            says=(r"\[models\.m\]\.inputs: duplicate input names \['image', 'image'\]",)),
     _usage("duplicate-batch-sizes", "`batch_sizes = [1, 4, 4]`", config(batch_sizes="[1, 4, 4]"),
            says=(r"\[models\.m\]\.batch_sizes: \[4\] listed more than once",)),
+    # ------------------------------------------------------------------ configuration naming what never runs
+    _usage("inductor-precision-the-model-lacks",
+           '`[models.m.engine_options.inductor] precisions = ["fp16"]`, the model\'s precisions `["fp32"]`, '
+           '`unsupported` accepted', config(head={"run": 'requires = ["torch"]\naccept_not_judged = ["no-data", '
+                                                 '"unsupported"]'},
+                                          engines='["torch", "onnxruntime", "inductor"]', parity_dataset=TINY_DATA,
+                                          tables='\n[models.m.engine_options.inductor]\nprecisions = ["fp16"]\n'),
+           tests=(PARITY_DATASET,),
+           says=(r"\[models\.m\]\.engine_options\.inductor\.precisions\[0\]: 'fp16' is not among the model's "
+                 r"precisions \['fp32'\], so no inductor-fp16 cell exists",)),
+    _usage("int8-table-without-int8", "`[models.m.int8]` on a model without the int8 precision",
+           config(tables='\n[models.m.int8]\nmethod = "entropy"\n'),
+           says=(r"\[models\.m\]\.int8: set, but the model's precisions \['fp32'\] have no int8",)),
+    _usage("tensorrt-options-without-tensorrt", "`[models.m.engine_options.tensorrt]` on a model without tensorrt",
+           config(tables="\n[models.m.engine_options.tensorrt]\nworkspace_mb = 512\n"),
+           says=(r"\[models\.m\]\.engine_options\.tensorrt: set, but the model's engines \['torch', 'onnxruntime'\] "
+                 r"have no tensorrt",)),
     _usage("known-failure-bad-regex", "a known_failures `match` that is not a regular expression",
            config(tables='\n[models.m.known_failures]\nonnxruntime-fp32 = { reason = "r", match = "cosine (0.5" }\n'),
            says=(r"\[models\.m\]\.known_failures\.onnxruntime-fp32\.match = 'cosine \(0\.5': not a valid regular "
