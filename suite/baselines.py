@@ -15,6 +15,7 @@ still finds its baseline, and a baseline from another machine lines up case by c
 from __future__ import annotations
 
 import json
+import math
 import platform
 import re
 from collections.abc import Mapping
@@ -74,6 +75,8 @@ def parse_drift(text: str) -> DriftTolerances:
             values[keys[name]] = float(number)
         except ValueError:
             raise BaselineError(f"--accuracy-drift: {part!r}: {raw!r} is not a number") from None
+        if not math.isfinite(values[keys[name]]):  # 'nan' passes every range check below, and then gates nothing
+            raise BaselineError(f"--accuracy-drift: {part!r}: {raw!r} is not a finite number")
         if values[keys[name]] < 0 or (name == "mae" and values[keys[name]] < 1.0):
             raise BaselineError(f"--accuracy-drift: {part!r} out of range (points >= 0, mae factor >= 1)")
     return DriftTolerances(**values)

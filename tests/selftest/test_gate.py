@@ -45,6 +45,9 @@ def test_drift_spec_parses_units_and_rejects_unknown_names() -> None:
     for bad in ("top2=1", "top1", "mae=0.5x", "top1=abc"):
         with pytest.raises(BaselineError):
             parse_drift(bad)
+    for bad in ("top1=nanpt", "isclose=inf", "mae=nanx", "top5=-inf"):  # NaN passed every range check
+        with pytest.raises(BaselineError, match="is not a finite number"):
+            parse_drift(bad)
 
 
 def test_latency_keys_ignore_the_test_id_and_the_path_prefix() -> None:

@@ -748,6 +748,8 @@ CASES: list[Case] = [
            says=(r"--suite-results.*afile",)),
     _usage("accuracy-drift-bogus", "`--accuracy-drift bogus`", config(), "--accuracy-drift", "bogus",
            says=(r"--accuracy-drift: 'bogus'; expected NAME=VALUE",)),
+    _usage("accuracy-drift-nan", "`--accuracy-drift=top1=nanpt`", config(), "--accuracy-drift=top1=nanpt",
+           says=(r"--accuracy-drift: 'top1=nanpt': 'nanpt' is not a finite number",)),
     # ------------------------------------------------------------------ baselines
     _usage("latency-baseline-directory", "`--latency-baseline` pointing at a directory", config(),
            "--latency-baseline", "{work}", says=(r"--latency-baseline '\S+': no such file, and not a run id",)),
