@@ -401,6 +401,9 @@ def _parse_run(table: Any, models: Mapping[str, ModelConfig]) -> tuple[tuple[str
     reasons = _list(where, table.get("accept_not_judged", []), allow_empty=True)
     for i, reason in enumerate(reasons):
         _string(f"{where}[{i}]", reason)
+    named = [r.strip() for r in reasons]
+    if "none" in named and len(named) > 1:
+        raise ConfigError(f"{where} = {reasons!r}: 'none' means no reason and cannot be combined with others")
     try:
         accept = check_reasons(reasons, where)
     except NotJudgedReasonError as exc:

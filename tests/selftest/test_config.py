@@ -285,6 +285,8 @@ BROKEN = [
      r"^\[run\]\.requires\[0\]: engine 'inductor' is required but no model lists it in engines"),
     (_top(run={"accept_not_judged": ["sometimes"]}),
      r"^\[run\]\.accept_not_judged: unknown reason\(s\) 'sometimes'; valid: unsupported, unavailable, no-data"),
+    (_top(run={"accept_not_judged": ["none", "busy"]}),
+     r"^\[run\]\.accept_not_judged = \['none', 'busy'\]: 'none' means no reason and cannot be combined with others$"),
     (_top(run={"accept_not_judged": [3]}), r"^\[run\]\.accept_not_judged\[0\]: expected a non-empty string, got 3$"),
     (_top(run={"accept_not_judged": "unsupported"}), r"^\[run\]\.accept_not_judged: expected a list"),
     (_top(run={"require": ["cuda"]}), r"^\[run\]: unknown key\(s\) require; valid: accept_not_judged, requires$"),

@@ -714,6 +714,10 @@ CASES: list[Case] = [
                     tables=f"\n[models.m.precision.int8]\n{LOOSE_INT8}\n"),
              ("--precisions", "int8"), tests=(PARITY_DATASET,), **_WARM), 0,
          (r"VERDICT: PASSED",), lines=PASSING),
+    _usage("accept-not-judged-none-and-busy", '`[run] accept_not_judged = ["none", "busy"]`',
+           config(head={"run": 'requires = ["torch"]\naccept_not_judged = ["none", "busy"]'}),
+           says=(r"\[run\]\.accept_not_judged = \['none', 'busy'\]: 'none' means no reason and cannot be combined "
+                 r"with others",)),
     # ------------------------------------------------------------------ the command line
     _usage("unknown-model", "`--models nosuch`", config(), "--models", "nosuch",
            says=(r"--models: unknown 'nosuch'; valid: m",)),
