@@ -37,6 +37,9 @@ EXECUTION_PROVIDERS: tuple[str, ...] = ("cpu", "cuda", "tensorrt")
 TRANSFORMER_FUSIONS: tuple[str, ...] = ("bert",)
 #: A named axis: a letter, then letters, digits and underscores (it becomes a torch.export Dim and an ONNX dim).
 _AXIS_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+#: A model name: ASCII letters, digits, _ . and -, not starting with - (it starts every test id, NAME-ENGINE-
+#: PRECISION, and is a --models value; pytest escapes other characters in ids, so they would match no model).
+_MODEL_NAME = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.-]*$")
 
 _TOP_KEYS = {"defaults", "precision", "int8", "latency", "engine_options", "models", "run"}
 _DEFAULT_KEYS = {"batch_sizes", "latency_batch_sizes", "opt_batch", "precisions", "engines", "parity_samples"}
@@ -510,6 +513,18 @@ def _check_engine_options(where: str, engine: str, opts: Any) -> None:
             _int(at, value, lo=0, hi=5)
 
 
+def _check_model_name(name: str) -> None:
+    """A name that fits in a test id: ``NAME-ENGINE-PRECISION`` must read back as this model's cell (the verdict,
+    the gates and --models find a model by the start of its ids)."""
+    if not _MODEL_NAME.match(name):
+        raise ConfigError(f"[models.{name!r}]: a model name is ASCII letters, digits, '_', '.' and '-', not starting "
+                          f"with '-' (it starts every test id, NAME-ENGINE-PRECISION); got {name!r}")
+    cell = re.search(rf"(?:^|-)((?:{'|'.join(ENGINES)})-(?:{'|'.join(PRECISIONS)}))(?=-|$)", name)
+    if cell is not None:
+        raise ConfigError(f"[models.{name}]: the name holds {cell.group(1)!r}, an engine-precision pair, so its test "
+                          f"ids ({name}-ENGINE-PRECISION) would read as another model's cell; rename the model")
+
+
 def _parse_model(
     name: str,
     entry: Any,
@@ -518,6 +533,7 @@ def _parse_model(
     int8_defaults: Int8Options,
     engine_defaults: Mapping[str, Mapping[str, Any]],
 ) -> ModelConfig:
+    _check_model_name(name)
     where = f"[models.{name}]"
     entry = _table(where, entry)
     _check_keys(where, entry, _MODEL_KEYS)

@@ -290,6 +290,15 @@ BROKEN = [
     (_top(run={"accept_not_judged": [3]}), r"^\[run\]\.accept_not_judged\[0\]: expected a non-empty string, got 3$"),
     (_top(run={"accept_not_judged": "unsupported"}), r"^\[run\]\.accept_not_judged: expected a list"),
     (_top(run={"require": ["cuda"]}), r"^\[run\]: unknown key\(s\) require; valid: accept_not_judged, requires$"),
+    # ---- model names: they start every test id ----------------------------------------------------------
+    ({"models": {"": MINIMAL["models"]["m"]}}, r"^\[models\.''\]: a model name is ASCII letters, digits, '_', '\.' "
+                                              r"and '-', not starting with '-'"),
+    ({"models": {"-m": MINIMAL["models"]["m"]}}, r"^\[models\.'-m'\]: a model name is ASCII letters"),
+    ({"models": {"a b": MINIMAL["models"]["m"]}}, r"^\[models\.'a b'\]: a model name"),
+    ({"models": {"\u00e9": MINIMAL["models"]["m"]}}, r"^\[models\.'\u00e9'\]: a model name"),
+    ({"models": {"x-torch-fp32": MINIMAL["models"]["m"]}},
+     r"^\[models\.x-torch-fp32\]: the name holds 'torch-fp32', an engine-precision pair"),
+    ({"models": {"onnxruntime-int8-v2": MINIMAL["models"]["m"]}}, r"holds 'onnxruntime-int8', an engine-precision"),
     # ---- tables that are not tables ------------------------------------------------------------------
     (_top(models=[]), r"^\[models\]: expected a table, got \[\]$"),
     (_top(models={"m": 3}), rf"^{M}: expected a table, got 3$"),
@@ -341,6 +350,11 @@ def test_any_value_of_any_type_is_accepted_or_a_config_error_never_a_traceback(p
             parse_config(raw)
         except ConfigError as exc:
             assert str(path[-1]) in str(exc) or str(path[-2]) in str(exc), (path, value, str(exc))
+
+
+def test_model_names_that_fit_a_test_id_are_taken():
+    for name in ("m", "my-net", "resnet50_static", "v1.2", "_x", "torch", "fp32-net", "torch_fp32"):
+        assert name in parse_config({"models": {name: MINIMAL["models"]["m"]}}).models
 
 
 def test_missing_required_key_names_it():

@@ -637,6 +637,13 @@ CASES: list[Case] = [
              ("-k", "dataset or uniform"), tests=(PARITY,)), 1,
          # Each failed check's report runs through the engine build: ~100 lines with the exporter's own message.
          (r"EngineBuildError: ONNX export of model 'm' failed",), lines=40 + 2 * 130),
+    *[_usage(f"model-name-{kind}", f"a model named {what}", config(name=toml),
+             says=(rf"\[models\.{shown}\]: {says}",))
+      for kind, what, toml, shown, says in (
+          ("empty", '`""` (`[models.""]`)', '""', "''", "a model name is ASCII letters, digits"),
+          ("non-ascii", "`é` (pytest escapes it in test ids)", '"é"', "'é'", "a model name is ASCII letters"),
+          ("holding-a-cell", "`x-torch-fp32` (its ids read as model x's cells)", '"x-torch-fp32"', "x-torch-fp32",
+           "the name holds 'torch-fp32', an engine-precision pair"))],
     Case("model-name-with-dash", "a model named `my-net`",
          Run("model-name-with-dash", config(name="my-net", parity_dataset=TINY_DATA), ("-k", "dataset or uniform"),
              tests=(PARITY,)), 0,
