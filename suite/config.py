@@ -77,6 +77,9 @@ _REMOVED_KEYS = {
 }
 _KNOWN_FAILURE_FORM = ('{ reason = "what fails, measured how, since when", match = "REGEX over the failure '
                        'message", checks = ["parity"] }')
+#: The most one batch of a model's inputs may take at its largest batch (each named axis at its max): a batch
+#: size beyond it is a typo (10000000000) that fails every latency case with "Unable to allocate 4.66 TiB".
+MAX_BATCH_INPUT_BYTES = 16 * 2**30
 # Input dtypes: numeric types torch, ONNX and TensorRT all take (synthetic data is drawn in [low, high]).
 INPUT_DTYPES: tuple[str, ...] = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8")
 
@@ -582,6 +585,7 @@ def _parse_model(
     if "latency_shapes" not in entry:
         latency_shapes = tuple(LatencyShape(b, tuple((name, r.opt) for name, r in axes.items()))
                                for b in latency_batches)
+    _check_batch_bytes(origin("batch_sizes"), hi, inputs)
     opt_batch = _int(f"{where}.opt_batch", entry["opt_batch"], lo=1) if "opt_batch" in entry \
         else defaults.get("opt_batch")
     if opt_batch is not None and not lo <= opt_batch <= hi:
@@ -670,6 +674,24 @@ def _parse_model(
         export=export,
         static_batch=static_batch,
     )
+
+
+def _check_batch_bytes(where: str, batch: int, inputs: tuple[InputSpec, ...]) -> None:
+    """One batch of inputs at the largest batch size, each named axis at its max, within MAX_BATCH_INPUT_BYTES."""
+    row = sum(math.prod(d if isinstance(d, int) else spec.axis(d).max for d in spec.shape)
+              * np.dtype(spec.dtype).itemsize for spec in inputs)
+    if batch * row > MAX_BATCH_INPUT_BYTES:
+        raise ConfigError(f"{where}: a batch of {batch} takes {_size(batch * row)} of inputs ({row} bytes a row, each "
+                          f"named axis at its max), more than the {_size(MAX_BATCH_INPUT_BYTES)} a batch may take; "
+                          "lower the largest batch size")
+
+
+def _size(n: int) -> str:
+    """Bytes for people: '16 GiB', '2.44 TiB'."""
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n} bytes"
 
 
 def _check_inductor_precisions(where: str, entry: Mapping[str, Any], options: Mapping[str, Any],

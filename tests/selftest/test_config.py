@@ -290,6 +290,11 @@ BROKEN = [
     (_top(run={"accept_not_judged": [3]}), r"^\[run\]\.accept_not_judged\[0\]: expected a non-empty string, got 3$"),
     (_top(run={"accept_not_judged": "unsupported"}), r"^\[run\]\.accept_not_judged: expected a list"),
     (_top(run={"require": ["cuda"]}), r"^\[run\]: unknown key\(s\) require; valid: accept_not_judged, requires$"),
+    # ---- a batch that no machine holds ----------------------------------------------------------------
+    (_with(batch_sizes=[1, 10_000_000_000]), rf"^{M}\.batch_sizes: a batch of 10000000000 takes 28\.5 TiB of inputs "
+                                             r"\(3136 bytes a row, each named axis at its max\), more than the 16 GiB"),
+    (_top(defaults={"batch_sizes": [1, 10_000_000]}),
+     rf"^\[defaults\]\.batch_sizes \(used by {M}\): a batch of 10000000 takes 29\.2 GiB"),
     # ---- model names: they start every test id ----------------------------------------------------------
     ({"models": {"": MINIMAL["models"]["m"]}}, r"^\[models\.''\]: a model name is ASCII letters, digits, '_', '\.' "
                                               r"and '-', not starting with '-'"),

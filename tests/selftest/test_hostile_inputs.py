@@ -498,6 +498,10 @@ CASES: list[Case] = [
            says=(r"\[models\.m\]\.opt_batch: expected an integer >= 1, got 'x'",)),
     _usage("shape-symbolic", '`shape = [4, "T"]`', config(inputs=f'[{{ name = "image", shape = [4, "T"] }}, {EXTRA}]'),
            says=(r"\[models\.m\]\.inputs\[0\]\.shape\[1\]: .*'T'",)),
+    _usage("batch-sizes-huge", "`batch_sizes = [1, 10000000000]`", config(batch_sizes="[1, 10000000000]"),
+           tests=(LATENCY,),
+           says=(r"\[models\.m\]\.batch_sizes: a batch of 10000000000 takes 2\.44 TiB of inputs \(268 bytes a row, "
+                 r"each named axis at its max\), more than the 16 GiB a batch may take",)),
     _usage("batch-sizes-not-a-list", "`batch_sizes = 4`", config(batch_sizes="4"),
            says=(r"\[models\.m\]\.batch_sizes: expected a list, got 4",)),
     _usage("rounds-string", '`[latency] rounds = "30"`', config(head={"latency": 'rounds = "30"'}),
