@@ -307,6 +307,15 @@ def _killed_builds(work: Path, root: Path) -> None:
     builder is killed with SIGKILL, and m's int8 entry is missing, so that the run builds in the same kind."""
     cache = _copy_cache(work, root)
     shutil.rmtree(entry(cache, "calibrate m int8 (minmax)"))
+    _kill_a_builder(cache)
+
+
+def _killed_build_in_a_warm_cache(work: Path, root: Path) -> None:
+    """The same killed build in a cache where the run builds nothing (every entry a hit)."""
+    _kill_a_builder(_copy_cache(work, root))
+
+
+def _kill_a_builder(cache: Path) -> None:
     builder = subprocess.Popen([sys.executable, "-c", _KILLED_BUILDER, str(cache)], cwd=ROOT,
                                env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
     deadline = time.time() + 60
@@ -383,6 +392,17 @@ def _unwritable(work: Path, root: Path) -> None:
     else:
         target.mkdir()
         target.chmod(0o555)
+
+
+def _unwritable_kind(work: Path, root: Path) -> None:
+    """WORK/cache writable, its onnx/ kind directory not (as root: a link to /sys, as in _unwritable)."""
+    kind = work / "cache" / "onnx"
+    kind.parent.mkdir(parents=True)
+    if os.geteuid() == 0:
+        kind.symlink_to("/sys")
+    else:
+        kind.mkdir()
+        kind.chmod(0o555)
 
 
 def _writable(directory: Path) -> bool:
@@ -465,6 +485,12 @@ CASES: list[Case] = [
     Case("cache-tmp-of-killed-build", "the temporary directory of a build killed with SIGKILL",
          Run("killed-build", prepare=_killed_builds, **_CACHE_RUN), 0,
          (r"VERDICT: PASSED",), lines=PASSING, check=_no_tmp_left),
+    Case("cache-tmp-of-killed-build-nothing-built", "the same, in a cache where the run builds nothing (all hits)",
+         Run("killed-build-warm", prepare=_killed_build_in_a_warm_cache, **_CACHE_RUN), 0,
+         (r"VERDICT: PASSED", r"engine cache: \d+ hits, 0 builds"), lines=PASSING, check=_no_tmp_left),
+    _usage("engine-cache-kind-unwritable", "`--engine-cache` writable, its `onnx/` directory not",
+           config(parity_dataset=TINY_DATA), tests=(PARITY_DATASET,), prepare=_unwritable_kind,
+           says=(r"--engine-cache: engine cache \S+/cache: its onnx/ directory is not writable: Permission denied",)),
     # ------------------------------------------------------------------ configuration that used to drop checks
     _usage("precisions-empty", "`precisions = []`", config(precisions="[]"),
            says=(r"\[models\.m\]\.precisions: must not be empty, got \[\]",)),
@@ -1024,6 +1050,8 @@ def test_hostile_input(case: Case, corpus: dict[Run, Result]) -> None:
     result = corpus[case.run]
     if case.run.prepare is _unwritable and _writable(result.work / "ro"):
         pytest.skip(f"{result.work / 'ro'} is writable here (root, and /sys too): nothing unwritable to point at")
+    if case.run.prepare is _unwritable_kind and _writable(result.work / "cache" / "onnx"):
+        pytest.skip(f"{result.work / 'cache' / 'onnx'} is writable here (root, and /sys too): nothing unwritable")
     found = problems(case, result)
     assert not found, _explain(case, result, found)
 
