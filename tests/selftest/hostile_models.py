@@ -64,6 +64,19 @@ def half_when_exported(cache=None) -> torch.nn.Module:
     return HalfWhenExported().eval()
 
 
+class Transposed(TwoInputNet):
+    """Classes first, rows second (``out.t()``): at a batch of 5, its 5 classes make the shape (5, 5), which looks
+    right; at any other batch the first dimension is still 5."""
+
+    def forward(self, image: torch.Tensor, extra: torch.Tensor) -> torch.Tensor:
+        return super().forward(image, extra).t().contiguous()
+
+
+def transposed(cache=None) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return Transposed().eval()
+
+
 class AllNan(TwoInputNet):
     """NaN everywhere, in the reference too: the reference must fail, not pass parity against itself."""
 

@@ -459,6 +459,9 @@ CASES: list[Case] = [
     Case("batch-twice", "a model returning `torch.cat([out, out])`",
          Run("batch-twice", config(factory=f'"{T}:batch_twice"'), tests=(PARITY,)), 4,
          (r"\[models\.m\]\.outputs: output 'out' has shape \[4, 5\] for a batch of 2",)),
+    Case("batch-transposed", "a model returning `out.t()` (5 classes) with `batch_sizes = [5, 8]`",
+         Run("batch-transposed", config(factory=f'"{H}:transposed"', batch_sizes="[5, 8]"), tests=(PARITY,)), 4,
+         (r"\[models\.m\]\.outputs: output 'out' has shape \[5, 8\] for a batch of 8",)),
     # ------------------------------------------------------------------ outputs bound by name
     Case("dict-outputs-by-key", '`{"probs": ..., "logits": ...}` with `outputs = ["logits", "probs"]`',
          Run("dict-outputs", config(factory=f'"{T}:dict_output_net"', outputs='["logits", "probs"]',
