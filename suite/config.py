@@ -81,7 +81,8 @@ _KNOWN_FAILURE_FORM = ('{ reason = "what fails, measured how, since when", match
 #: size beyond it is a typo (10000000000) that fails every latency case with "Unable to allocate 4.66 TiB".
 MAX_BATCH_INPUT_BYTES = 16 * 2**30
 # Input dtypes: numeric types torch, ONNX and TensorRT all take (synthetic data is drawn in [low, high]).
-INPUT_DTYPES: tuple[str, ...] = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8")
+INPUT_DTYPES: tuple[str, ...] = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8",
+                                 "bool")
 
 
 class ConfigError(ValueError):
@@ -867,7 +868,11 @@ def _parse_input(where: str, spec: Any, axes: Mapping[str, AxisRange] | None = N
     high = _number(f"{where}.high", spec.get("high", 1.0))
     if not low < high:
         raise ConfigError(f"{where}: low {low!r} must be below high {high!r} (synthetic inputs are drawn between)")
-    if dtype.kind in "iu":
+    if dtype.kind == "b":
+        for key, value in (("low", low), ("high", high)):
+            if value not in (0, 1):
+                raise ConfigError(f"{where}.{key}: {value!r}; a bool input takes low = 0 and high = 1 (the default)")
+    elif dtype.kind in "iu":
         info = np.iinfo(dtype)
         for key, value in (("low", low), ("high", high)):
             if not float(value).is_integer() or not info.min <= value <= info.max:

@@ -104,6 +104,11 @@ def test_input_dtype_is_normalized_and_bounds_are_floats():
     assert (spec.dtype, spec.low, spec.high) == ("float32", 0.0, 255.0)
 
 
+def test_a_bool_input_is_declared_with_its_range_0_to_1():
+    spec = parse_config(_input(dtype="bool")).models["m"].inputs[0]
+    assert (spec.dtype, spec.low, spec.high) == ("bool", 0.0, 1.0)
+
+
 def test_integer_bounds_up_to_the_largest_float_within_the_type_are_taken():
     spec = parse_config(_input(dtype="int64", low=-(2**63), high=2**63 - 1024)).models["m"].inputs[0]
     assert (spec.low, spec.high) == (-(2.0**63), 2.0**63 - 1024)
@@ -193,7 +198,7 @@ BROKEN = [
     (_input(shape="1x28x28"), rf"^{M}\.inputs\[0\]\.shape: expected a list"),
     (_input(name=""), rf"^{M}\.inputs\[0\]\.name: expected a non-empty string, got ''$"),
     (_input(dtype="floaty"), rf"^{M}\.inputs\[0\]\.dtype: unknown dtype 'floaty'; valid: float16, float32, "
-                             r"float64, int8, int16, int32, int64, uint8$"),
+                             r"float64, int8, int16, int32, int64, uint8, bool$"),
     (_input(dtype="float128"), r"unknown dtype 'float128'"),
     (_input(dtype="complex64"), r"unknown dtype 'complex64'"),
     (_input(dtype="U8"), r"unknown dtype 'U8'"),
@@ -206,6 +211,7 @@ BROKEN = [
     (_input(dtype="int64", low=0, high=9.5), rf"^{M}\.inputs\[0\]\.high: 9\.5 is not an integer within int64"),
     (_input(dtype="uint8", low=-1, high=9), rf"^{M}\.inputs\[0\]\.low: -1 is not an integer within uint8 \[0, 255\]"),
     (_input(dtype="float16", low=0, high=1e6), rf"^{M}\.inputs\[0\]\.high: 1000000\.0 does not fit in float16"),
+    (_input(dtype="bool", low=0, high=2), rf"^{M}\.inputs\[0\]\.high: 2; a bool input takes low = 0 and high = 1"),
     # int64's max is an int64, but the bound is held as a float, which rounds it to 2**63: past the type
     (_input(dtype="int64", low=0, high=2**63 - 1), rf"^{M}\.inputs\[0\]\.high: 9223372036854775807 is held as the "
      r"float 9\.2233720368547758e\+18, outside int64 .* use at most 9223372036854774784$"),

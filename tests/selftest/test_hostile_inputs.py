@@ -681,6 +681,12 @@ CASES: list[Case] = [
          Run("model-name-with-dash", config(name="my-net", parity_dataset=TINY_DATA), ("-k", "dataset or uniform"),
              tests=(PARITY,)), 0,
          (r"VERDICT: PASSED", r"\b2 passed"), lines=PASSING),
+    Case("bool-input", '`dtype = "bool"` (a mask beside a float input), through torch and ONNX Runtime',
+         Run("bool-input", config(factory=f'"{T}:masked_net"', outputs='["out"]', parity_dataset=f'"{T}:masked_data"',
+                                  inputs='[{ name = "x", shape = [6], low = -1.0, high = 1.0 }, '
+                                         '{ name = "mask", shape = [6], dtype = "bool" }]'),
+             tests=(PARITY,)), 0,
+         (r"VERDICT: PASSED", r"\b5 passed"), lines=PASSING),
     # ------------------------------------------------------------------ input ranges a synthetic batch cannot take
     _usage("int64-high-max", "an int64 input with `high = 9223372036854775807` (int64's max)",
            config(factory=f'"{T}:token_net"', inputs='[{ name = "ids", shape = [6], dtype = "int64", low = 0, '

@@ -309,6 +309,36 @@ def test_onnx_files_keep_integer_inputs_integer(tokens, precision):
     assert types == {"ids": onnx.TensorProto.INT64, "features": onnx.TensorProto.FLOAT}
 
 
+MASKED = (InputSpec("x", (tm.MaskedNet.FEATURES,), "float32", -1.0, 1.0),
+          InputSpec("mask", (tm.MaskedNet.FEATURES,), "bool", 0, 1))
+
+
+@pytest.fixture(scope="module")
+def masked(cache):
+    return _build(cache, "masked", tm.masked_net, MASKED, calibration=lambda: tm.MaskedData(17))
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16", "bf16", "int8"])
+def test_onnx_files_keep_bool_inputs_bool(masked, precision):
+    graph = onnx.load(str(masked.onnx_path(precision))).graph
+    types = {i.name: i.type.tensor_type.elem_type for i in graph.input}
+    assert types == {"x": onnx.TensorProto.FLOAT, "mask": onnx.TensorProto.BOOL}
+
+
+@pytest.mark.parametrize("engine,precision,tolerance", [
+    ("torch", "fp16", 1e-2), ("onnxruntime", "fp32", 1e-5), ("onnxruntime", "fp16", 1e-2),
+    ("onnxruntime", "int8", 1e-1),
+])
+def test_a_bool_mask_keeps_its_dtype_on_every_engine_and_precision(masked, cache, engine, precision, tolerance):
+    feed = synthetic_feed(MASKED, 4, "uniform", seed=3)
+    assert feed["mask"].dtype == np.bool_ and feed["mask"].any() and not feed["mask"].all()
+    reference = _run(masked, cache, "torch", "fp32", feed)["out"]
+    out = _run(masked, cache, engine, precision, feed)["out"]
+    np.testing.assert_allclose(out, reference, atol=tolerance, rtol=tolerance)
+    flipped = _run(masked, cache, engine, precision, {**feed, "mask": ~feed["mask"]})["out"]
+    assert not np.allclose(flipped, out, atol=tolerance), "the mask changed nothing: the engine does not see it"
+
+
 def test_onnxruntime_refuses_float_token_ids(tokens, cache, token_feed):
     with pytest.raises(TypeError, match=r"input 'ids' is float32 .* the engine's input is int64"):
         _run(tokens, cache, "onnxruntime", "fp32", {**token_feed, "ids": token_feed["ids"].astype(np.float32)})
