@@ -64,6 +64,19 @@ def half_when_exported(cache=None) -> torch.nn.Module:
     return HalfWhenExported().eval()
 
 
+class FirstTwoRows(TwoInputNet):
+    """``out[:2]``: right at a batch of 2 (the start-up check's smoke batch), wrong at every other: only the check
+    of each call's outputs at run time sees it, on the reference and every engine alike."""
+
+    def forward(self, image: torch.Tensor, extra: torch.Tensor) -> torch.Tensor:
+        return super().forward(image, extra)[:2]
+
+
+def first_two_rows(cache=None) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return FirstTwoRows().eval()
+
+
 class Transposed(TwoInputNet):
     """Classes first, rows second (``out.t()``): at a batch of 5, its 5 classes make the shape (5, 5), which looks
     right; at any other batch the first dimension is still 5."""

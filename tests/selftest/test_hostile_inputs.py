@@ -459,6 +459,13 @@ CASES: list[Case] = [
     Case("batch-twice", "a model returning `torch.cat([out, out])`",
          Run("batch-twice", config(factory=f'"{T}:batch_twice"'), tests=(PARITY,)), 4,
          (r"\[models\.m\]\.outputs: output 'out' has shape \[4, 5\] for a batch of 2",)),
+    # Right at the smoke batch (2), wrong at every other: the start-up check passes it; each call's output check at
+    # run time (SuiteSession.run_batched) must fail the reference's test and the engine's, each naming its cell.
+    Case("batch-first-two-rows", "a model returning `out[:2]` (right at batch 2 only), accuracy on 64 rows",
+         Run("batch-first-two-rows", config(factory=f'"{H}:first_two_rows"', accuracy_dataset=TINY_DATA),
+             tests=(ACCURACY,)), 1,
+         tuple(rf"OutputShapeError: m-{cell}-fp32: output 'out' has shape \(2, 5\), expected \(4, 5\)"
+               for cell in ("torch", "onnxruntime")), lines=failing(2)),
     Case("batch-transposed", "a model returning `out.t()` (5 classes) with `batch_sizes = [5, 8]`",
          Run("batch-transposed", config(factory=f'"{H}:transposed"', batch_sizes="[5, 8]"), tests=(PARITY,)), 4,
          (r"\[models\.m\]\.outputs: output 'out' has shape \[5, 8\] for a batch of 8",)),
