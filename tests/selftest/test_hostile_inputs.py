@@ -347,6 +347,26 @@ def _failed_generated(result: Result) -> list[str]:
     return [] if failed == want else [f"failed generated cases {failed}, expected {want}"]
 
 
+def _same_example_everywhere(result: Result) -> list[str]:
+    """The failing 'extremes' case ran on the (batch, seed) that suite.inputs.generated_example gives here, in this
+    process: the same inputs in every selection (-k generated, tests/parity -k generated, --lf), whatever pytest
+    collected. (A random example would fail the NaN model all the same; only this check tells.)"""
+    import tomllib
+
+    from suite.config import parse_config
+    from suite.inputs import generated_example
+
+    want = generated_example(parse_config(tomllib.loads(NAN_MODEL)).models["m"], "extremes")
+    got = {(int(b), int(s)) for b, s in re.findall(r"m-onnxruntime-fp32 on extremes inputs \(batch (\d+), seed (\d+)\)",
+                                                   result.output)}
+    return [] if got == {want} else [f"the failing extremes case ran on (batch, seed) {sorted(got)}; "
+                                     f"generated_example gives {want}"]
+
+
+def _generated_nan(result: Result) -> list[str]:
+    return _failed_generated(result) + _same_example_everywhere(result)
+
+
 def _generated_batches(want: dict[str, set[int]]) -> Callable[[Result], list[str]]:
     """The batches each model's generated parity cases ran at (from the run's --suite-results)."""
     def check(result: Result) -> list[str]:
@@ -555,15 +575,15 @@ CASES: list[Case] = [
     # ------------------------------------------------------------------ generated inputs, whatever is collected
     Case("generated-nan-k", "a model giving NaN for some rows, `-k generated` over every test directory",
          Run("generated-k", NAN_MODEL, ("-k", "generated"), prepare=_after_a_parity_run, needs=("nan-model",)), 1,
-         _NAN_SAYS, lines=failing(1), check=_failed_generated),
+         _NAN_SAYS, lines=failing(1), check=_generated_nan),
     Case("generated-nan-parity-k", "the same model, `tests/parity -k generated`",
          Run("generated-parity-k", NAN_MODEL, ("-k", "generated"), tests=(PARITY,), prepare=_after_a_parity_run,
              needs=("nan-model",)), 1,
-         _NAN_SAYS, lines=failing(1), check=_failed_generated),
+         _NAN_SAYS, lines=failing(1), check=_generated_nan),
     Case("generated-nan-lf", "the same model, `--lf` after a run of tests/parity",
          Run("generated-lf", NAN_MODEL, ("--lf",), tests=(PARITY,), prepare=_after_a_parity_run, lf=True,
              needs=("nan-model",)), 1,
-         _NAN_SAYS, lines=failing(1), check=_failed_generated),
+         _NAN_SAYS, lines=failing(1), check=_generated_nan),
     # A 1-element input: one number per row. At batch 1 a synthetic batch is one value, which cannot vary; with a
     # batch of 2 or more in the profile, the generated cases take one (one row judges little).
     Case("one-element-input-batch-1", "`torch.nn.Linear(1, 3)` (input shape `[1]`), `batch_sizes = [1]`",
