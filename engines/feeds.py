@@ -52,6 +52,35 @@ def check_outputs(outputs: Mapping[str, np.ndarray], batch: int, where: str) -> 
                                    f"dimension must be the feed's batch {batch} (one row per input row)")
 
 
+class OutputDtypeError(ValueError):
+    """An engine output of another kind of value than the reference's (a float for an integer), or a float
+    narrower than the reference's: an engine returning float16 for an fp32 cell had its dtype never compared."""
+
+
+def check_output_dtypes(outputs: Mapping[str, np.ndarray], reference: Mapping[str, np.dtype[Any]],
+                        where: str) -> None:
+    """Raise OutputDtypeError unless each output has the reference output's kind of value (bool, integer,
+    floating) and, for a float, at least its width.
+
+    The rule holds at every precision: every engine returns its outputs at the reference's width whatever the
+    precision it computes in (torch and inductor cast float outputs to float32, the fp16 and bf16 ONNX
+    conversions keep float32 inputs and outputs, the int8 QDQ model and the TensorRT engines built from these
+    graphs too), so a narrower float is an engine that lost precision on its way out. Integer widths may differ
+    (TensorRT returns some int64 tensors as int32); the values are compared anyway.
+    """
+    for name, array in outputs.items():
+        if name not in reference:
+            continue
+        got, want = np.asarray(array).dtype, np.dtype(reference[name])
+        if _kind(got) != _kind(want):
+            raise OutputDtypeError(f"{where}: output {name!r} is {got} ({_kind(got)}), the reference's is {want} "
+                                   f"({_kind(want)}): the engine returns another kind of value")
+        if _kind(got) == "floating" and got.itemsize < want.itemsize:
+            raise OutputDtypeError(f"{where}: output {name!r} is {got}, the reference's is {want}: every engine "
+                                   f"returns its outputs at least at the reference's float width, whatever precision "
+                                   f"it computes in; a narrower output lost precision on its way out")
+
+
 # ---- inputs: the engine's dtype, never a silent change of kind or value --------------------------------
 
 
@@ -100,12 +129,25 @@ def _is_named_tuple(value: Any) -> bool:
 
 def returned_output_names(out: Any) -> list[str] | None:
     """The names a model's return value carries: dict keys or named-tuple fields, in their order; None for
-    a tensor, tuple or list, whose outputs are bound to the configured names by position."""
+    a tensor, tuple or list, whose outputs are bound to the configured names by position. A dict key that is not
+    a string is named by its text (``{0: logits}`` returns an output named "0")."""
     if isinstance(out, Mapping):
         return [str(k) for k in out]
     if _is_named_tuple(out):
         return list(out._fields)
     return None
+
+
+def _keys_by_name(out: Mapping[Any, Any], where: str) -> dict[str, Any]:
+    """Each configured name back to its dict key: the name is the key's text (``"0"`` for the key ``0``). Two keys
+    with one text (``0`` and ``"0"``) cannot be told apart by a name: a ValueError naming both."""
+    keys: dict[str, Any] = {}
+    for key in out:
+        if str(key) in keys:
+            raise ValueError(f"{where}: the model's dict has keys {keys[str(key)]!r} and {key!r}, which both read as "
+                             f"the output name {str(key)!r}; give them names that differ")
+        keys[str(key)] = key
+    return keys
 
 
 def pick_outputs(out: Any, names: Sequence[str], where: str) -> list[Any]:
@@ -122,7 +164,8 @@ def pick_outputs(out: Any, names: Sequence[str], where: str) -> list[Any]:
             raise ValueError(f"{where}: outputs {missing} are configured but the model does not return them; it "
                              f"returns {type(out).__name__} with names {returned} (configured: {list(names)})")
         if isinstance(out, Mapping):
-            return [out[n] for n in names]
+            keys = _keys_by_name(out, where)
+            return [out[keys[n]] for n in names]
         return [getattr(out, n) for n in names]
     values = list(out) if isinstance(out, (tuple, list)) else [out]
     if len(values) != len(names):

@@ -8,13 +8,15 @@ Two formats, both written by ordinary runs, both carrying the environment finger
 * accuracy/parity: the suite's own ``--suite-results FILE`` (``{"environment", "records", "engines"}``).
 
 Cases are matched on what they measure, not on test ids: (model, engine, precision, batch size,
-path) for latency, (kind, cell, dataset[, output]) for accuracy/parity. A renamed test id therefore
+path) for latency, (kind, cell, dataset[, output]) for accuracy/parity, and for a generated parity case
+its batch and seed too (its inputs). A renamed test id therefore
 still finds its baseline, and a baseline from another machine lines up case by case.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import platform
 import re
 from collections.abc import Mapping
@@ -74,6 +76,8 @@ def parse_drift(text: str) -> DriftTolerances:
             values[keys[name]] = float(number)
         except ValueError:
             raise BaselineError(f"--accuracy-drift: {part!r}: {raw!r} is not a number") from None
+        if not math.isfinite(values[keys[name]]):  # 'nan' passes every range check below, and then gates nothing
+            raise BaselineError(f"--accuracy-drift: {part!r}: {raw!r} is not a finite number")
         if values[keys[name]] < 0 or (name == "mae" and values[keys[name]] < 1.0):
             raise BaselineError(f"--accuracy-drift: {part!r} out of range (points >= 0, mae factor >= 1)")
     return DriftTolerances(**values)
@@ -229,19 +233,43 @@ def _samples(values: Any, where: str) -> list[float]:
 
 
 def record_key(record: Mapping[str, Any]) -> RecordKey | None:
+    """(kind, cell, dataset[, output]) of an accuracy or parity record; a generated case's key also holds its batch
+    and seed (``batch 4``, ``seed 123``): its inputs, which a changed batch_sizes changes, so that a baseline
+    drawn from other inputs is no counterpart."""
     kind = record.get("kind")
     if kind == "accuracy":
         return ("accuracy", str(record.get("cell")), str(record.get("dataset")))
     if kind == "parity":
-        return ("parity", str(record.get("cell")), str(record.get("dataset")), str(record.get("name")))
+        key = ("parity", str(record.get("cell")), str(record.get("dataset")), str(record.get("name")))
+        if str(record.get("dataset")).startswith("generated:"):
+            key += (f"batch {record.get('batch')}", f"seed {record.get('seed')}")
+        return key
     return None
+
+
+def case_key(key: RecordKey) -> RecordKey:
+    """The case a record key belongs to, as a test id names it: (kind, cell, dataset[, output]), without a
+    generated case's batch and seed."""
+    return tuple(key[:4])
+
+
+class RecordsByCase(dict):  # type: ignore[type-arg]
+    """A baseline's records under their case (``case_key``): what the gate's coverage counts from test ids. Looked
+    up by a full record key (``record_key``: a generated case's batch and seed too), a record is found only when
+    those agree as well; one drawn at another batch or seed is no counterpart (not judged, no-baseline)."""
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        record = super().get(case_key(key), None)
+        if record is None or record_key(record) != tuple(key):
+            return default
+        return record
 
 
 @dataclass(frozen=True)
 class ResultsBaseline:
     source: Path
     environment: dict[str, Any]
-    records: dict[RecordKey, dict[str, Any]] = field(default_factory=dict)
+    records: dict[RecordKey, dict[str, Any]] = field(default_factory=RecordsByCase)
 
 
 def load_results_baseline(path: Path, accept_incomplete: bool = False) -> ResultsBaseline:
@@ -252,9 +280,9 @@ def load_results_baseline(path: Path, accept_incomplete: bool = False) -> Result
     if not isinstance(data, dict) or not isinstance(data.get("records"), list):
         raise BaselineError(f"accuracy baseline {path}: not a --suite-results file (no 'records' list)")
     _refuse_incomplete(Path(path), data, accept_incomplete, "accuracy baseline")
-    records = {}
+    records = RecordsByCase()
     for record in data["records"]:
         key = record_key(record) if isinstance(record, dict) else None
         if key is not None:
-            records[key] = record
+            records[case_key(key)] = record
     return ResultsBaseline(source=Path(path), environment=dict(data.get("environment") or {}), records=records)

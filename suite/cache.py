@@ -20,9 +20,10 @@ entry is read without the lock; a miss takes the lock, looks again (another proc
 it meanwhile: a hit) and only then builds. A process that has to wait emits a "wait" event naming the
 builder and the lock. Entries are built in a private temporary directory
 ``.tmp-KEY-pidPID@HOST-XXXX`` and moved into place with one atomic rename, so an interrupted build
-never leaves a half-written entry. Temporary directories of killed builders are removed by the next
-build in the same KIND directory, when nobody holds their entry's lock and their owner is a dead
-process on this host or (owner on another host, or unknown) they are older than ``STALE_TMP_AGE_S``.
+never leaves a half-written entry. Temporary directories of killed builders are removed at the start of
+each run (``ensure_usable``, every KIND directory) and by the next build in the same KIND directory, when
+nobody holds their entry's lock and their owner is a dead process on this host or (owner on another host,
+or unknown) they are older than ``STALE_TMP_AGE_S``.
 Lock files are left in place: removing one while another process waits on it would break the lock.
 """
 
@@ -175,7 +176,10 @@ class ArtifactCache:
         self._on_event = on_event
 
     def ensure_usable(self) -> None:
-        """Create the root if needed and prove it writable, so a bad --engine-cache fails at start-up, once."""
+        """Create the root if needed and prove it and each kind directory in it writable, so that a bad
+        --engine-cache fails at start-up, once (a read-only ``onnx/`` once failed every build with a
+        PermissionError); then remove what killed builders left in every kind directory (a kind where this run
+        builds nothing would otherwise keep them for ever). Once per run: a listing of each kind directory."""
         root = self.root
         if root.exists() and not root.is_dir():
             raise CacheUnusable(f"engine cache {root} is a file, not a directory")
@@ -183,12 +187,14 @@ class ArtifactCache:
             root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise CacheUnusable(f"engine cache {root} cannot be created: {exc.strerror or exc}") from exc
+        _probe(root, f"engine cache {root} is not writable")
         try:
-            fd, probe = tempfile.mkstemp(prefix=".probe-", dir=root)
-            os.close(fd)
-            os.unlink(probe)
+            kinds = sorted(p for p in root.iterdir() if not p.name.startswith(".") and p.is_dir())
         except OSError as exc:
-            raise CacheUnusable(f"engine cache {root} is not writable: {exc.strerror or exc}") from exc
+            raise CacheUnusable(f"engine cache {root} cannot be listed: {exc.strerror or exc}") from exc
+        for kind_dir in kinds:
+            _probe(kind_dir, f"engine cache {root}: its {kind_dir.name}/ directory is not writable")
+            _sweep_stale_tmp(kind_dir, held_key="", ours_only=True)
 
     def entry_dir(self, kind: str, parts: Mapping[str, Any]) -> Path:
         return self.root / kind / digest({"kind": kind, **parts})
@@ -283,6 +289,16 @@ class ArtifactCache:
         self.stats.events.append(event)
         if self._on_event is not None:
             self._on_event(event)
+
+
+def _probe(directory: Path, problem: str) -> None:
+    """Create and remove a file in ``directory``; CacheUnusable(problem: why) where that fails."""
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".probe-", dir=directory)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise CacheUnusable(f"{problem}: {exc.strerror or exc}") from exc
 
 
 def _check(final: Path, address: Mapping[str, Any]) -> str | None:
@@ -460,12 +476,14 @@ def _describe_builder(kind_dir: Path, key: str) -> str:
     return "another process (it has not started writing yet)"
 
 
-def _sweep_stale_tmp(kind_dir: Path, held_key: str) -> None:
+def _sweep_stale_tmp(kind_dir: Path, held_key: str, ours_only: bool = False) -> None:
     """Remove killed builders' temporary directories; never one whose owner may still be writing it.
 
     Stale means: nobody holds its entry's lock (a live builder always does) and either its owner is a
     dead process on this host, or (another host, or a name without an owner) it is older than
     ``STALE_TMP_AGE_S``. The age limit covers filesystems where locks do not reach other hosts.
+    ``ours_only``: only names this cache makes (``.tmp-KEY-pidPID@HOST-...``), for directories that may be
+    another tool's (the start-of-run sweep lists every directory of the root).
     """
     try:
         candidates = [p for p in kind_dir.iterdir() if p.name.startswith(".tmp-")]
@@ -474,6 +492,8 @@ def _sweep_stale_tmp(kind_dir: Path, held_key: str) -> None:
     now, here = time.time(), _host()
     for tmp in candidates:
         key, pid, host = _owner(tmp)
+        if ours_only and key is None:
+            continue
         try:
             old = now - tmp.lstat().st_mtime > STALE_TMP_AGE_S
         except OSError:

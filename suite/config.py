@@ -41,6 +41,9 @@ EXECUTION_PROVIDERS: tuple[str, ...] = ("cpu", "cuda", "tensorrt")
 TRANSFORMER_FUSIONS: tuple[str, ...] = ("bert",)
 #: A named axis: a letter, then letters, digits and underscores (it becomes a torch.export Dim and an ONNX dim).
 _AXIS_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+#: A model name: ASCII letters, digits, _ . and -, not starting with - (it starts every test id, NAME-ENGINE-
+#: PRECISION, and is a --models value; pytest escapes other characters in ids, so they would match no model).
+_MODEL_NAME = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.-]*$")
 
 _TOP_KEYS = {"defaults", "precision", "int8", "latency", "engine_options", "models", "run"}
 _DEFAULT_KEYS = {"batch_sizes", "latency_batch_sizes", "opt_batch", "precisions", "engines", "parity_samples"}
@@ -78,8 +81,12 @@ _REMOVED_KEYS = {
 }
 _KNOWN_FAILURE_FORM = ('{ reason = "what fails, measured how, since when", match = "REGEX over the failure '
                        'message", checks = ["parity"] }')
+#: The most one batch of a model's inputs may take at its largest batch (each named axis at its max): a batch
+#: size beyond it is a typo (10000000000) that fails every latency case with "Unable to allocate 4.66 TiB".
+MAX_BATCH_INPUT_BYTES = 16 * 2**30
 # Input dtypes: numeric types torch, ONNX and TensorRT all take (synthetic data is drawn in [low, high]).
-INPUT_DTYPES: tuple[str, ...] = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8")
+INPUT_DTYPES: tuple[str, ...] = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8",
+                                 "bool")
 
 
 class ConfigError(ValueError):
@@ -106,10 +113,28 @@ class LatencyOptions:
     warmup_fraction: float = 0.1
 
 
+#: Failures no known failure may absorb, whatever its pattern: NaN/Inf in an output (metrics.parity,
+#: metrics.accuracy) and an output of the wrong shape or dtype (engines.feeds). Each says the engine or the model
+#: is broken, not that a figure moved.
+NEVER_KNOWN = re.compile(r"\b(?:reference|engine)(?: output| logits)? ha(?:s|ve) [1-9]\d* (?:rows with )?NaN/Inf"
+                         r"|\bOutput(?:Shape|Dtype)Error\b")
+#: Messages of a broken engine in any cell: a known failure's ``match`` that finds one of them would hide such a
+#: failure (``.`` matches them all), so the config refuses it.
+KNOWN_FAILURE_CANARIES: tuple[str, ...] = (
+    "",
+    "EngineBuildError",
+    "engine output has 3 NaN/Inf values",
+    "reference logits have 3 rows with NaN/Inf (counted wrong)",
+    "OutputShapeError: output 'out' has shape (1, 5), expected (4, 5)",
+    "OutputDtypeError: output 'out' is float16, the reference's is float32",
+)
+
+
 @dataclass(frozen=True)
 class KnownFailure:
     """A cell expected to fail in a stated way: only a failure whose message matches ``match`` (a regular
-    expression, searched) in one of ``checks`` is the known one; any other failure of the cell counts."""
+    expression, searched) in one of ``checks`` is the known one; any other failure of the cell counts, and so
+    does a NaN/Inf or an output of the wrong shape or dtype (``NEVER_KNOWN``) whatever ``match`` says."""
 
     reason: str
     match: str
@@ -117,7 +142,17 @@ class KnownFailure:
 
     def covers(self, check: str, message: str) -> bool:
         """Is this failure message, from this kind of check, the one declared?"""
-        return check in self.checks and re.search(self.match, message) is not None
+        return (check in self.checks and NEVER_KNOWN.search(message) is None
+                and re.search(self.match, message) is not None)
+
+    def refusal(self, check: str, message: str) -> str:
+        """Why this failure is not the known one (for the report of a failure ``covers`` refused)."""
+        if check not in self.checks:
+            return f"the entry covers {', '.join(self.checks)}, not {check}"
+        never = NEVER_KNOWN.search(message)
+        if never is not None:
+            return f"it says {never.group(0)!r}, which no known failure may absorb (a broken engine or model)"
+        return f"it does not match /{self.match}/"
 
 
 @dataclass(frozen=True)
@@ -414,6 +449,9 @@ def _parse_run(table: Any, models: Mapping[str, ModelConfig]) -> tuple[tuple[str
     reasons = _list(where, table.get("accept_not_judged", []), allow_empty=True)
     for i, reason in enumerate(reasons):
         _string(f"{where}[{i}]", reason)
+    named = [r.strip() for r in reasons]
+    if "none" in named and len(named) > 1:
+        raise ConfigError(f"{where} = {reasons!r}: 'none' means no reason and cannot be combined with others")
     try:
         accept = check_reasons(reasons, where)
     except NotJudgedReasonError as exc:
@@ -520,6 +558,18 @@ def _check_engine_options(where: str, engine: str, opts: Any) -> None:
             _int(at, value, lo=0, hi=5)
 
 
+def _check_model_name(name: str) -> None:
+    """A name that fits in a test id: ``NAME-ENGINE-PRECISION`` must read back as this model's cell (the verdict,
+    the gates and --models find a model by the start of its ids)."""
+    if not _MODEL_NAME.match(name):
+        raise ConfigError(f"[models.{name!r}]: a model name is ASCII letters, digits, '_', '.' and '-', not starting "
+                          f"with '-' (it starts every test id, NAME-ENGINE-PRECISION); got {name!r}")
+    cell = re.search(rf"(?:^|-)((?:{'|'.join(ENGINES)})-(?:{'|'.join(PRECISIONS)}))(?=-|$)", name)
+    if cell is not None:
+        raise ConfigError(f"[models.{name}]: the name holds {cell.group(1)!r}, an engine-precision pair, so its test "
+                          f"ids ({name}-ENGINE-PRECISION) would read as another model's cell; rename the model")
+
+
 def _parse_model(
     name: str,
     entry: Any,
@@ -528,6 +578,7 @@ def _parse_model(
     int8_defaults: Int8Options,
     engine_defaults: Mapping[str, Mapping[str, Any]],
 ) -> ModelConfig:
+    _check_model_name(name)
     where = f"[models.{name}]"
     entry = _table(where, entry)
     _check_keys(where, entry, _MODEL_KEYS)
@@ -576,6 +627,7 @@ def _parse_model(
     if "latency_shapes" not in entry:
         latency_shapes = tuple(LatencyShape(b, tuple((name, r.opt) for name, r in axes.items()))
                                for b in latency_batches)
+    _check_batch_bytes(origin("batch_sizes"), hi, inputs)
     opt_batch = _int(f"{where}.opt_batch", entry["opt_batch"], lo=1) if "opt_batch" in entry \
         else defaults.get("opt_batch")
     if opt_batch is not None and not lo <= opt_batch <= hi:
@@ -612,11 +664,19 @@ def _parse_model(
         raise ConfigError(f"{where}: bad threshold ({exc})") from exc
 
     int8 = _parse_int8(f"{where}.int8", entry.get("int8", {}), int8_defaults)
+    if "int8" in entry and "int8" not in precisions:
+        raise ConfigError(f"{where}.int8: set, but the model's precisions {list(precisions)} have no int8, so it "
+                          "would never be used; add int8 to precisions or delete the table")
     engine_options = {e: dict(engine_defaults.get(e, {})) for e in ENGINES}
     for eng, opts in _table(f"{where}.engine_options", entry.get("engine_options", {})).items():
         _check_choice(f"{where}.engine_options", eng, ENGINES)
         _check_engine_options(f"{where}.engine_options.{eng}", eng, opts)
+        if eng not in engines:
+            raise ConfigError(f"{where}.engine_options.{eng}: set, but the model's engines {list(engines)} have no "
+                              f"{eng}, so it would never be used; add {eng} to engines or delete the table")
         engine_options[eng].update(opts)
+    if "inductor" in engines:
+        _check_inductor_precisions(where, entry, engine_options["inductor"], precisions)
 
     if "int8" in precisions and not datasets["calibration_dataset"]:
         raise ConfigError(f"{where}: precision int8 needs calibration_dataset (data drawn from the model's dataset)")
@@ -656,6 +716,45 @@ def _parse_model(
         export=export,
         static_batch=static_batch,
     )
+
+
+def _check_batch_bytes(where: str, batch: int, inputs: tuple[InputSpec, ...]) -> None:
+    """One batch of inputs at the largest batch size, each named axis at its max, within MAX_BATCH_INPUT_BYTES."""
+    row = sum(math.prod(d if isinstance(d, int) else spec.axis(d).max for d in spec.shape)
+              * np.dtype(spec.dtype).itemsize for spec in inputs)
+    if batch * row > MAX_BATCH_INPUT_BYTES:
+        raise ConfigError(f"{where}: a batch of {batch} takes {_size(batch * row)} of inputs ({row} bytes a row, each "
+                          f"named axis at its max), more than the {_size(MAX_BATCH_INPUT_BYTES)} a batch may take; "
+                          "lower the largest batch size")
+
+
+def _size(n: int) -> str:
+    """Bytes for people: '16 GiB', '2.44 TiB'."""
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n} bytes"
+
+
+def _check_inductor_precisions(where: str, entry: Mapping[str, Any], options: Mapping[str, Any],
+                               precisions: tuple[str, ...]) -> None:
+    """inductor builds a package only for engine_options.inductor.precisions (default fp32); its other cells end
+    not judged (unsupported). A precision listed there that the model does not run names a package nothing
+    judges; none of the model's precisions listed there leaves inductor never judged, an 'unsupported' a config
+    may accept, so a run could end green without it."""
+    chosen = list(options.get("precisions", ["fp32"]))
+    own = "precisions" in ((entry.get("engine_options") or {}).get("inductor") or {})
+    at = f"{where}.engine_options.inductor.precisions" if own else \
+        f"[engine_options.inductor].precisions (used by {where})"
+    if own:
+        for i, precision in enumerate(chosen):
+            if precision not in precisions:
+                raise ConfigError(f"{at}[{i}]: {precision!r} is not among the model's precisions {list(precisions)}, "
+                                  f"so no inductor-{precision} cell exists to judge its package; add it to precisions "
+                                  "or drop it here")
+    if not any(p in precisions for p in chosen):
+        raise ConfigError(f"{at}: {chosen} share no precision with the model's precisions {list(precisions)}, so "
+                          "every inductor cell would end not judged (unsupported) and inductor would never be judged")
 
 
 def _parse_export(where: str, table: Any, batch_sizes: tuple[int, ...], static_batch: bool) -> dict[str, Any]:
@@ -720,6 +819,11 @@ def _parse_known_failures(where: str, table: Any, engines: tuple[str, ...], prec
         if compiled.search("") is not None:
             raise ConfigError(f"{at}.match = {pattern!r}: matches an empty message, so it would match any failure; "
                               "match text of the expected failure (e.g. the figure that fails)")
+        canary = next((c for c in KNOWN_FAILURE_CANARIES if compiled.search(c) is not None), None)
+        if canary is not None:
+            raise ConfigError(f"{at}.match = {pattern!r}: matches {canary!r}, what a broken engine says in any cell, "
+                              "so it would hide such a failure; match text of the expected failure (e.g. the figure "
+                              "that fails)")
         checks = (_choice_list(f"{at}.checks", spec["checks"], KNOWN_FAILURE_CHECKS) if "checks" in spec
                   else KNOWN_FAILURE_CHECKS)
         if "checks" in spec and "accuracy" in checks and accuracy_dataset is None:
@@ -805,17 +909,32 @@ def _parse_input(where: str, spec: Any, axes: Mapping[str, AxisRange] | None = N
     high = _number(f"{where}.high", spec.get("high", 1.0))
     if not low < high:
         raise ConfigError(f"{where}: low {low!r} must be below high {high!r} (synthetic inputs are drawn between)")
-    if dtype.kind in "iu":
+    if dtype.kind == "b":
+        for key, value in (("low", low), ("high", high)):
+            if value not in (0, 1):
+                raise ConfigError(f"{where}.{key}: {value!r}; a bool input takes low = 0 and high = 1 (the default)")
+    elif dtype.kind in "iu":
         info = np.iinfo(dtype)
         for key, value in (("low", low), ("high", high)):
             if not float(value).is_integer() or not info.min <= value <= info.max:
                 raise ConfigError(f"{where}.{key}: {value!r} is not an integer within {dtype.name} "
                                   f"[{info.min}, {info.max}]")
+            # The bounds are held as floats (InputSpec.low/high, part of every cache key), exact up to 2**53: the
+            # rounded bound must fit too (int64's max, 2**63 - 1, rounds to 2**63, past it).
+            if not info.min <= float(value) <= info.max:
+                usable = int(np.nextafter(float(info.max), 0.0))  # only a max can round past its type's range
+                raise ConfigError(f"{where}.{key}: {value!r} is held as the float {float(value):.17g}, outside "
+                                  f"{dtype.name} [{info.min}, {info.max}] (input bounds are floats, exact up to "
+                                  f"2**53); use at most {usable}")
     else:
         limit = float(np.finfo(dtype).max)
         for key, value in (("low", low), ("high", high)):
             if abs(value) > limit:
                 raise ConfigError(f"{where}.{key}: {value!r} does not fit in {dtype.name} (max {limit:g})")
+        # Synthetic values are low + (high - low) * u, in float64: the width must be a finite number.
+        if not math.isfinite(float(high) - float(low)):
+            raise ConfigError(f"{where}: low {low!r} to high {high!r} is wider than a float64 can hold (high - low "
+                              f"overflows, and synthetic inputs are drawn across it); narrow the range")
     role = _string(f"{where}.role", spec.get("role", "values"))
     _check_choice(f"{where}.role", role, INPUT_ROLES)
     if role == "attention_mask":

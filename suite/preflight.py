@@ -36,6 +36,7 @@ import inspect
 import io
 import json
 import logging
+import math
 import os
 import re
 import sys
@@ -59,7 +60,7 @@ from suite.inputs import synthetic_feed
 log = logging.getLogger(__name__)
 
 #: Part of the cache key: bump it when the checks change, so that stored positive results are redone.
-PREFLIGHT_VERSION = 2
+PREFLIGHT_VERSION = 3  # 3: a second smoke forward where the first cannot tell the batch axis
 _DATASET_KEYS = ("accuracy_dataset", "parity_dataset", "calibration_dataset")
 
 
@@ -308,14 +309,20 @@ def _check_model(model: ModelConfig, cache: ArtifactCache, device: str,
     # The profile's smallest batch, but at least 2 rows where the profile allows: at batch 1 a model that reduces
     # the batch (out.mean(0)) has the right shape and would pass.
     batch = min(model.profile.max_batch, max(2, model.profile.min_batch))
+    # Where an output has the batch's size on another axis too ((5, 5) from out.t() with 5 classes at batch 5), its
+    # first dimension may be the batch by accident: a second forward at another batch of the profile (the smallest
+    # other) tells them apart. Only then: for every other model, one forward stays enough.
+    second = next((b for b in sorted(model.batch_sizes) if b != batch), None)
     run_on = _usable_device(device)
     parts = {"version": PREFLIGHT_VERSION, "model": model.name, "model_digest": digest,
              "inputs": [i.as_key() for i in model.inputs], "outputs": list(model.outputs), "batch": batch,
-             "device": run_on, "torch": torch.__version__}
+             "second_batch": second, "device": run_on, "torch": torch.__version__}
 
     def build(directory: Path) -> None:
         with hidden_output(output):
             shapes = _smoke_forward(model, module, batch, run_on, fail)
+            if second is not None and any(batch in shape[1:] for shape in shapes.values()):
+                _smoke_forward(model, module, second, run_on, fail)
         (directory / "passed.json").write_text(json.dumps({"outputs": shapes}, sort_keys=True))
 
     hits = cache.stats.hits
@@ -330,7 +337,11 @@ def _smoke_forward(model: ModelConfig, module: torch.nn.Module, batch: int, devi
                    fail: Callable[..., PreflightError]) -> dict[str, list[int]]:
     """One forward at ``batch`` rows (the profile's smallest batch, but at least 2 where the profile allows); the
     outputs must be what ``outputs`` names, each with the batch axis first."""
-    feed = smoke_feed(model.inputs, batch)
+    try:
+        feed = smoke_feed(model.inputs, batch)
+    except (ValueError, AssertionError) as exc:  # the declared inputs admit no such batch: theirs to fix
+        raise fail("inputs", f"cannot draw a synthetic batch of {batch} from the declared inputs: {_last_line(exc)}",
+                   show_value=False) from None
     if device != "cpu":
         module = copy.deepcopy(module).to(device)  # the session's module stays on the CPU for exports
     try:
@@ -415,31 +426,62 @@ def _check_datasets(model: ModelConfig, datasets: Callable[[str], Any],
             rows[name] = shape[0]
             values = np.asarray(feeds[name])
             want_float = np.issubdtype(np.dtype(specs[name].dtype), np.floating)
-            if np.issubdtype(values.dtype, np.floating) != want_float:
+            want_kind = _value_kind(np.dtype(specs[name].dtype))
+            if _value_kind(values.dtype) != want_kind:  # every engine refuses a cast across kinds (float, int, bool)
                 raise fail(key, f"feed {name!r} is {values.dtype}; input {name!r} is declared {specs[name].dtype} "
-                                f"(a {'float' if want_float else 'integer'} input)")
+                                f"(a {want_kind} input)")
             if want_float and not np.isfinite(values).all():
                 bad = np.flatnonzero(~np.isfinite(values.reshape(len(values), -1)).all(axis=1))
                 raise fail(key, f"feed {name!r} holds NaN/Inf in {len(bad)} of its {len(values)} rows (first: row "
                                 f"{bad[0]}): a reference fed that fails every check it takes part in")
+            if not want_float and values.size:
+                # An id outside the declared range (77 for a vocabulary of 50, or -1) fails deep inside an
+                # embedding, naming neither the input nor the row: here it is named, with its row and value.
+                lo, hi = math.ceil(specs[name].low), math.floor(specs[name].high)
+                outside = ((values < lo) | (values > hi)).reshape(len(values), -1)
+                if outside.any():
+                    bad = np.flatnonzero(outside.any(axis=1))
+                    first_value = values.reshape(len(values), -1)[bad[0]][outside[bad[0]]][0]
+                    count = int(outside.sum())
+                    raise fail(key, f"feed {name!r} holds {count} value{'s' if count != 1 else ''} outside the range "
+                                    f"[{lo}, {hi}] declared for input {name!r}, in {len(bad)} of its {len(values)} "
+                                    f"rows (first: row {bad[0]}, value {first_value})")
         if len(set(rows.values())) != 1:
             raise fail(key, f"its feeds have different numbers of rows: {rows}")
         n_rows = next(iter(rows.values()))
+        if n_rows == 0:
+            raise fail(key, "the data set has 0 rows; it needs at least one (every check it feeds would compare "
+                            "nothing)")
         labels = getattr(data, "labels", None)
-        if labels is not None and len(labels) != n_rows:
-            raise fail(key, f"{len(labels)} labels for {n_rows} rows")
         if attr == "accuracy_dataset" and labels is None:
             raise fail(key, "the dataset has no labels; top-1/top-5 accuracy needs them")
-        first = output_shapes.get(model.outputs[0]) or []
-        if attr == "accuracy_dataset" and labels is not None and len(first) == 2:
-            classes = np.asarray(labels)
-            outside = np.flatnonzero((classes < 0) | (classes >= first[1]))
-            if len(outside):
-                raise fail(key, f"{len(outside)} labels lie outside the {first[1]} classes of output "
-                                f"{model.outputs[0]!r} (first at row {outside[0]}: {classes[outside[0]]})")
+        if labels is not None:
+            _check_labels(key, np.asarray(labels), n_rows, model, output_shapes, fail)
         if attr == "parity_dataset" and model.parity_samples_set and model.parity_samples > n_rows:
             raise fail("parity_samples", f"the parity_dataset {ref} has {n_rows} rows, fewer than asked for; lower "
                                          "parity_samples or give the data set more rows")
+
+
+def _check_labels(key: str, classes: np.ndarray, n_rows: int, model: ModelConfig,
+                  output_shapes: Mapping[str, list[int]], fail: Callable[..., PreflightError]) -> None:
+    """Labels are class indices: a 1-D integer array, one per row, none negative, and each below the number of
+    classes where the first output says it ((rows, classes) logits). Strings, floats (NaN among them) and
+    one-hot rows once passed start-up and then failed every accuracy test, or stopped the run."""
+    if classes.ndim != 1 or classes.dtype.kind not in "iu":
+        nan = (f", {int(np.isnan(classes).sum())} of them NaN" if classes.dtype.kind == "f" and np.isnan(classes).any()
+               else "")
+        hint = " (one-hot rows? give their argmax)" if classes.ndim == 2 else ""
+        raise fail(key, f"labels are {classes.dtype} of shape {list(classes.shape)}{nan}; labels are class indices, "
+                        f"a 1-D array of integers with one per row{hint}")
+    if len(classes) != n_rows:
+        raise fail(key, f"{len(classes)} labels for {n_rows} rows")
+    first = output_shapes.get(model.outputs[0]) or []
+    known = len(first) == 2
+    outside = np.flatnonzero((classes < 0) | (classes >= first[1])) if known else np.flatnonzero(classes < 0)
+    if len(outside):
+        where = f"the {first[1]} classes of output {model.outputs[0]!r}" if known else "the class indices (>= 0)"
+        raise fail(key, f"{len(outside)} labels lie outside {where} (first at row {outside[0]}: "
+                        f"{classes[outside[0]]})")
 
 
 # =========================================================================== what the model prints
@@ -585,6 +627,13 @@ def smoke_feed(inputs: tuple[InputSpec, ...], batch: int, seed: int = 0) -> dict
     """A synthetic batch within each input's declared range and dtype, never constant (a constant input
     can pass through a model that is wired wrongly): the generator the parity tests use."""
     return synthetic_feed(inputs, batch, "uniform", seed)
+
+
+def _value_kind(dtype: np.dtype[Any]) -> str:
+    """'float', 'integer' or 'bool': the kinds of value engines.feeds.as_input_dtype never casts between."""
+    if dtype == np.bool_:
+        return "bool"
+    return "float" if np.issubdtype(dtype, np.floating) else "integer"
 
 
 def _usable_device(device: str) -> str:

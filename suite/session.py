@@ -20,7 +20,7 @@ import numpy as np
 from engines import get_backend
 from engines.artifacts import ModelBuild
 from engines.base import UNAVAILABLE, UNSUPPORTED, CellUnavailable, EngineRequest, LoadedEngine
-from engines.feeds import check_outputs
+from engines.feeds import check_output_dtypes, check_outputs
 from suite.cache import ArtifactCache
 from suite.config import ModelConfig, SuiteConfig, resolve
 from suite.timing import GpuMonitor, TimedCall
@@ -57,6 +57,7 @@ class SuiteSession:
         self._builds: dict[str, ModelBuild] = {}
         self._engines: dict[Cell, LoadedEngine | BaseException] = {}
         self._reference_outputs: dict[tuple[str, str, int], dict[str, np.ndarray]] = {}
+        self._reference_dtypes: dict[str, dict[str, np.dtype[Any]]] = {}  # model -> its reference's output dtypes
         self.records: list[dict[str, Any]] = []
         self.remote_engines: dict[str, dict[str, Any]] = {}  # engine facts sent by xdist workers (suite/fleet.py)
         self._stream: Path | None = None
@@ -173,7 +174,9 @@ class SuiteSession:
     def run_batched(self, cell: Cell, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Run a whole dataset through a cell in chunks no larger than its profile allows. Every chunk's
         outputs must have one row per input row, for the reference and every engine alike: a model that
-        reduces or repeats the batch would otherwise pass parity against a reference doing the same."""
+        reduces or repeats the batch would otherwise pass parity against a reference doing the same. An
+        engine's outputs must also have the reference's kind of value and at least its float width
+        (engines.feeds.check_output_dtypes): compared as float64, a float16 output would pass unseen."""
         runner = self.engine(cell).runner
         n = len(next(iter(feeds.values())))
         step = self.model(cell.model).profile.max_batch
@@ -182,8 +185,20 @@ class SuiteSession:
             chunk = {k: v[i:i + step] for k, v in feeds.items()}
             outputs = runner.infer(chunk)
             check_outputs(outputs, len(next(iter(chunk.values()))), cell.id)
+            self._check_dtypes(cell, chunk, outputs)
             chunks.append(outputs)
         return {name: np.concatenate([c[name] for c in chunks]) for name in chunks[0]}
+
+    def _check_dtypes(self, cell: Cell, chunk: dict[str, np.ndarray], outputs: dict[str, np.ndarray]) -> None:
+        """The reference's output dtypes are learnt from its first call (run on this chunk when an engine comes
+        first, as in tests/accuracy); every other cell's outputs are checked against them."""
+        if cell.is_reference:
+            self._reference_dtypes.setdefault(cell.model, {k: np.asarray(v).dtype for k, v in outputs.items()})
+            return
+        if cell.model not in self._reference_dtypes:
+            reference = self.reference_cell(cell.model)
+            self._check_dtypes(reference, chunk, self.engine(reference).runner.infer(chunk))
+        check_output_dtypes(outputs, self._reference_dtypes[cell.model], cell.id)
 
     def reference_outputs(self, model_name: str, dataset_ref: str, n: int) -> dict[str, np.ndarray]:
         key = (model_name, dataset_ref, n)

@@ -9,13 +9,11 @@ there again on the next run. Their figures are recorded like dataset parity (dat
 model without a data set (most users' own models) still has drift protection.
 """
 
-import hashlib
-
 import pytest
 
 from metrics import compare_outputs
 from suite import verdict
-from suite.inputs import synthetic_feed
+from suite.inputs import generated_example, synthetic_feed
 
 pytestmark = pytest.mark.parity
 
@@ -55,14 +53,6 @@ def test_parity_on_dataset(cell, suite, engine_for, gate, request):
         verdict.skip("no-data", f"{model.name} declares no parity_dataset; generated inputs are tested separately")
     data = suite.dataset(model.parity_dataset).take(model.parity_samples)
     _judge(suite, cell, data.feeds, f"{model.parity_dataset}[:{len(data)}]", model.parity_dataset, gate, request)
-
-
-def generated_example(model, distribution: str) -> tuple[int, int]:
-    """(batch, seed) of a model's generated case: fixed by their names, among the batches an engine was
-    built and tuned for (a new shape would cost some engines a re-tune)."""
-    batches = [b for b in model.batch_sizes if b <= 32] or [model.profile.min_batch]
-    h = int.from_bytes(hashlib.sha256(f"{model.name}/{distribution}".encode()).digest()[:8], "big")
-    return batches[h % len(batches)], h % (2**31 - 1)
 
 
 def test_parity_on_generated_inputs(cell, distribution, suite, engine_for, gate, request):

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from fixtures.data import Dataset
-from tests.selftest.tiny_models import Data, TwoInputNet
+from tests.selftest.tiny_models import Data, TokenData, TwoInputNet
 
 # ---- models ---------------------------------------------------------------------------------------------
 
@@ -48,6 +48,48 @@ def inf_when_exported(cache=None) -> torch.nn.Module:
     return InfWhenExported().eval()
 
 
+class HalfWhenExported(TwoInputNet):
+    """Correct in eager PyTorch; the exported graph (ONNX Runtime's fp32 cell) returns float16: an fp32 engine
+    whose output lost precision on its way out, which parity (compared in float64) cannot see."""
+
+    def forward(self, image: torch.Tensor, extra: torch.Tensor) -> torch.Tensor:
+        out = super().forward(image, extra)
+        if torch.onnx.is_in_onnx_export():
+            return out.to(torch.float16)
+        return out
+
+
+def half_when_exported(cache=None) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return HalfWhenExported().eval()
+
+
+class FirstTwoRows(TwoInputNet):
+    """``out[:2]``: right at a batch of 2 (the start-up check's smoke batch), wrong at every other: only the check
+    of each call's outputs at run time sees it, on the reference and every engine alike."""
+
+    def forward(self, image: torch.Tensor, extra: torch.Tensor) -> torch.Tensor:
+        return super().forward(image, extra)[:2]
+
+
+def first_two_rows(cache=None) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return FirstTwoRows().eval()
+
+
+class Transposed(TwoInputNet):
+    """Classes first, rows second (``out.t()``): at a batch of 5, its 5 classes make the shape (5, 5), which looks
+    right; at any other batch the first dimension is still 5."""
+
+    def forward(self, image: torch.Tensor, extra: torch.Tensor) -> torch.Tensor:
+        return super().forward(image, extra).t().contiguous()
+
+
+def transposed(cache=None) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return Transposed().eval()
+
+
 class AllNan(TwoInputNet):
     """NaN everywhere, in the reference too: the reference must fail, not pass parity against itself."""
 
@@ -58,6 +100,20 @@ class AllNan(TwoInputNet):
 def all_nan(cache=None) -> torch.nn.Module:
     torch.manual_seed(0)
     return AllNan().eval()
+
+
+class DictIntKeys(TwoInputNet):
+    """A dict keyed by integers, ``{0: logits, 1: probs}``: configured as outputs ``["0", "1"]``, each name must
+    reach its key (a KeyError '0' once stopped the run with an INTERNALERROR)."""
+
+    def forward(self, image: torch.Tensor, extra: torch.Tensor) -> dict[int, torch.Tensor]:
+        logits = super().forward(image, extra)
+        return {0: logits, 1: torch.softmax(logits, dim=1)}
+
+
+def dict_int_keys(cache=None) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return DictIntKeys().eval()
 
 
 # ---- datasets -------------------------------------------------------------------------------------------
@@ -120,3 +176,68 @@ def integer_image(cache=None) -> Dataset:
     data = Data(rows=16)
     feeds = {"image": np.rint(np.array(data.feeds["image"])).astype(np.int64), "extra": np.array(data.feeds["extra"])}
     return Dataset("integer_image", feeds, labels=data.labels)
+
+
+def linear1(cache=None) -> torch.nn.Module:
+    """``torch.nn.Linear(1, 3)``: a 1-element input, one number per row (a synthetic batch of 1 is one value)."""
+    torch.manual_seed(0)
+    return torch.nn.Linear(1, 3).eval()
+
+
+class _LookAlike:
+    """A user's own dataset class, which checks nothing (fixtures.data.Dataset refuses what these hold)."""
+
+    def __init__(self, name: str, feeds: dict[str, np.ndarray], labels: object = None) -> None:
+        self.name, self.feeds, self.labels = name, feeds, labels
+
+    def __len__(self) -> int:
+        return len(next(iter(self.feeds.values())))
+
+    def take(self, n: int) -> _LookAlike:
+        return self
+
+    def digest(self) -> str:
+        return self.name
+
+
+def _rows(rows: int = 64) -> dict[str, np.ndarray]:
+    return {k: np.array(v) for k, v in Data(rows=rows).feeds.items()}
+
+
+def string_labels(cache=None) -> _LookAlike:
+    """Class names where class indices belong."""
+    return _LookAlike("string_labels", _rows(), np.array(["cat", "dog"] * 32))
+
+
+def nan_labels(cache=None) -> _LookAlike:
+    """Float labels, NaN in every other row."""
+    labels = Data(rows=64).labels.astype(np.float64)
+    labels[::2] = np.nan
+    return _LookAlike("nan_labels", _rows(), labels)
+
+
+def one_hot_labels(cache=None) -> _LookAlike:
+    """One-hot rows (64, 5) where class indices belong."""
+    return _LookAlike("one_hot_labels", _rows(), np.eye(5)[Data(rows=64).labels])
+
+
+def zero_rows(cache=None) -> _LookAlike:
+    """Every feed with 0 rows."""
+    return _LookAlike("zero_rows", {k: v[:0] for k, v in _rows().items()})
+
+
+def _tokens(position: tuple[int, int], value: int) -> _LookAlike:
+    data = TokenData(rows=32)
+    ids = np.array(data.feeds["ids"])
+    ids[position] = value
+    return _LookAlike(f"tokens_{value}", {"ids": ids, "features": np.array(data.feeds["features"])})
+
+
+def tokens_out_of_vocabulary(cache=None) -> _LookAlike:
+    """TokenNet's ids with one 77 (row 3), past its vocabulary of 50."""
+    return _tokens((3, 2), 77)
+
+
+def tokens_negative(cache=None) -> _LookAlike:
+    """TokenNet's ids with one -1 (row 5)."""
+    return _tokens((5, 0), -1)

@@ -180,3 +180,28 @@ def test_sweep_removes_only_temporary_dirs_whose_owner_is_gone(tmp_path):
     left = {label for label, name in names.items() if (kind_dir / name).exists()}
     assert left == {"live here", "mine", "other host, young", "dead here, entry locked", "no owner, young",
                     "live here, old, entry locked"}
+
+
+def test_the_start_of_a_run_sweeps_every_kind_directory_where_nothing_is_built(tmp_path):
+    """ensure_usable (once per run) removes dead builders' temporary directories in each kind directory, also where
+    this run builds nothing (before, only a build in the same kind swept); a live builder's, an unowned one and
+    another tool's directory are left alone."""
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    dead, here = _dead_pid(), _host()
+    made = {
+        "onnx/dead": f"onnx/.tmp-{'a' * 64}-pid{dead}@{here}-x1",
+        "trt/dead": f"trt/.tmp-{'b' * 64}-pid{dead}@{here}-x2",
+        "trt/live": f"trt/.tmp-{'c' * 64}-pid{sleeper.pid}@{here}-x3",
+        "torchinductor/foreign": "torchinductor/.tmp-cache-x4",
+    }
+    for path in made.values():
+        (tmp_path / path).mkdir(parents=True)
+    old = time.time() - 2 * 24 * 3600
+    os.utime(tmp_path / made["torchinductor/foreign"], (old, old))
+    try:
+        ArtifactCache(tmp_path).ensure_usable()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert {label for label, path in made.items() if (tmp_path / path).exists()} == {"trt/live",
+                                                                                        "torchinductor/foreign"}

@@ -104,6 +104,16 @@ def test_input_dtype_is_normalized_and_bounds_are_floats():
     assert (spec.dtype, spec.low, spec.high) == ("float32", 0.0, 255.0)
 
 
+def test_a_bool_input_is_declared_with_its_range_0_to_1():
+    spec = parse_config(_input(dtype="bool")).models["m"].inputs[0]
+    assert (spec.dtype, spec.low, spec.high) == ("bool", 0.0, 1.0)
+
+
+def test_integer_bounds_up_to_the_largest_float_within_the_type_are_taken():
+    spec = parse_config(_input(dtype="int64", low=-(2**63), high=2**63 - 1024)).models["m"].inputs[0]
+    assert (spec.low, spec.high) == (-(2.0**63), 2.0**63 - 1024)
+
+
 M = r"\[models\.m\]"
 BROKEN = [
     # ---- unknown names -------------------------------------------------------------------------------
@@ -188,7 +198,7 @@ BROKEN = [
     (_input(shape="1x28x28"), rf"^{M}\.inputs\[0\]\.shape: expected a list"),
     (_input(name=""), rf"^{M}\.inputs\[0\]\.name: expected a non-empty string, got ''$"),
     (_input(dtype="floaty"), rf"^{M}\.inputs\[0\]\.dtype: unknown dtype 'floaty'; valid: float16, float32, "
-                             r"float64, int8, int16, int32, int64, uint8$"),
+                             r"float64, int8, int16, int32, int64, uint8, bool$"),
     (_input(dtype="float128"), r"unknown dtype 'float128'"),
     (_input(dtype="complex64"), r"unknown dtype 'complex64'"),
     (_input(dtype="U8"), r"unknown dtype 'U8'"),
@@ -201,6 +211,12 @@ BROKEN = [
     (_input(dtype="int64", low=0, high=9.5), rf"^{M}\.inputs\[0\]\.high: 9\.5 is not an integer within int64"),
     (_input(dtype="uint8", low=-1, high=9), rf"^{M}\.inputs\[0\]\.low: -1 is not an integer within uint8 \[0, 255\]"),
     (_input(dtype="float16", low=0, high=1e6), rf"^{M}\.inputs\[0\]\.high: 1000000\.0 does not fit in float16"),
+    (_input(dtype="bool", low=0, high=2), rf"^{M}\.inputs\[0\]\.high: 2; a bool input takes low = 0 and high = 1"),
+    # int64's max is an int64, but the bound is held as a float, which rounds it to 2**63: past the type
+    (_input(dtype="int64", low=0, high=2**63 - 1), rf"^{M}\.inputs\[0\]\.high: 9223372036854775807 is held as the "
+     r"float 9\.2233720368547758e\+18, outside int64 .* use at most 9223372036854774784$"),
+    (_input(dtype="float64", low=-1.7e308, high=1.7e308),
+     rf"^{M}\.inputs\[0\]: low -1\.7e\+308 to high 1\.7e\+308 is wider than a float64 can hold \(high - low overflows"),
     (_with(inputs=[{"name": "a", "shape": [1]}, {"name": "a", "shape": [2]}]), rf"^{M}\.inputs: duplicate input names"),
     # ---- thresholds ----------------------------------------------------------------------------------
     (_with(min_top1=1.5, accuracy_dataset=DATA), rf"^{M}\.min_top1: expected a finite number in \[0, 1\], got 1\.5$"),
@@ -257,6 +273,17 @@ BROKEN = [
      r"^\[engine_options\.tensorrt\]\.builder_optimization_level: expected an integer in \[0, 5\], got 6$"),
     (_top(engine_options={"tensorrt": {"builder_optimization_level": 3.0}}), r"expected an integer in \[0, 5\]"),
     (_top(engine_options={"tensorrt": 3}), r"^\[engine_options\.tensorrt\]: expected a table, got 3$"),
+    # ---- tables that name what the model never runs -----------------------------------------------------
+    (_with(int8={"method": "entropy"}), rf"^{M}\.int8: set, but the model's precisions \['fp32'\] have no int8, so "
+                                        r"it would never be used"),
+    (_with(engine_options={"tensorrt": {"workspace_mb": 512}}),
+     rf"^{M}\.engine_options\.tensorrt: set, but the model's engines \['torch', 'onnxruntime'\] have no tensorrt"),
+    (_with(engines=["torch", "inductor"], engine_options={"inductor": {"precisions": ["fp32", "fp16"]}}),
+     rf"^{M}\.engine_options\.inductor\.precisions\[1\]: 'fp16' is not among the model's precisions \['fp32'\]"),
+    (_top(engine_options={"inductor": {"precisions": ["fp16"]}},
+          models={"m": {**MINIMAL["models"]["m"], "engines": ["torch", "inductor"]}}),
+     rf"^\[engine_options\.inductor\]\.precisions \(used by {M}\): \['fp16'\] share no precision with the "
+     r"model's precisions \['fp32'\], so every inductor cell would end not judged"),
     # ---- [run] ---------------------------------------------------------------------------------------
     (_top(run={"requires": ["gpu"]}), r"^\[run\]\.requires\[0\]: unknown 'gpu'; valid: cuda, torch, onnxruntime"),
     (_top(run={"requires": "cuda"}), r"^\[run\]\.requires: expected a list, got 'cuda'$"),
@@ -264,9 +291,25 @@ BROKEN = [
      r"^\[run\]\.requires\[0\]: engine 'inductor' is required but no model lists it in engines"),
     (_top(run={"accept_not_judged": ["sometimes"]}),
      r"^\[run\]\.accept_not_judged: unknown reason\(s\) 'sometimes'; valid: unsupported, unavailable, no-data"),
+    (_top(run={"accept_not_judged": ["none", "busy"]}),
+     r"^\[run\]\.accept_not_judged = \['none', 'busy'\]: 'none' means no reason and cannot be combined with others$"),
     (_top(run={"accept_not_judged": [3]}), r"^\[run\]\.accept_not_judged\[0\]: expected a non-empty string, got 3$"),
     (_top(run={"accept_not_judged": "unsupported"}), r"^\[run\]\.accept_not_judged: expected a list"),
     (_top(run={"require": ["cuda"]}), r"^\[run\]: unknown key\(s\) require; valid: accept_not_judged, requires$"),
+    # ---- a batch that no machine holds ----------------------------------------------------------------
+    (_with(batch_sizes=[1, 10_000_000_000]), rf"^{M}\.batch_sizes: a batch of 10000000000 takes 28\.5 TiB of inputs "
+                                             r"\(3136 bytes a row, each named axis at its max\), more than the 16 GiB"),
+    (_top(defaults={"batch_sizes": [1, 10_000_000]}),
+     rf"^\[defaults\]\.batch_sizes \(used by {M}\): a batch of 10000000 takes 29\.2 GiB"),
+    # ---- model names: they start every test id ----------------------------------------------------------
+    ({"models": {"": MINIMAL["models"]["m"]}}, r"^\[models\.''\]: a model name is ASCII letters, digits, '_', '\.' "
+                                              r"and '-', not starting with '-'"),
+    ({"models": {"-m": MINIMAL["models"]["m"]}}, r"^\[models\.'-m'\]: a model name is ASCII letters"),
+    ({"models": {"a b": MINIMAL["models"]["m"]}}, r"^\[models\.'a b'\]: a model name"),
+    ({"models": {"\u00e9": MINIMAL["models"]["m"]}}, r"^\[models\.'\u00e9'\]: a model name"),
+    ({"models": {"x-torch-fp32": MINIMAL["models"]["m"]}},
+     r"^\[models\.x-torch-fp32\]: the name holds 'torch-fp32', an engine-precision pair"),
+    ({"models": {"onnxruntime-int8-v2": MINIMAL["models"]["m"]}}, r"holds 'onnxruntime-int8', an engine-precision"),
     # ---- tables that are not tables ------------------------------------------------------------------
     (_top(models=[]), r"^\[models\]: expected a table, got \[\]$"),
     (_top(models={"m": 3}), rf"^{M}: expected a table, got 3$"),
@@ -318,6 +361,11 @@ def test_any_value_of_any_type_is_accepted_or_a_config_error_never_a_traceback(p
             parse_config(raw)
         except ConfigError as exc:
             assert str(path[-1]) in str(exc) or str(path[-2]) in str(exc), (path, value, str(exc))
+
+
+def test_model_names_that_fit_a_test_id_are_taken():
+    for name in ("m", "my-net", "resnet50_static", "v1.2", "_x", "torch", "fp32-net", "torch_fp32"):
+        assert name in parse_config({"models": {name: MINIMAL["models"]["m"]}}).models
 
 
 def test_missing_required_key_names_it():
@@ -398,6 +446,11 @@ KF = rf"^{M}\.known_failures\.onnxruntime-fp32"
     ({**KNOWN, "match": "cosine (0.5"}, KF + r"\.match = 'cosine \(0.5': not a valid regular expression"),
     ({**KNOWN, "match": ".*"}, KF + r"\.match = '\.\*': matches an empty message, so it would match any failure"),
     ({**KNOWN, "match": ""}, KF + r"\.match: expected a non-empty string"),
+    ({**KNOWN, "match": "."}, KF + r"\.match = '\.': matches 'EngineBuildError', what a broken engine says in any "
+                                  r"cell, so it would hide such a failure"),
+    ({**KNOWN, "match": "NaN"}, KF + r"\.match = 'NaN': matches 'engine output has 3 NaN/Inf values'"),
+    ({**KNOWN, "match": r"shape \("},
+     KF + r"\.match = 'shape \\\\\(': matches \"OutputShapeError: output 'out' has shape"),
     ({"reason": "x"}, KF + r": missing required key 'match'; the form is \{ reason ="),
     ({**KNOWN, "reason": " "}, KF + r"\.reason: expected a non-empty string"),
     ({**KNOWN, "checks": ["latency"]}, KF + r"\.checks\[0\]: unknown 'latency'; valid: accuracy, parity$"),
@@ -408,6 +461,24 @@ KF = rf"^{M}\.known_failures\.onnxruntime-fp32"
 def test_broken_known_failure_is_a_clear_error(entry, match):
     with pytest.raises(ConfigError, match=match):
         parse_config(_with(known_failures={"onnxruntime-fp32": entry}))
+
+
+def test_a_known_failure_never_absorbs_nan_inf_or_a_wrong_output_shape_or_dtype():
+    """Whatever its pattern matches: these say the engine or model is broken, not that a figure moved."""
+    entry = KnownFailure("r", "onnxruntime-fp32 on", ("accuracy", "parity"))
+    figure = "m-onnxruntime-fp32 on d[:64]: output 'out' (64, 5): cosine 0.51 < 0.98 required"
+    accuracy = ("m-onnxruntime-fp32 on d: accuracy over n=64: top-1 60.00% < 70.00% required\n  rows with NaN/Inf "
+                "(counted wrong): engine 0, reference 0")
+    assert entry.covers("parity", figure) and entry.covers("accuracy", accuracy)
+    for message in ("m-onnxruntime-fp32 on d[:64]: output 'out' (64, 5): engine output has 60 NaN/Inf values",
+                    "m-onnxruntime-fp32 on d[:64]: output 'out' (64, 5): reference has 2 NaN/Inf values",
+                    "m-onnxruntime-fp32 on d: accuracy over n=64: engine logits have 3 rows with NaN/Inf (counted "
+                    "wrong)",
+                    "engines.feeds.OutputShapeError: m-onnxruntime-fp32 on d: output 'out' has shape (2, 5)",
+                    "engines.feeds.OutputDtypeError: m-onnxruntime-fp32 on d: output 'out' is float16"):
+        assert not entry.covers("parity", message), message
+        assert "no known failure may absorb" in entry.refusal("parity", message), message
+    assert entry.refusal("parity", "cosine 0.5") == "it does not match /onnxruntime-fp32 on/"
 
 
 def test_known_failure_must_name_a_cell_the_model_runs():

@@ -17,8 +17,10 @@ from suite.baselines import (
     DriftTolerances,
     latency_key,
     load_latency_baselines,
+    load_results_baseline,
     parse_drift,
     parse_fraction,
+    record_key,
     resolve_latency_baselines,
 )
 from suite.gate_plugin import CpuMeter, Gate
@@ -44,6 +46,9 @@ def test_drift_spec_parses_units_and_rejects_unknown_names() -> None:
     assert parse_drift(DriftTolerances().describe()) == DriftTolerances()
     for bad in ("top2=1", "top1", "mae=0.5x", "top1=abc"):
         with pytest.raises(BaselineError):
+            parse_drift(bad)
+    for bad in ("top1=nanpt", "isclose=inf", "mae=nanx", "top5=-inf"):  # NaN passed every range check
+        with pytest.raises(BaselineError, match="is not a finite number"):
             parse_drift(bad)
 
 
@@ -156,6 +161,26 @@ def test_a_busy_baseline_fails_a_regression_but_cannot_judge_an_improvement_or_n
     assert gate.busy_matters({**record, "samples_s": base, "bound": "device"}, 0.95, saving=True) is False
     assert gate.busy_matters({**record, "samples_s": base}, 0.95, saving=False) is False  # unchanged anyway
     assert gate.busy_matters({**record, "samples_s": [x * 1.2 for x in base]}, 0.95, saving=False) is True
+
+
+def test_a_generated_case_has_a_counterpart_only_at_its_own_batch_and_seed(tmp_path: Path) -> None:
+    """After a batch_sizes change the generated case draws other inputs: its baseline figures were measured on
+    others, so the drift gate must not compare them (no counterpart: not judged, no-baseline)."""
+    parity = {"kind": "parity", "cell": "m-onnxruntime-fp32", "name": "out", "isclose_pct": 100.0, "mae": 1e-7,
+              "n_elements": 20, "tolerance": {"atol": 1e-5}}
+    saved = {**parity, "dataset": "generated:uniform", "batch": 1, "seed": 7}
+    dataset = {**parity, "dataset": "d", "n_elements": 320}
+    base = load_results_baseline(_write(tmp_path / "base.json", {"complete": True, "records": [saved, dataset]}))
+    case = ("parity", "m-onnxruntime-fp32", "generated:uniform", "out")
+    assert set(base.records) == {case, ("parity", "m-onnxruntime-fp32", "d", "out")}  # what coverage counts
+    assert record_key(saved) == (*case, "batch 1", "seed 7")
+    assert base.records.get(record_key(saved)) == saved and base.records.get(record_key(dataset)) == dataset
+    gate = _gate(results_baseline=base)
+    for moved in ({**saved, "batch": 4, "n_elements": 80}, {**saved, "seed": 8}):
+        component, failure = gate.check_drift(moved, "test_parity_on_generated_inputs[m-onnxruntime-fp32-uniform]")
+        assert component is not None and component.reason == "no-baseline" and failure is None, component
+    component, failure = gate.check_drift(dict(saved), "test_parity_on_generated_inputs[m-onnxruntime-fp32-uniform]")
+    assert component is not None and component.reason is None and failure is None, component
 
 
 # =========================================================================== knobs

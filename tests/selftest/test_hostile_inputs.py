@@ -55,6 +55,9 @@ TINY_DATA = f'"{T}:tiny_data"'
 IMAGE = '{ name = "image", shape = [1, 8, 8], dtype = "float32", low = 0.0, high = 1.0 }'
 EXTRA = '{ name = "extra", shape = [3], dtype = "float32", low = -1.0, high = 1.0 }'
 X16 = '[{ name = "x", shape = [16] }]'
+#: tiny_models.TokenNet's inputs: int64 ids below its vocabulary of 50, float features.
+FEATURES = '{ name = "features", shape = [3], low = -1.0, high = 1.0 }'
+TOKENS = f'[{{ name = "ids", shape = [6], dtype = "int64", low = 0, high = 49 }}, {FEATURES}]'
 
 _HEAD = {
     "run": 'requires = ["torch", "onnxruntime"]\naccept_not_judged = ["no-data"]',
@@ -304,6 +307,15 @@ def _killed_builds(work: Path, root: Path) -> None:
     builder is killed with SIGKILL, and m's int8 entry is missing, so that the run builds in the same kind."""
     cache = _copy_cache(work, root)
     shutil.rmtree(entry(cache, "calibrate m int8 (minmax)"))
+    _kill_a_builder(cache)
+
+
+def _killed_build_in_a_warm_cache(work: Path, root: Path) -> None:
+    """The same killed build in a cache where the run builds nothing (every entry a hit)."""
+    _kill_a_builder(_copy_cache(work, root))
+
+
+def _kill_a_builder(cache: Path) -> None:
     builder = subprocess.Popen([sys.executable, "-c", _KILLED_BUILDER, str(cache)], cwd=ROOT,
                                env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
     deadline = time.time() + 60
@@ -335,6 +347,44 @@ def _failed_generated(result: Result) -> list[str]:
     return [] if failed == want else [f"failed generated cases {failed}, expected {want}"]
 
 
+def _same_example_everywhere(result: Result) -> list[str]:
+    """The failing 'extremes' case ran on the (batch, seed) that suite.inputs.generated_example gives here, in this
+    process: the same inputs in every selection (-k generated, tests/parity -k generated, --lf), whatever pytest
+    collected. (A random example would fail the NaN model all the same; only this check tells.)"""
+    import tomllib
+
+    from suite.config import parse_config
+    from suite.inputs import generated_example
+
+    want = generated_example(parse_config(tomllib.loads(NAN_MODEL)).models["m"], "extremes")
+    got = {(int(b), int(s)) for b, s in re.findall(r"m-onnxruntime-fp32 on extremes inputs \(batch (\d+), seed (\d+)\)",
+                                                   result.output)}
+    return [] if got == {want} else [f"the failing extremes case ran on (batch, seed) {sorted(got)}; "
+                                     f"generated_example gives {want}"]
+
+
+def _generated_nan(result: Result) -> list[str]:
+    return _failed_generated(result) + _same_example_everywhere(result)
+
+
+def _generated_batches(want: dict[str, set[int]]) -> Callable[[Result], list[str]]:
+    """The batches each model's generated parity cases ran at (from the run's --suite-results)."""
+    def check(result: Result) -> list[str]:
+        path = result.work / "results.json"
+        if not path.is_file():
+            return [f"the run wrote no {path.name}"]
+        records = json.loads(path.read_text())["records"]
+        found = []
+        for model, batches in want.items():
+            got = {r.get("batch") for r in records if r.get("model") == model
+                   and str(r.get("dataset", "")).startswith("generated:")}
+            if got != batches:
+                found.append(f"{model}'s generated cases ran at batches {sorted(got, key=str)}, expected "
+                             f"{sorted(batches)}")
+        return found
+    return check
+
+
 def _calibrated_179(result: Result) -> list[str]:
     """Each method calibrated its int8 model on all 179 rows."""
     keys = [json.loads(m.read_text())["key"] for m in (result.work / "cache").glob("onnx/*/manifest.json")]
@@ -362,6 +412,17 @@ def _unwritable(work: Path, root: Path) -> None:
     else:
         target.mkdir()
         target.chmod(0o555)
+
+
+def _unwritable_kind(work: Path, root: Path) -> None:
+    """WORK/cache writable, its onnx/ kind directory not (as root: a link to /sys, as in _unwritable)."""
+    kind = work / "cache" / "onnx"
+    kind.parent.mkdir(parents=True)
+    if os.geteuid() == 0:
+        kind.symlink_to("/sys")
+    else:
+        kind.mkdir()
+        kind.chmod(0o555)
 
 
 def _writable(directory: Path) -> bool:
@@ -441,6 +502,10 @@ _LATENCY_BASELINE = json.dumps({"benchmarks": [{"name": "test_latency[m-torch-fp
 _ACCURACY_BASELINE = json.dumps({"complete": True, "records": [{"kind": "accuracy"},
                                                                {"kind": "parity", "cell": "m-onnxruntime-fp32"}]})
 _MODELS_TYPO = Run("models-typo", config(name="digits_cnn"), ("--models", "digit_cnn"))
+LINEAR1 = {"factory": f'"{H}:linear1"', "inputs": '[{ name = "x", shape = [1] }]', "outputs": '["y"]'}
+_ONE_ELEMENT = Run("one-element-input", config(name="m1", batch_sizes="[1]", **LINEAR1)
+                   + model_table("m4", batch_sizes="[1, 4]", **LINEAR1),
+                   ("--suite-results", "{work}/results.json"), tests=(PARITY,))
 _NAN_SAYS = (r"m-onnxruntime-fp32 on extremes inputs .*reference has \d+ NaN/Inf values",)
 
 CASES: list[Case] = [
@@ -451,10 +516,24 @@ CASES: list[Case] = [
     Case("batch-twice", "a model returning `torch.cat([out, out])`",
          Run("batch-twice", config(factory=f'"{T}:batch_twice"'), tests=(PARITY,)), 4,
          (r"\[models\.m\]\.outputs: output 'out' has shape \[4, 5\] for a batch of 2",)),
+    # Right at the smoke batch (2), wrong at every other: the start-up check passes it; each call's output check at
+    # run time (SuiteSession.run_batched) must fail the reference's test and the engine's, each naming its cell.
+    Case("batch-first-two-rows", "a model returning `out[:2]` (right at batch 2 only), accuracy on 64 rows",
+         Run("batch-first-two-rows", config(factory=f'"{H}:first_two_rows"', accuracy_dataset=TINY_DATA),
+             tests=(ACCURACY,)), 1,
+         tuple(rf"OutputShapeError: m-{cell}-fp32: output 'out' has shape \(2, 5\), expected \(4, 5\)"
+               for cell in ("torch", "onnxruntime")), lines=failing(2)),
+    Case("batch-transposed", "a model returning `out.t()` (5 classes) with `batch_sizes = [5, 8]`",
+         Run("batch-transposed", config(factory=f'"{H}:transposed"', batch_sizes="[5, 8]"), tests=(PARITY,)), 4,
+         (r"\[models\.m\]\.outputs: output 'out' has shape \[5, 8\] for a batch of 8",)),
     # ------------------------------------------------------------------ outputs bound by name
     Case("dict-outputs-by-key", '`{"probs": ..., "logits": ...}` with `outputs = ["logits", "probs"]`',
          Run("dict-outputs", config(factory=f'"{T}:dict_output_net"', outputs='["logits", "probs"]',
                                     parity_dataset=TINY_DATA), tests=(PARITY_DATASET,)), 0,
+         (r"VERDICT: PASSED", r"\b1 passed"), lines=PASSING),
+    Case("dict-output-int-keys", '`{0: logits, 1: probs}` (integer keys) with `outputs = ["0", "1"]`',
+         Run("dict-int-keys", config(factory=f'"{H}:dict_int_keys"', outputs='["0", "1"]', parity_dataset=TINY_DATA),
+             tests=(PARITY_DATASET,)), 0,
          (r"VERDICT: PASSED", r"\b1 passed"), lines=PASSING),
     _usage("dict-output-name-missing", '`outputs = ["logits", "scores"]` for a dict of probs and logits',
            config(factory=f'"{T}:dict_output_net"', outputs='["logits", "scores"]'),
@@ -473,6 +552,12 @@ CASES: list[Case] = [
     Case("cache-tmp-of-killed-build", "the temporary directory of a build killed with SIGKILL",
          Run("killed-build", prepare=_killed_builds, **_CACHE_RUN), 0,
          (r"VERDICT: PASSED",), lines=PASSING, check=_no_tmp_left),
+    Case("cache-tmp-of-killed-build-nothing-built", "the same, in a cache where the run builds nothing (all hits)",
+         Run("killed-build-warm", prepare=_killed_build_in_a_warm_cache, **_CACHE_RUN), 0,
+         (r"VERDICT: PASSED", r"engine cache: \d+ hits, 0 builds"), lines=PASSING, check=_no_tmp_left),
+    _usage("engine-cache-kind-unwritable", "`--engine-cache` writable, its `onnx/` directory not",
+           config(parity_dataset=TINY_DATA), tests=(PARITY_DATASET,), prepare=_unwritable_kind,
+           says=(r"--engine-cache: engine cache \S+/cache: its onnx/ directory is not writable: Permission denied",)),
     # ------------------------------------------------------------------ configuration that used to drop checks
     _usage("precisions-empty", "`precisions = []`", config(precisions="[]"),
            says=(r"\[models\.m\]\.precisions: must not be empty, got \[\]",)),
@@ -506,6 +591,10 @@ CASES: list[Case] = [
            says=(r"\[models\.m\]\.opt_batch: expected an integer >= 1, got 'x'",)),
     _usage("shape-symbolic", '`shape = [4, "T"]`', config(inputs=f'[{{ name = "image", shape = [4, "T"] }}, {EXTRA}]'),
            says=(r"\[models\.m\]\.inputs\[0\]\.shape\[1\]: .*'T'",)),
+    _usage("batch-sizes-huge", "`batch_sizes = [1, 10000000000]`", config(batch_sizes="[1, 10000000000]"),
+           tests=(LATENCY,),
+           says=(r"\[models\.m\]\.batch_sizes: a batch of 10000000000 takes 2\.44 TiB of inputs \(268 bytes a row, "
+                 r"each named axis at its max\), more than the 16 GiB a batch may take",)),
     _usage("batch-sizes-not-a-list", "`batch_sizes = 4`", config(batch_sizes="4"),
            says=(r"\[models\.m\]\.batch_sizes: expected a list, got 4",)),
     _usage("rounds-string", '`[latency] rounds = "30"`', config(head={"latency": 'rounds = "30"'}),
@@ -523,15 +612,21 @@ CASES: list[Case] = [
     # ------------------------------------------------------------------ generated inputs, whatever is collected
     Case("generated-nan-k", "a model giving NaN for some rows, `-k generated` over every test directory",
          Run("generated-k", NAN_MODEL, ("-k", "generated"), prepare=_after_a_parity_run, needs=("nan-model",)), 1,
-         _NAN_SAYS, lines=failing(1), check=_failed_generated),
+         _NAN_SAYS, lines=failing(1), check=_generated_nan),
     Case("generated-nan-parity-k", "the same model, `tests/parity -k generated`",
          Run("generated-parity-k", NAN_MODEL, ("-k", "generated"), tests=(PARITY,), prepare=_after_a_parity_run,
              needs=("nan-model",)), 1,
-         _NAN_SAYS, lines=failing(1), check=_failed_generated),
+         _NAN_SAYS, lines=failing(1), check=_generated_nan),
     Case("generated-nan-lf", "the same model, `--lf` after a run of tests/parity",
          Run("generated-lf", NAN_MODEL, ("--lf",), tests=(PARITY,), prepare=_after_a_parity_run, lf=True,
              needs=("nan-model",)), 1,
-         _NAN_SAYS, lines=failing(1), check=_failed_generated),
+         _NAN_SAYS, lines=failing(1), check=_generated_nan),
+    # A 1-element input: one number per row. At batch 1 a synthetic batch is one value, which cannot vary; with a
+    # batch of 2 or more in the profile, the generated cases take one (one row judges little).
+    Case("one-element-input-batch-1", "`torch.nn.Linear(1, 3)` (input shape `[1]`), `batch_sizes = [1]`",
+         _ONE_ELEMENT, 0, (r"VERDICT: PASSED",), lines=PASSING, check=_generated_batches({"m1": {1}})),
+    Case("one-element-input-generated-batch", "the same model with `batch_sizes = [1, 4]`: generated cases at batch 4",
+         _ONE_ELEMENT, 0, (r"VERDICT: PASSED",), lines=PASSING, check=_generated_batches({"m4": {4}})),
     # ------------------------------------------------------------------ first contact
     _usage("engine-cache-is-a-file", "`--engine-cache` pointing at a file", config(), "--engine-cache",
            "{work}/afile", prepare=_write("afile", "x"),
@@ -592,18 +687,41 @@ CASES: list[Case] = [
          Run("labels-out-of-range", config(accuracy_dataset=f'"{H}:labels_out_of_range"'), tests=(ACCURACY,),
              **_WARM), 4,
          (r"\[models\.m\]\.accuracy_dataset = '\S+:labels_out_of_range': .*label",)),
+    *[_usage(f"labels-{kind}", f"an accuracy_dataset (a look-alike that checks nothing) with {what}",
+             config(accuracy_dataset=f'"{H}:{kind.replace("-", "_")}_labels"'),
+             says=(rf"\[models\.m\]\.accuracy_dataset = '\S+_labels': labels are {dtype} of shape \[{shape}\]{more}; "
+                   rf"labels are class indices, a 1-D array of integers with one per row{hint};",))
+      for kind, what, dtype, shape, more, hint in (
+          ("string", 'string labels (`"cat"`, `"dog"`)', "<U3", "64", "", ""),
+          ("nan", "float labels, NaN in every other row", "float64", "64", ", 32 of them NaN", ""),
+          ("one-hot", "one-hot labels (64 x 5)", "float64", "64, 5", "", r" \(one-hot rows\? give their argmax\)"))],
+    _usage("parity-dataset-0-rows", "a parity_dataset with 0 rows", config(parity_dataset=f'"{H}:zero_rows"'),
+           tests=(PARITY_DATASET,),
+           says=(r"\[models\.m\]\.parity_dataset = '\S+:zero_rows': the data set has 0 rows; it needs at least one",)),
+    *[_usage(f"dataset-token-id-{kind}", f"a parity_dataset of token ids with {what}, ids declared in [0, 49]",
+             config(factory=f'"{T}:token_net"', inputs=TOKENS, parity_dataset=f'"{H}:{ref}"'), tests=(PARITY_DATASET,),
+             says=(rf"\[models\.m\]\.parity_dataset = '\S+:{ref}': feed 'ids' holds 1 value outside the range "
+                   rf"\[0, 49\] declared for input 'ids', in 1 of its 32 rows \(first: row {row}, value {value}\)",))
+      for kind, what, ref, row, value in (("past-vocabulary", "one id 77 (a vocabulary of 50)",
+                                            "tokens_out_of_vocabulary", 3, 77),
+                                           ("negative", "one id -1", "tokens_negative", 5, -1))],
     Case("dataset-integer-feed-for-float-input", "a parity_dataset whose float32 image feed is int64",
          Run("integer-feed", config(parity_dataset=f'"{H}:integer_image"'), tests=(PARITY_DATASET,), **_WARM), 4,
          (r"\[models\.m\]\.parity_dataset = '\S+:integer_image': .*int64",)),
     Case("parity-dataset-fewer-rows-than-samples", "`parity_samples = 64` with an 8-row parity_dataset",
          Run("fewer-rows", config(parity_dataset=f'"{H}:rows_8"', parity_samples="64"), tests=(PARITY_DATASET,),
              **_WARM), 4,
-         (r"\[models\.m\]\.parity_samples = 64: .*\b8\b",), green_today=True),
+         (r"\[models\.m\]\.parity_samples = 64: .*\b8\b",)),
     Case("engine-produces-inf", "an engine producing +Inf (the exported graph, not the reference)",
          Run("engine-inf", config(factory=f'"{H}:inf_when_exported"', parity_dataset=TINY_DATA),
              tests=(PARITY_DATASET,)), 1,
          (r"VERDICT: FAILED",
           r"m-onnxruntime-fp32 on \S+tiny_data\S*: output 'out' \(64, 5\): engine output has \d+ NaN/Inf values"),
+         lines=failing(1)),
+    Case("engine-output-float16", "an fp32 engine returning float16 (the exported graph), parity on a data set",
+         Run("engine-float16", config(factory=f'"{H}:half_when_exported"', parity_dataset=TINY_DATA),
+             tests=(PARITY_DATASET,)), 1,
+         (r"VERDICT: FAILED", r"m-onnxruntime-fp32: output 'out' is float16, the reference's is float32"),
          lines=failing(1)),
     Case("reference-all-nan", "a model whose output is all NaN, in the reference too",
          Run("reference-nan", config(factory=f'"{H}:all_nan"', accuracy_dataset=TINY_DATA),
@@ -616,10 +734,33 @@ CASES: list[Case] = [
              ("-k", "dataset or uniform"), tests=(PARITY,)), 1,
          # Each failed check's report runs through the engine build: ~100 lines with the exporter's own message.
          (r"EngineBuildError: ONNX export of model 'm' failed",), lines=40 + 2 * 130),
+    *[_usage(f"model-name-{kind}", f"a model named {what}", config(name=toml),
+             says=(rf"\[models\.{shown}\]: {says}",))
+      for kind, what, toml, shown, says in (
+          ("empty", '`""` (`[models.""]`)', '""', "''", "a model name is ASCII letters, digits"),
+          ("non-ascii", "`é` (pytest escapes it in test ids)", '"é"', "'é'", "a model name is ASCII letters"),
+          ("holding-a-cell", "`x-torch-fp32` (its ids read as model x's cells)", '"x-torch-fp32"', "x-torch-fp32",
+           "the name holds 'torch-fp32', an engine-precision pair"))],
     Case("model-name-with-dash", "a model named `my-net`",
          Run("model-name-with-dash", config(name="my-net", parity_dataset=TINY_DATA), ("-k", "dataset or uniform"),
              tests=(PARITY,)), 0,
          (r"VERDICT: PASSED", r"\b2 passed"), lines=PASSING),
+    Case("bool-input", '`dtype = "bool"` (a mask beside a float input), through torch and ONNX Runtime',
+         Run("bool-input", config(factory=f'"{T}:masked_net"', outputs='["out"]', parity_dataset=f'"{T}:masked_data"',
+                                  inputs='[{ name = "x", shape = [6], low = -1.0, high = 1.0 }, '
+                                         '{ name = "mask", shape = [6], dtype = "bool" }]'),
+             tests=(PARITY,)), 0,
+         (r"VERDICT: PASSED", r"\b5 passed"), lines=PASSING),
+    # ------------------------------------------------------------------ input ranges a synthetic batch cannot take
+    _usage("int64-high-max", "an int64 input with `high = 9223372036854775807` (int64's max)",
+           config(factory=f'"{T}:token_net"', inputs='[{ name = "ids", shape = [6], dtype = "int64", low = 0, '
+                                                     f'high = 9223372036854775807 }}, {FEATURES}]'),
+           says=(r"\[models\.m\]\.inputs\[0\]\.high: 9223372036854775807 is held as the float \S+, outside int64 "
+                 r".*use at most 9223372036854774784",)),
+    _usage("float64-range-overflows", "a float64 input with `low = -1.7e308`, `high = 1.7e308`",
+           config(inputs=f'[{{ name = "image", shape = [1, 8, 8], dtype = "float64", low = -1.7e308, '
+                         f'high = 1.7e308 }}, {EXTRA}]'),
+           says=(r"\[models\.m\]\.inputs\[0\]: low -1\.7e\+308 to high 1\.7e\+308 is wider than a float64 can hold",)),
     # ------------------------------------------------------------------ the config file
     _usage("toml-syntax-error", "a TOML syntax error (`[models.x` unclosed)", config() + "\n[models.x\n",
            says=(r"suite\.toml is not valid TOML: Expected ']' at the end of a table declaration \(at line \d+",)),
@@ -633,10 +774,42 @@ CASES: list[Case] = [
            says=(r"\[models\.m\]\.inputs: duplicate input names \['image', 'image'\]",)),
     _usage("duplicate-batch-sizes", "`batch_sizes = [1, 4, 4]`", config(batch_sizes="[1, 4, 4]"),
            says=(r"\[models\.m\]\.batch_sizes: \[4\] listed more than once",)),
+    # ------------------------------------------------------------------ configuration naming what never runs
+    _usage("inductor-precision-the-model-lacks",
+           '`[models.m.engine_options.inductor] precisions = ["fp16"]`, the model\'s precisions `["fp32"]`, '
+           '`unsupported` accepted', config(head={"run": 'requires = ["torch"]\naccept_not_judged = ["no-data", '
+                                                 '"unsupported"]'},
+                                          engines='["torch", "onnxruntime", "inductor"]', parity_dataset=TINY_DATA,
+                                          tables='\n[models.m.engine_options.inductor]\nprecisions = ["fp16"]\n'),
+           tests=(PARITY_DATASET,),
+           says=(r"\[models\.m\]\.engine_options\.inductor\.precisions\[0\]: 'fp16' is not among the model's "
+                 r"precisions \['fp32'\], so no inductor-fp16 cell exists",)),
+    _usage("int8-table-without-int8", "`[models.m.int8]` on a model without the int8 precision",
+           config(tables='\n[models.m.int8]\nmethod = "entropy"\n'),
+           says=(r"\[models\.m\]\.int8: set, but the model's precisions \['fp32'\] have no int8",)),
+    _usage("tensorrt-options-without-tensorrt", "`[models.m.engine_options.tensorrt]` on a model without tensorrt",
+           config(tables="\n[models.m.engine_options.tensorrt]\nworkspace_mb = 512\n"),
+           says=(r"\[models\.m\]\.engine_options\.tensorrt: set, but the model's engines \['torch', 'onnxruntime'\] "
+                 r"have no tensorrt",)),
     _usage("known-failure-bad-regex", "a known_failures `match` that is not a regular expression",
            config(tables='\n[models.m.known_failures]\nonnxruntime-fp32 = { reason = "r", match = "cosine (0.5" }\n'),
            says=(r"\[models\.m\]\.known_failures\.onnxruntime-fp32\.match = 'cosine \(0\.5': not a valid regular "
                  r"expression",)),
+    _usage("known-failure-matches-anything", 'a known failure with `match = "."` on an engine producing +Inf',
+           config(factory=f'"{H}:inf_when_exported"', parity_dataset=TINY_DATA,
+                  tables='\n[models.m.known_failures]\nonnxruntime-fp32 = { reason = "r", match = "." }\n'),
+           tests=(PARITY_DATASET,),
+           says=(r"\[models\.m\]\.known_failures\.onnxruntime-fp32\.match = '\.': matches 'EngineBuildError', what a "
+                 r"broken engine says in any cell",)),
+    Case("known-failure-never-absorbs-inf", 'a known failure `match = "onnxruntime-fp32 on"` on an engine producing '
+                                            "+Inf",
+         Run("known-failure-inf", config(factory=f'"{H}:inf_when_exported"', parity_dataset=TINY_DATA,
+                                         tables='\n[models.m.known_failures]\nonnxruntime-fp32 = { reason = "r", '
+                                                'match = "onnxruntime-fp32 on" }\n'),
+             tests=(PARITY_DATASET,)), 1,
+         (r"VERDICT: FAILED", r"m-onnxruntime-fp32 on \S+: output 'out' \(64, 5\): engine output has \d+ NaN/Inf"),
+         lines=failing(1), check=lambda r: ["counted as a known failure"] if "known failure (as declared)" in r.stdout
+         else []),
     _usage("known-failure-plain-string", "a known failure in the old form, a plain string",
            config(tables='\n[models.m.known_failures]\nonnxruntime-fp32 = "flaky"\n'),
            says=(r"\[models\.m\]\.known_failures\.onnxruntime-fp32 = 'flaky': a plain reason is the old form",)),
@@ -651,6 +824,10 @@ CASES: list[Case] = [
                     tables=f"\n[models.m.precision.int8]\n{LOOSE_INT8}\n"),
              ("--precisions", "int8"), tests=(PARITY_DATASET,), **_WARM), 0,
          (r"VERDICT: PASSED",), lines=PASSING),
+    _usage("accept-not-judged-none-and-busy", '`[run] accept_not_judged = ["none", "busy"]`',
+           config(head={"run": 'requires = ["torch"]\naccept_not_judged = ["none", "busy"]'}),
+           says=(r"\[run\]\.accept_not_judged = \['none', 'busy'\]: 'none' means no reason and cannot be combined "
+                 r"with others",)),
     # ------------------------------------------------------------------ the command line
     _usage("unknown-model", "`--models nosuch`", config(), "--models", "nosuch",
            says=(r"--models: unknown 'nosuch'; valid: m",)),
@@ -675,16 +852,18 @@ CASES: list[Case] = [
     _usage("latency-batch-sizes-not-int", "`--latency-batch-sizes=x`", config(), "--latency-batch-sizes=x",
            says=(r"--latency-batch-sizes: 'x' is not an integer batch size",)),
     _usage("overhead-model-unknown", "`--overhead-model nosuch`", TORCH_ONLY, "--overhead-model", "nosuch",
-           tests=(OVERHEAD, LATENCY), says=(r"--overhead-model.*nosuch",), green_today=True),
+           tests=(OVERHEAD, LATENCY), says=(r"--overhead-model.*nosuch",)),
     _usage("max-harness-overhead-negative", "`--max-harness-overhead=-1`", TORCH_ONLY, "--max-harness-overhead=-1",
-           tests=(OVERHEAD, LATENCY), says=(r"--max-harness-overhead.*-1",), green_today=True),
+           tests=(OVERHEAD, LATENCY), says=(r"--max-harness-overhead.*-1",)),
     _usage("engine-cache-empty", "`--engine-cache=` (an unset variable)", TORCH_ONLY, "--engine-cache=",
-           tests=(LATENCY,), says=(r"--engine-cache",), green_today=True),
+           tests=(LATENCY,), says=(r"--engine-cache",)),
     _usage("suite-results-under-a-file", "`--suite-results` in a directory that is a file", config(),
            "--suite-results", "{work}/afile/results.json", prepare=_write("afile", "x"),
            says=(r"--suite-results.*afile",)),
     _usage("accuracy-drift-bogus", "`--accuracy-drift bogus`", config(), "--accuracy-drift", "bogus",
            says=(r"--accuracy-drift: 'bogus'; expected NAME=VALUE",)),
+    _usage("accuracy-drift-nan", "`--accuracy-drift=top1=nanpt`", config(), "--accuracy-drift=top1=nanpt",
+           says=(r"--accuracy-drift: 'top1=nanpt': 'nanpt' is not a finite number",)),
     # ------------------------------------------------------------------ baselines
     _usage("latency-baseline-directory", "`--latency-baseline` pointing at a directory", config(),
            "--latency-baseline", "{work}", says=(r"--latency-baseline '\S+': no such file, and not a run id",)),
@@ -787,6 +966,9 @@ CASES: list[Case] = [
 
 _BY_ID = {case.id: case for case in CASES}
 assert len(_BY_ID) == len(CASES), "case ids must be unique"
+# green_today names the problem of a known gap: on a case without its xfail it would only take the case out of
+# test_a_bad_input_never_ends_green (four fixed cases once kept the flag, unguarded).
+assert not [c.id for c in CASES if c.green_today and not c.xfail], "green_today without an xfail: remove the flag"
 
 # =========================================================================== running
 
@@ -1023,6 +1205,8 @@ def test_hostile_input(case: Case, corpus: dict[Run, Result]) -> None:
     result = corpus[case.run]
     if case.run.prepare is _unwritable and _writable(result.work / "ro"):
         pytest.skip(f"{result.work / 'ro'} is writable here (root, and /sys too): nothing unwritable to point at")
+    if case.run.prepare is _unwritable_kind and _writable(result.work / "cache" / "onnx"):
+        pytest.skip(f"{result.work / 'cache' / 'onnx'} is writable here (root, and /sys too): nothing unwritable")
     found = problems(case, result)
     assert not found, _explain(case, result, found)
 

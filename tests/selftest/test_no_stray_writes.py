@@ -2,7 +2,8 @@
 given on its command line (and the project itself). What it found: ONNX Runtime's telemetry (a database
 under $XDG_CACHE_HOME/Microsoft, a session file in $TMPDIR), inductor's /tmp/torchinductor_$USER (its
 compile cache and precompiled headers) and the package loader's extraction directories, matplotlib's font
-cache and config directory.
+cache and config directory, and hypothesis's .hypothesis (its constants cache) in the working directory, which
+only a run of tests/parity/test_embeddings.py on a sentence-embedding model makes.
 
 The slow one of these self-tests (about a minute on a 2-core machine): one child pytest that exports,
 converts, quantizes and compiles one tiny model with torch, ONNX Runtime and inductor.
@@ -10,6 +11,7 @@ converts, quantizes and compiles one tiny model with torch, ONNX Runtime and ind
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -48,6 +50,27 @@ accuracy_dataset = "tests.selftest.tiny_models:tiny_data"
 calibration_dataset = "tests.selftest.tiny_models:tiny_data"
 parity_samples = 16
 """
+# A sentence-embedding model (an attention mask, a parity data set): tests/parity/test_embeddings.py runs
+# hypothesis on it, whose examples database and caches must go where the suite puts them (the project's
+# .hypothesis, suite/plugin.py), not into the working directory.
+CONFIG += """
+[models.emb]
+factory = "tests.selftest.tiny_transformer:no_attention"
+inputs = [
+  { name = "input_ids", shape = ["seq"], dtype = "int64", low = 0, high = 99 },
+  { name = "attention_mask", shape = ["seq"], dtype = "int64", low = 0, high = 1, role = "attention_mask" },
+]
+outputs = ["sentence_embedding"]
+batch_sizes = [1, 4]
+latency_batch_sizes = [1]
+precisions = ["fp32"]
+engines = ["torch", "onnxruntime"]
+parity_dataset = "tests.selftest.tiny_transformer:sentences"
+parity_samples = 16
+
+[models.emb.axes]
+seq = { min = 4, opt = 12, max = 24 }
+"""
 _LOOSE = ('accuracy = { max_top1_drop = 1.0, max_top5_drop = 1.0, min_top1_ratio = 0.01 }\n'
           'parity = { min_isclose_pct = 0.0, min_cosine = 0.0, min_top1_agreement_pct = 0.0, max_abs_error = 1e9 }\n'
           'generated = ["uniform"]\n')
@@ -75,14 +98,21 @@ def test_a_suite_run_writes_only_where_it_was_told(tmp_path: Path) -> None:
                                   **{v: str(watched["tmp"]) for v in ("TMPDIR", "TEMP", "TMP")},
                                   **dict.fromkeys(_UNSET)}
     report = cwd / "report.html"
+    results = tmp_path / "results.json"  # outside the watched directories
     done = run_suite(cwd, "--suite-config", str(config),  # the last --suite-config wins over run_suite's own
-                     f"--html={report}", "--self-contained-html",
-                     # torch int8, inductor fp16/int8: no such engines; ORT's CPU EP runs the fp16 graph in fp32
-                     "--accept-not-judged=unsupported,precision-not-run",
+                     f"--html={report}", "--self-contained-html", f"--suite-results={results}",
+                     # torch int8, inductor fp16/int8: no such engines; ORT's CPU EP runs the fp16 graph in fp32;
+                     # emb has no labels, tiny no attention mask (test_embeddings)
+                     "--accept-not-judged=unsupported,precision-not-run,no-data",
                      tests=tuple(str(ROOT / "tests" / t)
-                                 for t in ("latency/test_latency.py", "accuracy", "parity/test_parity.py")),
+                                 for t in ("latency/test_latency.py", "accuracy", "parity/test_parity.py",
+                                           "parity/test_embeddings.py")),
                      env=env)
     assert done.returncode == 0, explain(done)
+    records = json.loads(results.read_text())["records"]
+    padded = {r["cell"] for r in records if r.get("kind") == "padding"}
+    assert padded == {"emb-onnxruntime-fp32"}, \
+        f"hypothesis did not run the padding test of emb-onnxruntime-fp32 (padding records of {sorted(padded)})"
     built = sorted(os.listdir(cwd / "cache"))
     assert report.is_file() and {"inductor", "onnx"} <= set(built), \
         f"the run wrote no report, inductor package or ONNX file: cwd {sorted(os.listdir(cwd))}, cache {built}"

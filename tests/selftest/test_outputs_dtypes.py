@@ -20,7 +20,15 @@ import torch
 from engines import get_backend
 from engines.artifacts import ModelBuild
 from engines.base import EngineBuildError, EngineRequest, InputSpec, ShapeProfile
-from engines.feeds import OutputShapeError, as_input_dtype, check_outputs, pick_outputs, returned_output_names
+from engines.feeds import (
+    OutputDtypeError,
+    OutputShapeError,
+    as_input_dtype,
+    check_output_dtypes,
+    check_outputs,
+    pick_outputs,
+    returned_output_names,
+)
 from engines.pytorch.backend import name_outputs
 from suite.cache import ArtifactCache
 from suite.inputs import DISTRIBUTIONS, synthetic_array, synthetic_feed
@@ -77,6 +85,24 @@ def test_no_outputs_at_all_is_refused():
         check_outputs({}, 2, "m-torch-fp32")
 
 
+@pytest.mark.parametrize("got,want", [(np.float32, np.float32), (np.float64, np.float32), (np.int32, np.int64),
+                                      (np.int64, np.int32), (np.bool_, np.bool_)])
+def test_outputs_of_the_references_kind_and_float_width_pass(got, want):
+    check_output_dtypes({"out": np.zeros(2, got)}, {"out": np.dtype(want)}, "m-onnxruntime-fp32")
+
+
+@pytest.mark.parametrize("got,want,message", [
+    (np.float16, np.float32, "output 'out' is float16, the reference's is float32: every engine returns its outputs "
+                             "at least at the reference's float width"),
+    (np.int64, np.float32, "output 'out' is int64 (integer), the reference's is float32 (floating)"),
+    (np.float32, np.int64, "output 'out' is float32 (floating), the reference's is int64 (integer)"),
+    (np.uint8, np.bool_, "output 'out' is uint8 (integer), the reference's is bool (bool)"),
+])
+def test_outputs_of_another_kind_or_a_narrower_float_are_refused(got, want, message):
+    with pytest.raises(OutputDtypeError, match=re.escape(f"m-onnxruntime-fp32: {message}")):
+        check_output_dtypes({"out": np.zeros(2, got)}, {"out": np.dtype(want)}, "m-onnxruntime-fp32")
+
+
 def test_output_shape_error_is_a_value_error():
     """Callers that catch ValueError for a bad engine output keep working."""
     assert issubclass(OutputShapeError, ValueError)
@@ -115,6 +141,14 @@ def test_pick_outputs_binds_by_key_and_by_position():
     assert pick_outputs(Pair("p", "l"), ["logits", "probs"], "m") == ["l", "p"]
     assert pick_outputs(("a", "b"), ["logits", "probs"], "m") == ["a", "b"]
     assert pick_outputs({"probs": "p", "logits": "l", "aux": "x"}, ["logits"], "m") == ["l"]
+
+
+def test_a_dict_with_integer_keys_is_bound_by_the_keys_text():
+    assert returned_output_names({0: "l", 1: "p"}) == ["0", "1"]
+    assert pick_outputs({0: "l", 1: "p"}, ["1", "0"], "m") == ["p", "l"]
+    with pytest.raises(ValueError, match=r"m: the model's dict has keys 0 and '0', which both read as the output "
+                                         r"name '0'"):
+        pick_outputs({0: "a", "0": "b"}, ["0"], "m")
 
 
 def test_a_configured_name_the_model_does_not_return_lists_what_it_returns():
@@ -204,6 +238,30 @@ def test_synthetic_integer_and_bool_inputs_stay_in_range_and_dtype(spec, distrib
         assert np.any(arr != arr.flat[0]), f"{spec.name} {distribution} seed {seed}: constant"
 
 
+@pytest.mark.parametrize("distribution", DISTRIBUTIONS)
+def test_a_one_element_input_at_batch_1_is_one_number_never_zero(distribution):
+    """``Linear(1, 3)`` at batch 1: one value, which cannot vary (the constancy check once refused it, an
+    INTERNALERROR at start-up); it is still drawn within the range, and not 0."""
+    for seed in range(50):
+        arr = synthetic_array(InputSpec("x", (1,)), 1, distribution, np.random.default_rng(seed))
+        assert arr.shape == (1, 1) and 0 < arr.flat[0] <= 1, (distribution, seed, arr)
+
+
+@pytest.mark.parametrize("distribution", DISTRIBUTIONS)
+@pytest.mark.parametrize("batch", [2, 4])
+def test_a_few_float_values_are_never_constant(distribution, batch):
+    """Two to four values, 'extremes' at low = 0: each can land on 0 (clipped); one is then set to the other end."""
+    for seed in range(200):
+        arr = synthetic_array(InputSpec("x", (1,)), batch, distribution, np.random.default_rng(seed))
+        assert np.any(arr != arr.flat[0]) and arr.min() >= 0 and arr.max() <= 1, (distribution, seed, arr)
+
+
+def test_a_float_range_of_one_value_in_its_dtype_is_refused():
+    with pytest.raises(AssertionError, match=r"synthetic input x came out constant \(1000\.0\): \[1000, 1000\.1\] "
+                                             r"holds one float16 value"):
+        synthetic_array(InputSpec("x", (4,), "float16", 1000.0, 1000.1), 2, "uniform", np.random.default_rng(0))
+
+
 @pytest.mark.parametrize("spec,message", [
     (InputSpec("ids", (4,), "int64", 0.2, 0.8), r"input 'ids' \(int64\): no value within"),
     (InputSpec("ids", (4,), "uint8", 0, 300), r"input 'ids': range \[0, 300\] exceeds uint8's \[0, 255\]"),
@@ -249,6 +307,36 @@ def test_onnx_files_keep_integer_inputs_integer(tokens, precision):
     graph = onnx.load(str(tokens.onnx_path(precision))).graph
     types = {i.name: i.type.tensor_type.elem_type for i in graph.input}
     assert types == {"ids": onnx.TensorProto.INT64, "features": onnx.TensorProto.FLOAT}
+
+
+MASKED = (InputSpec("x", (tm.MaskedNet.FEATURES,), "float32", -1.0, 1.0),
+          InputSpec("mask", (tm.MaskedNet.FEATURES,), "bool", 0, 1))
+
+
+@pytest.fixture(scope="module")
+def masked(cache):
+    return _build(cache, "masked", tm.masked_net, MASKED, calibration=lambda: tm.MaskedData(17))
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16", "bf16", "int8"])
+def test_onnx_files_keep_bool_inputs_bool(masked, precision):
+    graph = onnx.load(str(masked.onnx_path(precision))).graph
+    types = {i.name: i.type.tensor_type.elem_type for i in graph.input}
+    assert types == {"x": onnx.TensorProto.FLOAT, "mask": onnx.TensorProto.BOOL}
+
+
+@pytest.mark.parametrize("engine,precision,tolerance", [
+    ("torch", "fp16", 1e-2), ("onnxruntime", "fp32", 1e-5), ("onnxruntime", "fp16", 1e-2),
+    ("onnxruntime", "int8", 1e-1),
+])
+def test_a_bool_mask_keeps_its_dtype_on_every_engine_and_precision(masked, cache, engine, precision, tolerance):
+    feed = synthetic_feed(MASKED, 4, "uniform", seed=3)
+    assert feed["mask"].dtype == np.bool_ and feed["mask"].any() and not feed["mask"].all()
+    reference = _run(masked, cache, "torch", "fp32", feed)["out"]
+    out = _run(masked, cache, engine, precision, feed)["out"]
+    np.testing.assert_allclose(out, reference, atol=tolerance, rtol=tolerance)
+    flipped = _run(masked, cache, engine, precision, {**feed, "mask": ~feed["mask"]})["out"]
+    assert not np.allclose(flipped, out, atol=tolerance), "the mask changed nothing: the engine does not see it"
 
 
 def test_onnxruntime_refuses_float_token_ids(tokens, cache, token_feed):

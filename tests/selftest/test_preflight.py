@@ -433,3 +433,15 @@ def test_the_readmes_example_is_the_error_a_real_check_gives(tmp_path):
         check_models(config, ArtifactCache(tmp_path / "cache"), "cpu")
     assert example == str(info.value)
     assert "batch of 2" in example and "smallest batch size, but at least 2" in " ".join(section.split())
+
+
+def test_an_output_whose_first_dimension_is_the_batch_by_accident_is_checked_at_a_second_batch(tmp_path):
+    """out.t() with 5 classes at batch 5 has the shape (5, 5): right at that batch only. Where an output holds the
+    batch's size on another axis, a second forward at another batch of the profile tells them apart; a profile of
+    one batch size has nothing to tell them apart with."""
+    two_inputs = [{"name": "image", "shape": [1, 8, 8]}, {"name": "extra", "shape": [3], "low": -1.0, "high": 1.0}]
+    transposed = {"factory": "tests.selftest.hostile_models:transposed", "outputs": ["out"], "inputs": two_inputs}
+    error = _error(tmp_path, batch_sizes=[5, 8], **transposed)
+    assert error.key == "outputs"
+    assert "output 'out' has shape [5, 8] for a batch of 8; every output needs the batch axis first" in str(error)
+    assert check_models(_config(batch_sizes=[5], **transposed), ArtifactCache(tmp_path / "one"), "cpu")["m"].batch == 5

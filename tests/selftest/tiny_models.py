@@ -117,6 +117,50 @@ class TokenData:
         return f"tokens-{self.rows}-{self.seed}"
 
 
+class MaskedNet(torch.nn.Module):
+    """A bool input beside a float one: ``mask`` keeps or zeroes each feature. Bool inputs must stay bool on every
+    engine and precision (the fp16/bf16 conversions and the int8 quantizer touch float tensors only)."""
+
+    FEATURES = 6
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(self.FEATURES, 4)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return self.fc(torch.where(mask, x, torch.zeros_like(x)))
+
+
+def masked_net(cache=None) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return MaskedNet().eval()
+
+
+class MaskedData:
+    """Rows for MaskedNet: float features in [-1, 1], a bool mask."""
+
+    def __init__(self, rows: int = 32, seed: int = 5) -> None:
+        import numpy as np
+
+        rng = np.random.default_rng(seed)
+        self.feeds = {"x": rng.uniform(-1, 1, (rows, MaskedNet.FEATURES)).astype(np.float32),
+                      "mask": rng.random((rows, MaskedNet.FEATURES)) < 0.5}
+        self.rows, self.seed = rows, seed
+
+    def __len__(self) -> int:
+        return self.rows
+
+    def take(self, n: int) -> "MaskedData":
+        return MaskedData(min(n, self.rows), self.seed)
+
+    def digest(self) -> str:
+        return f"masked-{self.rows}-{self.seed}"
+
+
+def masked_data(cache=None) -> MaskedData:
+    return MaskedData()
+
+
 class DictOutputNet(TwoInputNet):
     """Returns a dict whose keys come in another order than the config's outputs (logits, probs): the
     export and every engine must bind by key, not by position."""

@@ -47,3 +47,12 @@ class NoAttention(torch.nn.Module):
 
 def no_attention() -> torch.nn.Module:
     return NoAttention().eval()
+
+
+def sentences(cache=None) -> object:
+    """32 'sentences' of 12 positions for the encoders above: ids within the vocabulary, each row's mask 1s then 0s
+    (a tokenizer's padding), so that tests/parity/test_embeddings.py has real rows to re-pad."""
+    from fixtures.data import Dataset
+    from suite.inputs import synthetic_feed
+
+    return Dataset("tiny_sentences", synthetic_feed(INPUTS, 32, "uniform", seed=1, dims={"seq": 12}))
