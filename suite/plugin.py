@@ -453,8 +453,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         if entry.covers(kind, message):
             report.outcome, report.wasxfail = "skipped", f"known failure: {entry.reason}"
         else:
+            why = entry.refusal(kind, message)  # "it does not match /../", "it says '..', which ..", "the entry .."
+            why = ("does not match it" if why.startswith("it does not match") else why.removeprefix("it ")
+                   if why.startswith("it ") else f"is not it ({why})")
             report.sections.append(("known failure", f"this cell has a known failure ({entry.reason}), expected "
-                                    f"to match /{entry.match}/; this failure does not match it, so it counts"))
+                                    f"to match /{entry.match}/; this failure {why}, so it counts"))
     return report
 
 

@@ -64,6 +64,8 @@ def check_reasons(names: Iterable[str], where: str) -> tuple[str, ...]:
     names = tuple(n.strip() for n in names if n.strip())
     if names == ("none",):
         return ()
+    if "none" in names:
+        raise NotJudgedReasonError(f"{where}: 'none' means no reason and cannot be combined with others")
     unknown = [n for n in names if n not in REASONS]
     if unknown:
         raise NotJudgedReasonError(f"{where}: unknown reason(s) {', '.join(map(repr, unknown))}; valid: "
