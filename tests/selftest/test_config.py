@@ -59,8 +59,9 @@ def test_shipped_config_parses_and_resolves():
 
 def test_shipped_gpu_config_requires_cuda_and_its_engines():
     config = load_config(ROOT / "suite-gpu.toml")
-    assert config.requires == ("cuda", "torch", "onnxruntime", "inductor")
-    assert config.accept_not_judged == ("unsupported", "no-data", "unavailable")
+    # The nightly must fail when one of its engines cannot run: TensorRT included, and nothing missing accepted.
+    assert config.requires == ("cuda", "torch", "onnxruntime", "inductor", "tensorrt")
+    assert config.accept_not_judged == ("unsupported", "no-data")
 
 
 def test_shipped_gpu_config_has_resnet50_static_beside_resnet50():
