@@ -42,7 +42,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.selftest.suite_runs import ROOT, run_suite
+from tests.selftest.suite_runs import ROOT, Forker, run_suite, suite_args
 
 pytestmark = pytest.mark.selftest
 
@@ -972,135 +972,16 @@ assert not [c.id for c in CASES if c.green_today and not c.xfail], "green_today 
 
 # =========================================================================== running
 
-# Each run is a child pytest with the command line, working directory and environment of
-# tests/selftest/suite_runs.py's run_suite. Only the start of the process differs: a "zygote" process imports
-# pytest, the suite's plugins and torch once (about 2 s of every run, most of what a start-up error costs) and
-# forks a child per run, which runs `python -m pytest`'s own __main__ in a process that has run nothing else.
-# test_forked_runs_read_as_plain_child_runs checks that a run reads the same either way.
-_ZYGOTE = r"""
-import json, os, runpy, select, sys, traceback
-import pytest
-import suite.plugin, suite.gate_plugin, report.plugin  # torch, numpy, the suite: what every run imports first
-
-MAIN = os.path.join(os.path.dirname(pytest.__file__), "__main__.py")  # argv[0] of `python -m pytest`
-PATH = list(sys.path[1:])
-
-
-def child(job):
-    code = 70
-    try:
-        os.chdir(job["cwd"])
-        for fd, path in ((1, job["stdout"]), (2, job["stderr"])):
-            f = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            os.dup2(f, fd)
-            os.close(f)
-        os.environ.clear()
-        os.environ.update(job["env"])
-        sys.argv = [MAIN, *job["args"]]
-        sys.path[:] = [job["cwd"], *PATH]  # sys.path[0] of `python -m` is the working directory
-        runpy.run_module("pytest", run_name="__main__", alter_sys=True)
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
-    except BaseException:
-        traceback.print_exc()
-    finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except BaseException:
-                pass
-    os._exit(code)
-
-
-pending, buffer, reading = {}, b"", True
-while reading or pending:
-    if reading and select.select([0], [], [], 0.02)[0]:
-        chunk = os.read(0, 1 << 16)
-        reading = bool(chunk)
-        buffer += chunk
-        while b"\n" in buffer:
-            line, buffer = buffer.split(b"\n", 1)
-            job = json.loads(line)
-            sys.stdout.flush()
-            pid = os.fork()
-            if pid == 0:
-                child(job)
-            pending[pid] = job["id"]
-    while pending:
-        pid, status, usage = os.wait4(-1, 0 if not reading else os.WNOHANG)
-        if pid == 0:
-            break
-        reply = {"id": pending.pop(pid), "code": os.waitstatus_to_exitcode(status),
-                 "cpu": usage.ru_utime + usage.ru_stime}
-        sys.stdout.write(json.dumps(reply) + "\n")
-        sys.stdout.flush()
-"""
-
-
-def suite_args(work: Path, *args: str, tests: tuple[str, ...]) -> list[str]:
-    """pytest's arguments for a run of the suite in ``work``, as run_suite gives them."""
-    return [*tests, "-p", "no:cacheprovider", "--rootdir", str(ROOT), "-c", str(ROOT / "pyproject.toml"),
-            "--suite-config", str(ROOT / "tests" / "selftest" / "data" / "tiny_suite.toml"),
-            "--engine-cache", str(work / "cache"), "--benchmark-storage", f"file://{work / 'benchmarks'}", "-q",
-            "-rf", "--color=no", *args]
-
-
-class Forker:
-    """The zygote: ``run(work, args)`` forks a child pytest in ``work``: (exit code, stdout, stderr, CPU seconds)."""
-
-    def __init__(self) -> None:
-        self.env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-        self.proc = subprocess.Popen([sys.executable, "-c", _ZYGOTE], cwd=ROOT, env=self.env, text=True,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        self.lock = threading.Lock()
-        self.done: dict[int, tuple[threading.Event, list[dict]]] = {}
-        self.next_id = 0
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            reply = json.loads(line)
-            event, replies = self.done[reply["id"]]
-            replies.append(reply)
-            event.set()
-        for event, replies in list(self.done.values()):  # the zygote ended: nobody waits forever
-            replies.append({"code": -1, "cpu": 0.0})
-            event.set()
-
-    def run(self, work: Path, args: list[str]) -> tuple[int, str, str, float]:
-        with self.lock:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the zygote exited with {self.proc.returncode}; see its stderr above")
-            self.next_id += 1
-            job_id = self.next_id
-            self.done[job_id] = (threading.Event(), [])
-            job = {"id": job_id, "cwd": str(work), "args": args, "env": self.env,
-                   "stdout": str(work / ".stdout"), "stderr": str(work / ".stderr")}
-            assert self.proc.stdin is not None
-            self.proc.stdin.write(json.dumps(job) + "\n")
-            self.proc.stdin.flush()
-        event, replies = self.done[job_id]
-        if not event.wait(600):
-            raise TimeoutError(f"the run in {work} did not end in 600 s")
-        reply = replies[0]
-        return reply["code"], (work / ".stdout").read_text(), (work / ".stderr").read_text(), reply["cpu"]
-
-    def close(self) -> None:
-        if self.proc.stdin is not None:
-            self.proc.stdin.close()
-        self.proc.wait(timeout=60)
-
-
 _forker: Forker | None = None
 
 
 def suite_run(work: Path, *args: str, tests: tuple[str, ...]) -> tuple[int, str, str, float]:
-    """One run of the suite in ``work``: forked by the zygote while a corpus runs, else a plain run_suite.
+    """One run of the suite in ``work``: forked by the corpus's zygote while a corpus runs, else a plain child
+    process (run_suite with fork=False).
     (exit code, stdout, stderr, the child's CPU seconds; NaN for a plain run)."""
     if _forker is not None:
         return _forker.run(work, suite_args(work, *args, tests=tests))
-    done = run_suite(work, *args, tests=tests)
+    done = run_suite(work, *args, tests=tests, fork=False)
     return done.returncode, done.stdout, done.stderr, float("nan")
 
 
