@@ -31,7 +31,6 @@ import collections
 import contextlib
 import copy
 import ctypes
-import hashlib
 import inspect
 import io
 import json
@@ -52,7 +51,7 @@ import torch
 
 from engines.base import InputSpec
 from engines.feeds import pick_outputs
-from engines.pytorch import model_digest
+from engines.pytorch import architecture_digest, model_digest
 from suite.cache import ArtifactCache
 from suite.config import ConfigError, ModelConfig, SuiteConfig, resolve, where_in_user_code
 from suite.inputs import synthetic_feed
@@ -301,7 +300,7 @@ def _check_model(model: ModelConfig, cache: ArtifactCache, device: str,
         digest = made.model_digest()
     except Exception as exc:
         raise fail(factory, f"cannot hash the module's architecture and weights: {_last_line(exc)}") from None
-    changed = _weights_changed(cache, model.name, digest, _architecture_digest(module))
+    changed = _weights_changed(cache, model.name, digest, architecture_digest(module))
     if changed:
         warn(f"{model.name}: the factory returned different weights than last run (digest {changed[0][:12]} -> "
              f"{changed[1][:12]}): seed it, or every run rebuilds every engine")
@@ -571,25 +570,6 @@ def _libc() -> Any:
 
 
 # =========================================================================== weights that change between runs
-
-
-def _architecture_digest(module: torch.nn.Module) -> str:
-    """Hash of the module without its weights' values: structure, the source of its own classes, and each weight's
-    name, dtype and shape. Equal between two runs while the digest differs: only the weights changed."""
-    h = hashlib.sha256(repr(module).encode())
-    sources = set()
-    for sub in module.modules():
-        cls = type(sub)
-        if not cls.__module__.startswith("torch."):
-            try:
-                sources.add(inspect.getsource(cls))
-            except (OSError, TypeError):
-                sources.add(f"{cls.__module__}.{cls.__qualname__}")
-    for src in sorted(sources):
-        h.update(src.encode())
-    for name, tensor in module.state_dict().items():
-        h.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}".encode())
-    return h.hexdigest()
 
 
 def _weights_changed(cache: ArtifactCache, model: str, digest: str, architecture: str) -> tuple[str, str] | None:

@@ -19,12 +19,9 @@ if TYPE_CHECKING:
     from suite.cache import ArtifactCache
 
 
-def model_digest(module: torch.nn.Module) -> str:
-    """Hash of what determines the model's outputs: architecture source and every weight and buffer.
-
-    Source of non-torch module classes is included so an edited ``forward`` changes the key even
-    when the weights do not.
-    """
+def _digest(module: torch.nn.Module, values: bool) -> str:
+    """sha256 of the module's structure, the source of its own (non-torch) classes, each weight's name, dtype and
+    shape, and (``values``) each weight's bytes."""
     h = hashlib.sha256()
     h.update(repr(module).encode())
     sources = set()
@@ -40,9 +37,25 @@ def model_digest(module: torch.nn.Module) -> str:
     for name, tensor in module.state_dict().items():
         t = tensor.detach().cpu().contiguous()
         h.update(f"{name}:{t.dtype}:{tuple(t.shape)}".encode())
-        # reshape first: 0-dim tensors (BatchNorm's num_batches_tracked) cannot be viewed as bytes
-        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+        if values:
+            # reshape first: 0-dim tensors (BatchNorm's num_batches_tracked) cannot be viewed as bytes
+            h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
     return h.hexdigest()
+
+
+def model_digest(module: torch.nn.Module) -> str:
+    """Hash of what determines the model's outputs: architecture source and every weight and buffer.
+
+    Source of non-torch module classes is included so an edited ``forward`` changes the key even
+    when the weights do not.
+    """
+    return _digest(module, values=True)
+
+
+def architecture_digest(module: torch.nn.Module) -> str:
+    """The same without the weights' values: equal between two runs while model_digest differs means only the
+    weights changed (an unseeded factory)."""
+    return _digest(module, values=False)
 
 
 def torch_facts(module: torch.nn.Module) -> EngineFacts:
