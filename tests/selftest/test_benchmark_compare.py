@@ -1,5 +1,7 @@
-"""The users' plain pytest-benchmark gate: ``--benchmark-compare --benchmark-compare-fail=mean:10%``
-fails against a baseline that was faster, and passes against itself."""
+"""The users' plain pytest-benchmark gate: ``--benchmark-compare --benchmark-compare-fail=min:10%``
+fails against a baseline that was faster, and passes against itself. (``min``, not ``mean``: the A/A half
+must not depend on how busy the machine is; a neighbour's burst moved the mean of 10 rounds by 17 % on
+the 2-core VM, which is pytest-benchmark's false alarm, docs/gating.md "Two gates", not what this tests.)"""
 
 import json
 from pathlib import Path
@@ -20,7 +22,7 @@ def _saved(workdir: Path) -> Path:
 def test_compare_fail_catches_a_faster_baseline_and_passes_an_honest_one(tmp_path: Path) -> None:
     saved = run_suite(tmp_path, *LATENCY, "--benchmark-autosave")
     assert saved.returncode == 0, explain(saved)
-    honest = run_suite(tmp_path, *LATENCY, "--benchmark-compare=0001", "--benchmark-compare-fail=mean:10%")
+    honest = run_suite(tmp_path, *LATENCY, "--benchmark-compare=0001", "--benchmark-compare-fail=min:10%")
     assert honest.returncode == 0, explain(honest)
 
     path = _saved(tmp_path)
@@ -29,6 +31,6 @@ def test_compare_fail_catches_a_faster_baseline_and_passes_an_honest_one(tmp_pat
         for key in ("min", "max", "mean", "median"):
             bench["stats"][key] /= 2
     path.write_text(json.dumps(data))
-    doctored = run_suite(tmp_path, *LATENCY, "--benchmark-compare=0001", "--benchmark-compare-fail=mean:10%")
+    doctored = run_suite(tmp_path, *LATENCY, "--benchmark-compare=0001", "--benchmark-compare-fail=min:10%")
     assert doctored.returncode != 0, explain(doctored)
     assert "Performance has regressed" in doctored.stdout + doctored.stderr, explain(doctored)
