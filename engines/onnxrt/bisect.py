@@ -5,13 +5,21 @@ The same file, feed and providers are run at ORT_DISABLE_ALL, ORT_ENABLE_BASIC, 
 ORT_ENABLE_LAYOUT (where this onnxruntime has it) and ORT_ENABLE_ALL, each judged against the reference
 outputs with the cell's tolerance (metrics.compare_outputs, as the parity test does). The report names the
 lowest level that fails and the last passing level below it, and diffs the two levels' optimized graphs
-(``SessionOptions.optimized_model_filepath``): op types and node names that appear (a QLinearConv, a fused
-node) or disappear. Each level's agreement with the unoptimized run is given too, which separates "an
-optimization changed the numbers" from "the model was already wrong before any optimization".
+(``SessionOptions.optimized_model_filepath``): op types and nodes that appear (a QLinearConv, a fused node;
+a fused node often keeps the name of the node it replaced, so a node is new when its name *or its op type*
+is) or disappear.
+
+Each level is also judged against the unoptimized run (ORT_DISABLE_ALL), with the same tolerance less its
+top-1 agreement (a property of near-tied logits, not of a kernel): that separates "an optimization changed
+the numbers" from "the model was already wrong before any optimization", and where the unoptimized run
+already fails, it still names the level that made things worse. Found that way: int8 EfficientNet-Lite0 on a
+CPU without VNNI fails top-1 agreement at every level (its quantization), and ORT_ENABLE_EXTENDED's
+QLinearConv/QGemm fusion also collapses it to cosine 0.51 (docs/localization.md).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import tempfile
 from collections import Counter
@@ -46,18 +54,20 @@ class LevelResult:
     nodes: int | None  # nodes of the optimized graph (None where it could not be saved)
     op_histogram: Mapping[str, int] = field(default_factory=dict)
     error: str = ""  # the session could not be made or run
+    departures: tuple[str, ...] = ()  # failures against the unoptimized run (tolerance less top-1 agreement)
 
     def as_dict(self) -> dict[str, Any]:
         return {"level": self.level, "passed": self.passed, "failures": list(self.failures),
                 "cosine": _json(self.cosine), "top1_agreement_pct": _json(self.top1_agreement_pct),
                 "cosine_vs_unoptimized": _json(self.cosine_vs_unoptimized),
                 "max_abs_vs_unoptimized": _json(self.max_abs_vs_unoptimized), "nodes": self.nodes,
-                "op_histogram": dict(self.op_histogram), "error": self.error}
+                "op_histogram": dict(self.op_histogram), "error": self.error, "departures": list(self.departures)}
 
 
 @dataclass(frozen=True)
 class NodeDiff:
-    """What the first failing level's optimized graph has that the last passing level's has not, and back."""
+    """What the first failing level's optimized graph has that the last passing level's has not, and back. A node
+    counts as new where its name or its op type is (``name (OpType)``): fusions keep the replaced node's name."""
 
     new_ops: Mapping[str, int]
     gone_ops: Mapping[str, int]
@@ -78,15 +88,24 @@ class BisectReport:
     onnxruntime: str
     providers: tuple[str, ...]
     model: str
+    # Where the unoptimized run already fails: the lowest level that departs from it, the level below, their diff.
+    lowest_changing: str | None = None
+    last_unchanged: str | None = None
 
     @property
     def conclusion(self) -> str:
         if self.lowest_breaking is None:
             return "passes at every optimization level with this feed: the failure is not reproduced"
         if self.last_good is None:
-            return (f"fails already at {self.lowest_breaking}, without any graph optimization: the file itself (for a "
+            text = (f"fails already at {self.lowest_breaking}, without any graph optimization: the file itself (for a "
                     "QDQ file, its quantization, which ONNX Runtime runs unfused there) or its unfused kernels are "
-                    "at fault; no fusion is needed to break it")
+                    "at fault")
+            if self.lowest_changing is None:
+                return text + "; no optimization level changes the result beyond tolerance"
+            changed = next(r for r in self.levels if r.level == self.lowest_changing)
+            return (text + f"; and {self.lowest_changing} makes it worse: it departs from the unoptimized run "
+                    f"(cosine {_fmt(changed.cosine_vs_unoptimized, '.6f')} against it; "
+                    f"{self.last_unchanged} does not)")
         return f"{self.lowest_breaking} breaks the result; {self.last_good} passes"
 
     def text(self) -> str:
@@ -102,7 +121,9 @@ class BisectReport:
                          f"{r.nodes if r.nodes is not None else 'n/a':>6}"
                          + (f"  {r.error}" if r.error else ""))
         if self.diff is not None:
-            lines.append(f"  new in {self.lowest_breaking} (vs {self.last_good}): {_ops(self.diff.new_ops)}"
+            worse, better = ((self.lowest_breaking, self.last_good) if self.last_good is not None
+                             else (self.lowest_changing, self.last_unchanged))
+            lines.append(f"  new in {worse} (vs {better}): {_ops(self.diff.new_ops)}"
                          + (f"; e.g. {', '.join(self.diff.new_nodes[:_SHOWN_NAMES])}" if self.diff.new_nodes else ""))
             lines.append(f"  gone: {_ops(self.diff.gone_ops)}")
         return "\n".join(lines)
@@ -110,6 +131,7 @@ class BisectReport:
     def as_dict(self) -> dict[str, Any]:
         return {"onnxruntime": self.onnxruntime, "providers": list(self.providers), "model": self.model,
                 "lowest_breaking": self.lowest_breaking, "last_good": self.last_good, "conclusion": self.conclusion,
+                "lowest_changing": self.lowest_changing, "last_unchanged": self.last_unchanged,
                 "levels": [r.as_dict() for r in self.levels],
                 "diff": None if self.diff is None else self.diff.as_dict()}
 
@@ -141,6 +163,7 @@ def bisect_optimizations(onnx_path: Path | str, feed: Mapping[str, np.ndarray],
 
     names = list(output_names or reference_outputs)
     reference = {n: reference_outputs[n] for n in names}
+    against_unoptimized = dataclasses.replace(tolerance, min_top1_agreement_pct=None)
     make = session_options or ort.SessionOptions
     results: list[LevelResult] = []
     graphs: dict[str, onnx.ModelProto | None] = {}
@@ -171,44 +194,59 @@ def bisect_optimizations(onnx_path: Path | str, feed: Mapping[str, np.ndarray],
             if unoptimized is None and level == "ORT_DISABLE_ALL":
                 unoptimized = outputs
             cos_u = max_u = None
+            departures: tuple[str, ...] = ()
             if unoptimized is not None:
-                same = compare_outputs(unoptimized, outputs, tolerance)
+                same = compare_outputs(unoptimized, outputs, against_unoptimized)
                 cos_u = _worst(r.cosine for r in same.values())
                 max_u = max((r.max_abs_error for r in same.values()), default=None)
+                departures = tuple(f"{n}: {f}" for n, r in same.items() for f in r.failures)
             results.append(LevelResult(
                 level, not failures, failures, cosine, top1, cos_u, max_u,
                 None if graph is None else len(graph.graph.node),
-                {} if graph is None else _histogram(graph)))
+                {} if graph is None else _histogram(graph), departures=departures))
     breaking = next((r for r in results if not r.passed and not r.error), None)
     last_good = None
     if breaking is not None:
         below = results[:results.index(breaking)]
         last_good = next((r for r in reversed(below) if r.passed), None)
+    changing = unchanged = None
+    if breaking is not None and last_good is None and results and results[0].level == "ORT_DISABLE_ALL":
+        # already wrong unoptimized: does an optimization make it worse still?
+        changing = next((r for r in results[1:] if r.departures and not r.error), None)
+        if changing is not None:
+            below = results[:results.index(changing)]
+            unchanged = next((r for r in reversed(below) if not r.departures and not r.error), None)
     diff = None
-    if breaking is not None and last_good is not None:
-        good, bad = graphs.get(last_good.level), graphs.get(breaking.level)
+    pair = (last_good, breaking) if last_good is not None else (unchanged, changing)
+    if pair[0] is not None and pair[1] is not None:
+        good, bad = graphs.get(pair[0].level), graphs.get(pair[1].level)
         if good is not None and bad is not None:
             diff = diff_graphs(good, bad)
     provider_names = tuple(p if isinstance(p, str) else p[0] for p in providers)
     return BisectReport(tuple(results), None if breaking is None else breaking.level,
                         None if last_good is None else last_good.level, diff, ort.__version__, provider_names,
-                        str(onnx_path))
+                        str(onnx_path), None if changing is None else changing.level,
+                        None if unchanged is None else unchanged.level)
 
 
 def diff_graphs(good: onnx.ModelProto, bad: onnx.ModelProto) -> NodeDiff:
-    """Op types (counted, with their domain) and node names in ``bad`` but not ``good``, and the reverse."""
+    """Op types (counted, with their domain) and nodes in ``bad`` but not ``good``, and the reverse. A node is
+    identified by its name and op type: ONNX Runtime's QDQ fusion turns ``node_Conv_869`` (Conv) into
+    ``node_Conv_869`` (QLinearConv), which a diff of names alone misses."""
     hg, hb = Counter(_histogram(good)), Counter(_histogram(bad))
-    names_g = {n.name for n in good.graph.node}
-    names_b = {n.name for n in bad.graph.node}
+    keys_g = {(n.name, _op(n)) for n in good.graph.node}
+    keys_b = {(n.name, _op(n)) for n in bad.graph.node}
     return NodeDiff(dict((hb - hg).most_common()), dict((hg - hb).most_common()),
-                    tuple(n.name for n in bad.graph.node if n.name not in names_g),
-                    tuple(n.name for n in good.graph.node if n.name not in names_b))
+                    tuple(f"{n.name} ({_op(n)})" for n in bad.graph.node if (n.name, _op(n)) not in keys_g),
+                    tuple(f"{n.name} ({_op(n)})" for n in good.graph.node if (n.name, _op(n)) not in keys_b))
+
+
+def _op(node: onnx.NodeProto) -> str:
+    return f"{node.domain}.{node.op_type}" if node.domain not in ("", "ai.onnx") else node.op_type
 
 
 def _histogram(model: onnx.ModelProto) -> dict[str, int]:
-    ops = Counter(f"{n.domain}.{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type
-                  for n in model.graph.node)
-    return dict(sorted(ops.items()))
+    return dict(sorted(Counter(_op(n) for n in model.graph.node).items()))
 
 
 def _load(path: Path) -> onnx.ModelProto | None:
