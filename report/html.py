@@ -564,7 +564,7 @@ KEY_ENVIRONMENT = (("device", ("device",)), ("GPU", ("gpu_name",)),
                    ("compute capability", ("gpu_compute_capability",)), ("driver", ("driver",)),
                    ("CUDA runtime", ("cuda_runtime",)), ("cuDNN", ("cudnn",)), ("torch", ("torch",)),
                    ("ONNX Runtime", ("onnxruntime", "onnxruntime-gpu")), ("TensorRT", ("tensorrt",)),
-                   ("CPU", ("cpu",)))
+                   ("CPU", ("cpu",)), ("CPU int8 instructions", ("cpu_int8",)))
 RUN_KEYS = (("config", "config file"), ("engine_options", "engine options"), ("git_commit", "git commit"),
             ("command", "command"), ("device", "device requested"), ("workers", "workers"))
 _RUN_SHOWN = {k for k, _ in RUN_KEYS} | {"phases", "wall_s"}

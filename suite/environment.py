@@ -17,8 +17,14 @@ LIBRARIES = ("torch", "torchvision", "onnx", "onnxscript", "onnxruntime", "onnxr
              "cuda-python", "cuda-bindings", "nvidia-ml-py", "numpy", "pytest-benchmark")
 
 # Keys whose difference makes two runs' timings or numerics incomparable.
-COMPARABILITY_KEYS = ("gpu_name", "gpu_compute_capability", "driver", "cuda_runtime", "cudnn", "cpu",
+COMPARABILITY_KEYS = ("gpu_name", "gpu_compute_capability", "driver", "cuda_runtime", "cudnn", "cpu", "cpu_int8",
                       "torch", "onnxruntime", "onnxruntime-gpu", "tensorrt", "device")
+
+# The CPU's integer dot-product instructions, which decide int8 numerics on the CPU: ONNX Runtime's u8 x s8
+# QLinearConv/QGemm kernels saturate their 16-bit sums on x86 without VNNI, and int8 EfficientNet-Lite0 then
+# reads cosine 0.51 where a VNNI CPU reads 0.986 (docs/localization.md). The model name ("AMD EPYC") does
+# not say which a VM was given.
+CPU_INT8_FLAGS = ("avx2", "avx512_vnni", "avx_vnni", "amx_int8", "asimddp", "i8mm")
 
 
 def _version(dist: str) -> str | None:
@@ -37,6 +43,19 @@ def _cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+def _cpu_int8() -> str | None:
+    """The CPU_INT8_FLAGS this CPU has, space-separated ("none" if it has none); None where it cannot tell."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith(("flags", "Features")):
+                    have = set(line.split(":", 1)[1].split())
+                    return " ".join(flag for flag in CPU_INT8_FLAGS if flag in have) or "none"
+    except OSError:
+        pass
+    return None
 
 
 def _tensorrt_version() -> str | None:
@@ -87,6 +106,7 @@ def fingerprint(device: str = "cpu") -> dict[str, Any]:
         "python": platform.python_version(),
         "platform": platform.platform(),
         "cpu": _cpu_model(),
+        "cpu_int8": _cpu_int8(),
         "cpu_count": os.cpu_count(),
     }
     for lib in LIBRARIES:
