@@ -27,6 +27,56 @@ from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from typing import Any
 
+from report.cases import (
+    ENGINE_ORDER,
+    PATH_MEANING,
+    PATH_ORDER,
+    PRECISION_ORDER,
+    Shape,
+    cell_sort_key,
+    dataset_text,
+    is_generated,
+    latency_labels,
+    path_sort_key,
+    shape_id,
+    shape_label,
+    shape_of,
+    shape_sort_key,
+    shape_title,
+)
+from report.format import (
+    cudnn_text,
+    duration,
+    env_value,
+    first_line,
+    fmt,
+    one_line,
+    ratio_interval,
+    signed_pct,
+    status_text,
+)
+
+#: What other modules import from here: render_report for report/plugin.py, and the names the self-tests
+#: (tests/selftest/test_report.py) and older callers know this module by, re-exported from where they now live.
+__all__ = [
+    "BASELINE_COLUMNS",
+    "ENGINE_ORDER",
+    "GPU_COLUMNS",
+    "PATH_MEANING",
+    "PRACTITIONER_COLUMNS",
+    "PRECISION_ORDER",
+    "RUN_METADATA_TITLE",
+    "Shape",
+    "cell_sort_key",
+    "cudnn_text",
+    "path_sort_key",
+    "render_report",
+    "shape_label",
+    "shape_of",
+    "shape_sort_key",
+    "shape_title",
+]
+
 STYLE = """
 <style>
 .suite-report { max-width: 1500px; font-size: 13px; color: #222; }
@@ -91,72 +141,6 @@ STYLE = """
 </style>
 """
 
-ENGINE_ORDER = ("torch", "onnxruntime", "inductor", "tensorrt")
-PRECISION_ORDER = ("fp32", "tf32", "fp16", "bf16", "int8")
-PATH_ORDER = ("all", "model", "graph")
-
-#: What each latency path times (tests/latency/test_latency.py).
-PATH_MEANING = {
-    "all": "host arrays in and out, host<->device copies included: what an application sees",
-    "model": "inputs and outputs resident on the device: engine time alone",
-    "graph": "a captured CUDA graph replayed",
-}
-
-
-def cell_sort_key(engine: str, precision: str) -> tuple[int, str, int, str]:
-    """Reference first, then engines and precisions in the order practitioners list them."""
-    e = ENGINE_ORDER.index(engine) if engine in ENGINE_ORDER else len(ENGINE_ORDER)
-    p = PRECISION_ORDER.index(precision) if precision in PRECISION_ORDER else len(PRECISION_ORDER)
-    return e, engine, p, precision
-
-
-def path_sort_key(path: str) -> tuple[int, str]:
-    return (PATH_ORDER.index(path) if path in PATH_ORDER else len(PATH_ORDER)), path
-
-
-#: A latency case's shape: its batch and every named axis of the record's ``dims`` ({"seq": 128}), in order.
-Shape = tuple[int, tuple[tuple[str, Any], ...]]
-
-
-def shape_of(record: Mapping[str, Any]) -> Shape:
-    """The unit of the latency tables and figures: two cases at batch 8 with seq 128 and 256 are two shapes."""
-    dims = record.get("dims")
-    named = tuple((str(k), v) for k, v in dims.items()) if isinstance(dims, Mapping) else ()
-    return int(record.get("batch_size", 0)), named
-
-
-def shape_sort_key(shape: Shape) -> tuple[int, tuple[tuple[str, int, Any], ...]]:
-    batch, dims = shape
-    return batch, tuple((k, 0, v) if isinstance(v, (int, float)) else (k, 1, str(v)) for k, v in dims)
-
-
-def shape_id(shape: Shape) -> str:
-    """As the suite names the case (suite.config.LatencyShape.id): 'bs8', 'bs8-seq256'."""
-    batch, dims = shape
-    return "-".join([f"bs{batch}", *(f"{k}{v}" for k, v in dims)])
-
-
-def shape_label(shape: Shape) -> str:
-    """For people: 'bs8', 'bs8 x seq256'."""
-    return shape_id(shape).replace("-", " x ")
-
-
-def shape_title(shape: Shape) -> str:
-    """'batch 8', 'batch 8 x seq 256'."""
-    batch, dims = shape
-    return " x ".join([f"batch {batch}", *(f"{k} {v}" for k, v in dims)])
-
-
-def latency_labels(record: Mapping[str, Any]) -> list[str]:
-    """The latency gate's labels this record may carry (suite/baselines.py key_label of latency_key:
-    '{model}-{engine}-{precision}-{shape}-{path}', the shape the record's own 'shape' or 'bs{batch}'), most
-    specific first, so that 'bs8-seq256' finds its outcome and a record saved before shapes existed still does."""
-    path = str(record.get("path", "all"))
-    path = path[len("latency-"):] if path.startswith("latency-") else path
-    head = f"{record.get('model')}-{record.get('engine')}-{record.get('precision')}"
-    ids = [record.get("shape"), shape_id(shape_of(record)), f"bs{record.get('batch_size')}"]
-    return list(dict.fromkeys(f"{head}-{i}-{path}" for i in ids if i))
-
 
 #: Columns of every practitioners' table, in order (a baseline, NVML figures and ``bound`` add more).
 PRACTITIONER_COLUMNS = ("engine", "precision", "layers", "parameters", "size (MB)", "path", "median (ms)",
@@ -209,60 +193,6 @@ def models_of(records: Iterable[Mapping[str, Any]], engines: Mapping[str, Any]) 
     seen = {str(r["model"]) for r in records if r.get("model")}
     seen |= {cell.split("-")[0] for cell in engines}
     return sorted(seen)
-
-
-# =========================================================================== formatting
-
-
-def _fmt(value: Any, digits: int = 3) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, str):
-        return escape(value)
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        return f"{value:,}"
-    v = float(value)
-    if not math.isfinite(v):
-        return "-"
-    if v == 0.0:
-        return "0"
-    if abs(v) < 1.0:  # `digits` significant digits, trailing zeros kept down to 0.001 (0.700, not 0.7)
-        return f"{v:#.{digits}g}" if abs(v) >= 1e-3 else f"{v:.{digits}g}"
-    # `digits`+1 significant digits at least, never scientific notation, thousands separated.
-    decimals = max(0, digits - int(math.floor(math.log10(abs(v)))))
-    return f"{v:,.{decimals}f}"
-
-
-def _pct(value: Any, digits: int = 2) -> str:
-    return "-" if value is None else f"{float(value):+.{digits}f}%"
-
-
-def _text(value: Any) -> str:
-    """A run_info / environment value as one line of text: mappings as key=value, lists comma-separated."""
-    if value is None:
-        return "-"
-    if isinstance(value, Mapping):
-        return "; ".join(f"{k}: {_text(v)}" if isinstance(v, Mapping) else f"{k}={_text(v)}"
-                         for k, v in value.items()) or "none"
-    if isinstance(value, (list, tuple)):
-        return ", ".join(_text(v) for v in value) or "none"
-    return str(value)
-
-
-def _first_line(text: Any) -> str:
-    for line in str(text or "").splitlines():
-        if line.strip():
-            return line.strip()
-    return ""
-
-
-def _seconds(value: Any) -> str:
-    s = float(value)
-    if s >= 120:
-        return f"{s / 60:.1f} min"
-    return f"{s:.1f} s"
 
 
 # =========================================================================== verdict
@@ -383,7 +313,7 @@ _NOT_JUDGED_PREFIX = re.compile(r"^not judged \([\w-]+\):\s*")
 
 
 def _message(check: Mapping[str, Any]) -> str:
-    return _NOT_JUDGED_PREFIX.sub("", _first_line(check.get("detail"))) or "(no message)"
+    return _NOT_JUDGED_PREFIX.sub("", first_line(check.get("detail"))) or "(no message)"
 
 
 def message_groups(checks: Sequence[Mapping[str, Any]]) -> list[tuple[int, str]]:
@@ -513,14 +443,14 @@ def not_tested_html(verdict: Mapping[str, Any], records: Sequence[Mapping[str, A
 def _check_list(checks: Sequence[Mapping[str, Any]], kind: str) -> str:
     items = []
     for c in checks:
-        detail = _first_line(c.get("detail"))
+        detail = first_line(c.get("detail"))
         # the comparisons behind the outcome, unless the detail already names the one that decided it
         bad = [comp for comp in c.get("components") or [] if comp.get("state") in ("failed", "not judged")
                and str(comp.get("label")) not in detail]
         sub = ""
         if bad:
             sub = "<ul>" + "".join(f"<li><code>{escape(str(comp.get('label')))}</code> {escape(str(comp.get('state')))}"
-                                   + (f": {escape(_first_line(comp.get('detail')))}" if comp.get("detail") else "")
+                                   + (f": {escape(first_line(comp.get('detail')))}" if comp.get("detail") else "")
                                    + "</li>" for comp in bad) + "</ul>"
         items.append(f'<li class="check" data-check="{escape(str(c.get("id")))}"><code>{escape(str(c.get("id")))}'
                      f"</code>" + (f": {escape(detail)}" if detail else "") + sub + "</li>")
@@ -536,24 +466,13 @@ def _regressions(gate: Mapping[str, Any] | None) -> str:
     if not found:
         return ""
     rows = "".join(f'<tr class="regression"><td class="name">{escape(str(o.get("label")))}</td>'
-                   f"<td>{_fmt(o.get('baseline_median_ms'), 4)}</td><td>{_fmt(o.get('current_median_ms'), 4)}</td>"
-                   f"<td>{_pct(o.get('change_pct'))}</td>"
-                   f"<td>{_interval(o)}</td></tr>" for o in found)
+                   f"<td>{fmt(o.get('baseline_median_ms'), 4)}</td><td>{fmt(o.get('current_median_ms'), 4)}</td>"
+                   f"<td>{signed_pct(o.get('change_pct'))}</td>"
+                   f"<td>{ratio_interval(o)}</td></tr>" for o in found)
     return (f"<h3>Latency regressions ({len(found)})</h3>"
             '<table class="suite verdict-regressions"><thead><tr><th class="name">case</th>'
             "<th>baseline median (ms)</th><th>current median (ms)</th><th>change</th><th>CI of ratio</th></tr>"
             f"</thead><tbody>{rows}</tbody></table>")
-
-
-def _interval(o: Mapping[str, Any]) -> str:
-    """The gate's interval of the ratio, as the terminal prints it (metrics.regression.format_ratio): a bound
-    beyond 100x is '>100x' and one below 0.01x '<0.01x' (an interval resting on two saved runs reaches 1e99 or
-    inf, which printed in full helps nobody)."""
-    from metrics.regression import format_ratio
-
-    if o.get("ci_low") is None or o.get("ci_high") is None:
-        return "-"
-    return escape(f"[{format_ratio(float(o['ci_low']), 3)}, {format_ratio(float(o['ci_high']), 3)}]")
 
 
 # =========================================================================== the run
@@ -579,7 +498,7 @@ def run_section(environment: Mapping[str, Any], run_info: Mapping[str, Any] | No
     rows = []
     for label, keys in KEY_ENVIRONMENT:
         present = [k for k in keys if environment.get(k) not in (None, "")]
-        value = escape(" / ".join(f"{_env_value(k, environment[k])}" + (f" ({k})" if len(keys) > 1 else "")
+        value = escape(" / ".join(f"{env_value(k, environment[k])}" + (f" ({k})" if len(keys) > 1 else "")
                                   for k in present)) if present else "-"
         cls = "drift" if any(k in differing for k in keys) else ""
         if keys[0] == "onnxruntime":
@@ -598,7 +517,7 @@ def run_section(environment: Mapping[str, Any], run_info: Mapping[str, Any] | No
     for key, value in run_info.items():
         if key not in _RUN_SHOWN:
             rows.append(f'<tr data-key="{escape(str(key))}"><th class="name">{escape(str(key).replace("_", " "))}'
-                        f'</th><td class="name">{escape(_text(value))}</td></tr>')
+                        f'</th><td class="name">{escape(one_line(value))}</td></tr>')
     parts = ['<h2 id="suite-run">The run</h2>',
              '<table class="suite run"><caption>What was tested, where and how<span class="detail">'
              "The environment keys that decide whether figures compare (the full fingerprint is at the end); "
@@ -630,26 +549,6 @@ RUN_METADATA = f"""<div id="suite-run-metadata"></div>
 </script>"""
 
 
-def cudnn_text(value: Any) -> str:
-    """torch.backends.cudnn.version()'s integer as a version: 91900 -> '9.19.0 (91900)' (cuDNN 9 encodes
-    major*10000 + minor*100 + patch), 8902 -> '8.9.2 (8902)' (cuDNN 8: major*1000 + minor*100 + patch)."""
-    try:
-        v = int(value)
-    except (TypeError, ValueError):
-        return _text(value)
-    if v >= 90000:
-        major, minor, patch = v // 10000, v % 10000 // 100, v % 100
-    elif v >= 1000:
-        major, minor, patch = v // 1000, v % 1000 // 100, v % 100
-    else:
-        return str(v)
-    return f"{major}.{minor}.{patch} ({v})"
-
-
-def _env_value(key: str, value: Any) -> str:
-    return cudnn_text(value) if key == "cudnn" else _text(value)
-
-
 #: Fingerprint keys that may name the onnxruntime module this process imported (suite/environment.py adds one
 #: where it records onnxruntime.__version__; absent, the report says it cannot tell).
 ONNXRUNTIME_IMPORTED_KEYS = ("onnxruntime_imported", "onnxruntime_module")
@@ -662,12 +561,12 @@ def _onnxruntime_value(environment: Mapping[str, Any], value: str) -> tuple[str,
     cpu, gpu = environment.get("onnxruntime"), environment.get("onnxruntime-gpu")
     imported = next((environment[k] for k in ONNXRUNTIME_IMPORTED_KEYS if environment.get(k)), None)
     if not (cpu and gpu):
-        return (value + (f" (imported: {escape(_text(imported))})" if imported and imported not in (cpu, gpu)
+        return (value + (f" (imported: {escape(one_line(imported))})" if imported and imported not in (cpu, gpu)
                          else "")), False
-    installed = f"installed: onnxruntime {_text(cpu)}, onnxruntime-gpu {_text(gpu)}"
+    installed = f"installed: onnxruntime {one_line(cpu)}, onnxruntime-gpu {one_line(gpu)}"
     if imported:
-        return f"{escape(_text(imported))} (imported; {escape(installed)})", False
-    providers = _text(environment.get("onnxruntime_providers")) if environment.get("onnxruntime_providers") else ""
+        return f"{escape(one_line(imported))} (imported; {escape(installed)})", False
+    providers = one_line(environment.get("onnxruntime_providers")) if environment.get("onnxruntime_providers") else ""
     return (value + '<span class="unit">both distributions are installed and write the same onnxruntime module: '
             "the one installed last is what ran, and this fingerprint does not say which"
             + (f" (its providers: {escape(providers)})" if providers else "") + "; uninstall one</span>"), True
@@ -677,10 +576,10 @@ def _run_value(key: str, value: Any) -> str:
         if not value:
             return "none (engines' defaults)"
         if isinstance(value, Mapping):
-            return "<br>".join(f"<b>{escape(str(k))}</b>: {escape(_text(v))}" for k, v in value.items())
+            return "<br>".join(f"<b>{escape(str(k))}</b>: {escape(one_line(v))}" for k, v in value.items())
     if key in ("config", "command", "git_commit"):
-        return f"<code>{escape(_text(value))}</code>"
-    return escape(_text(value))
+        return f"<code>{escape(one_line(value))}</code>"
+    return escape(one_line(value))
 
 
 COVERAGE_NAMES = {"latency": ("latency gate", "cases"), "accuracy": ("accuracy/parity drift gate", "records")}
@@ -708,10 +607,10 @@ def phases_table(run_info: Mapping[str, Any]) -> str:
     phases = run_info.get("phases") or {}
     if not phases and run_info.get("wall_s") is None:
         return ""
-    rows = "".join(f'<tr><td class="name">{escape(str(k))}</td><td>{_seconds(v)}</td></tr>'
+    rows = "".join(f'<tr><td class="name">{escape(str(k))}</td><td>{duration(v)}</td></tr>'
                    for k, v in phases.items() if v is not None)
     if run_info.get("wall_s") is not None:
-        rows += f'<tr><td class="name"><b>whole run</b></td><td><b>{_seconds(run_info["wall_s"])}</b></td></tr>'
+        rows += f'<tr><td class="name"><b>whole run</b></td><td><b>{duration(run_info["wall_s"])}</b></td></tr>'
     return ('<table class="suite phases"><caption>Wall time per phase</caption><thead><tr>'
             f'<th class="name">phase</th><th>wall time</th></tr></thead><tbody>{rows}</tbody></table>')
 
@@ -728,15 +627,6 @@ def _cells(model: str, records: Iterable[Mapping[str, Any]], engines: Mapping[st
             engine, _, precision = rest.rpartition("-")
             cells.add((engine, precision))
     return sorted(cells, key=lambda c: cell_sort_key(*c))
-
-
-def is_generated(dataset: Any) -> bool:
-    return str(dataset or "").startswith("generated:")
-
-
-def dataset_text(dataset: Any) -> str:
-    d = str(dataset or "")
-    return f"generated inputs ({d.partition(':')[2]})" if is_generated(d) else (d or "-")
 
 
 def _latency_outcomes(gate: Mapping[str, Any] | None) -> dict[str, Mapping[str, Any]]:
@@ -828,27 +718,27 @@ def practitioners_table(model: str, records: Sequence[Mapping[str, Any]], engine
         reference = engine == "torch" and precision == "fp32" and not par
         span = max(1, len(rows))
         rs = f' rowspan="{span}"' if span > 1 else ""
-        layers = _fmt(facts.get("layers"))
+        layers = fmt(facts.get("layers"))
         if facts.get("layers") is not None and facts.get("layer_kind"):
             layers += f'<span class="unit">{escape(str(facts["layer_kind"]))}</span>'
         lead = (f'<td class="name"{rs}>{escape(engine)}</td><td class="name"{rs}>{escape(precision)}</td>'
-                f"<td{rs}>{layers}</td><td{rs}>{_fmt(facts.get('parameters'))}</td>"
-                f"<td{rs}>{_fmt(facts.get('size_mb'))}</td>") + (census_cell(facts, rs) if with_census else "")
+                f"<td{rs}>{layers}</td><td{rs}>{fmt(facts.get('parameters'))}</td>"
+                f"<td{rs}>{fmt(facts.get('size_mb'))}</td>") + (census_cell(facts, rs) if with_census else "")
         tail = "".join(f"<td{rs}>{v}</td>" for v in (
-            *[_fmt(pct(acc.get("top1"))), _fmt(pct(acc.get("top5")))] * with_accuracy,
-            "reference" if reference else _fmt(par.get("isclose_pct")),
-            "reference" if reference else _fmt(par.get("mae"))))
+            *[fmt(pct(acc.get("top1"))), fmt(pct(acc.get("top5")))] * with_accuracy,
+            "reference" if reference else fmt(par.get("isclose_pct")),
+            "reference" if reference else fmt(par.get("mae"))))
         for i, r in enumerate(rows or [{}]):
             path = str(r.get("path", "all")) if r else None
             cls, tds = "", []
             if r:
                 tds = [f'<td class="name">{escape(str(path))}</td>'] + [
-                    f"<td>{_fmt(r.get(k))}</td>" for k in ("median_ms", "mean_ms", "p99_ms", "max_ms",
+                    f"<td>{fmt(r.get(k))}</td>" for k in ("median_ms", "mean_ms", "p99_ms", "max_ms",
                                                           "throughput_per_s")]
             else:
                 tds = ['<td class="name">-</td>'] + ["<td>-</td>"] * 5
             if with_bound:
-                tds.append(f'<td class="name">{_fmt(r.get("bound"))}</td>')
+                tds.append(f'<td class="name">{fmt(r.get("bound"))}</td>')
             if with_baseline:
                 o = next((outcomes[k] for k in latency_labels(r) if k in outcomes), None) if r else None
                 cls, base, change = _baseline_cells(o)
@@ -922,7 +812,7 @@ def gpu_cells(gpu: Mapping[str, Any]) -> list[str]:
         added = (f'<td title="peak {_mib(top)} MiB, device-wide">+{_mib(top - memory[0])}'
                  f'<span class="unit">{_mib(memory[0])} in use at start</span></td>')
     elif peak is not None:
-        added = f'<td>-<span class="unit">peak {_fmt(peak)}, device-wide</span></td>'
+        added = f'<td>-<span class="unit">peak {fmt(peak)}, device-wide</span></td>'
     else:
         added = "<td>-</td>"
     util = gpu.get("mean_sm_util_pct")
@@ -932,10 +822,10 @@ def gpu_cells(gpu: Mapping[str, Any]) -> list[str]:
     if util is None:
         util_cell = "<td>-</td>"
     elif samples is not None and int(samples) < MIN_UTIL_SAMPLES:
-        util_cell = (f'<td title="mean of {int(samples)} sample(s): {_fmt(util)}%">-'
+        util_cell = (f'<td title="mean of {int(samples)} sample(s): {fmt(util)}%">-'
                      f'<span class="unit">{int(samples)} sample{"s" if int(samples) != 1 else ""}</span></td>')
     else:
-        util_cell = f"<td>{_fmt(util)}</td>"
+        util_cell = f"<td>{fmt(util)}</td>"
     return [added, util_cell]
 
 
@@ -946,8 +836,8 @@ def _baseline_cells(o: Mapping[str, Any] | None) -> tuple[str, str, str]:
     status = str(o.get("status"))
     if status == "no-baseline" or o.get("baseline_median_ms") is None:
         return "no-baseline", "-", escape(status)
-    return (escape(status), _fmt(o.get("baseline_median_ms")),
-            f"{_pct(o.get('change_pct'))} {_status_text(o)}")
+    return (escape(status), fmt(o.get("baseline_median_ms")),
+            f"{signed_pct(o.get('change_pct'))} {status_text(o)}")
 
 
 def parity_tables(model: str, records: Sequence[Mapping[str, Any]]) -> str:
@@ -975,9 +865,9 @@ def parity_tables(model: str, records: Sequence[Mapping[str, Any]]) -> str:
                         f'<td class="name">{escape(str(r.get("engine")))}</td>'
                         f'<td class="name">{escape(str(r.get("precision")))}</td>'
                         + (f'<td class="name">{escape(str(r.get("name")))}</td>' if outputs else "")
-                        + f"<td>{_fmt(r.get('isclose_pct'))}</td><td>{_fmt(r.get('mae'))}</td>"
-                        f"<td>{_fmt(r.get('max_abs_error'))}</td><td>{_cosine(r.get('cosine'))}</td>"
-                        f"<td>{_fmt(r.get('top1_agreement_pct'))}</td><td class=\"name\">{verdict}</td></tr>")
+                        + f"<td>{fmt(r.get('isclose_pct'))}</td><td>{fmt(r.get('mae'))}</td>"
+                        f"<td>{fmt(r.get('max_abs_error'))}</td><td>{_cosine(r.get('cosine'))}</td>"
+                        f"<td>{fmt(r.get('top1_agreement_pct'))}</td><td class=\"name\">{verdict}</td></tr>")
             if r.get("localization"):
                 localized.append(localization_table(r))
         n = next((r.get("shape", [None])[0] for r in rows if r.get("shape")), None)
@@ -1016,8 +906,8 @@ def localization_table(record: Mapping[str, Any]) -> str:
 
     body = "".join(f'<tr><td class="name">{escape(label(x))}</td>'
                    f'<td class="name">{escape(str(x.get("op_type", x.get("op", "-"))))}</td>'
-                   f"<td>{_fmt(x.get('max_abs_error'))}</td>"
-                   f"<td>{_cosine(x.get('cosine'))}</td><td>{_fmt(x.get('isclose_pct'))}</td></tr>"
+                   f"<td>{fmt(x.get('max_abs_error'))}</td>"
+                   f"<td>{_cosine(x.get('cosine'))}</td><td>{fmt(x.get('isclose_pct'))}</td></tr>"
                    for x in rows if isinstance(x, Mapping))
     if not body:
         return ""
@@ -1056,7 +946,7 @@ def rank_table(model: str, records: Sequence[Mapping[str, Any]]) -> str:
         for c in cells:
             ranks = per_cell[c]["ranks"]
             if i < len(ranks):
-                tds.append(f"<td>{_fmt(ranks[i].get('mae'))} / {_fmt(ranks[i].get('disagreement_pct'), 2)}</td>")
+                tds.append(f"<td>{fmt(ranks[i].get('mae'))} / {fmt(ranks[i].get('disagreement_pct'), 2)}</td>")
             else:
                 tds.append("<td>-</td>")
         body.append(f"<tr><td>{i + 1}</td>{''.join(tds)}</tr>")
@@ -1087,11 +977,11 @@ def overhead_table(model: str, records: Sequence[Mapping[str, Any]]) -> str:
         ratio = r.get("ratio_of_medians_pct", None if paired else overhead)
         body.append(f'<tr class="{"over-limit" if over else ""}" data-cell="{escape(str(r.get("cell")))}">'
                     f'<td class="name">{escape(str(r.get("cell")))}</td>'
-                    f'<td class="name">{escape(str(r.get("path", "model")))}</td><td>{_fmt(r.get("batch_size"))}</td>'
-                    f"<td>{_fmt(r.get('suite_median_ms'), 4)}</td><td>{_fmt(r.get('bare_median_ms'), 4)}</td>"
-                    f"<td>{_pct(overhead) if paired else '-'}</td><td>{interval}</td><td>{_pct(ratio)}</td>"
-                    f"<td>{_pct(r.get('host_overhead_pct'))}</td>"
-                    f"<td>{'-' if limit is None else f'{float(limit):.0f}%'}</td><td>{_fmt(r.get('rounds'))}</td>"
+                    f'<td class="name">{escape(str(r.get("path", "model")))}</td><td>{fmt(r.get("batch_size"))}</td>'
+                    f"<td>{fmt(r.get('suite_median_ms'), 4)}</td><td>{fmt(r.get('bare_median_ms'), 4)}</td>"
+                    f"<td>{signed_pct(overhead) if paired else '-'}</td><td>{interval}</td><td>{signed_pct(ratio)}</td>"
+                    f"<td>{signed_pct(r.get('host_overhead_pct'))}</td>"
+                    f"<td>{'-' if limit is None else f'{float(limit):.0f}%'}</td><td>{fmt(r.get('rounds'))}</td>"
                     f'<td class="name">{verdict}</td></tr>')
     clocks = sorted({str(r.get("clock")) for r in rows if r.get("clock")})
     return ('<table class="suite overhead" data-model="' + escape(model) + '"><caption>Harness overhead: what the '
@@ -1173,8 +1063,8 @@ def rebuild_table(model: str, records: Sequence[Mapping[str, Any]]) -> str:
     for r in sorted(rows, key=lambda r: cell_sort_key(str(r.get("engine")), str(r.get("precision")))):
         identical = {True: "byte-identical", False: "differ", None: "no artifact"}[r.get("identical_artifacts")]
         outputs = ("bitwise identical" if r.get("identical_outputs")
-                   else f"differ (largest {_fmt(r.get('max_abs_difference'))})")
-        builds = "; ".join(f"{_fmt(b.get('size_mb'))} MB, {b.get('layers', '-')} layers"
+                   else f"differ (largest {fmt(r.get('max_abs_difference'))})")
+        builds = "; ".join(f"{fmt(b.get('size_mb'))} MB, {b.get('layers', '-')} layers"
                            for b in r.get("per_build") or [])
         cls = "" if r.get("identical_outputs") else ' class="inconclusive"'
         body.append(f'<tr{cls}><td class="name">{escape(str(r.get("engine")))}</td>'
@@ -1197,8 +1087,8 @@ def environment_warning(gate: Mapping[str, Any] | None) -> str:
         return ""
     blocks = []
     for which, d in diffs.items():
-        rows = "".join(f'<tr><td class="name">{escape(k)}</td><td class="name">{_fmt(str(v[0]))}</td>'
-                       f'<td class="name">{_fmt(str(v[1]))}</td></tr>' for k, v in d["keys"].items())
+        rows = "".join(f'<tr><td class="name">{escape(k)}</td><td class="name">{fmt(str(v[0]))}</td>'
+                       f'<td class="name">{fmt(str(v[1]))}</td></tr>' for k, v in d["keys"].items())
         blocks.append(f"<p>The {escape(which)} baseline <code>{escape(d['source'])}</code> was measured in a "
                       "different environment; its comparisons are shown but may reflect the environment, not the "
                       f'engine.</p><table class="suite env-diff"><thead><tr><th class="name">key</th>'
@@ -1246,9 +1136,9 @@ def changes_section(gate: Mapping[str, Any] | None) -> str:
             rows = []
             for o in shown:
                 rows.append(f'<tr class="{escape(o["status"])}"><td class="name">{escape(o["label"])}</td>'
-                            f"<td>{_fmt(o.get('baseline_median_ms'), 4)}</td><td>{_fmt(o.get('current_median_ms'), 4)}"
-                            f"</td><td>{_pct(o.get('change_pct'))}</td><td>{_interval(o)}</td><td>{_others(o)}</td>"
-                            f'<td class="name">{_status_text(o)}</td></tr>')
+                            f"<td>{fmt(o.get('baseline_median_ms'), 4)}</td><td>{fmt(o.get('current_median_ms'), 4)}"
+                            f"</td><td>{signed_pct(o.get('change_pct'))}</td><td>{ratio_interval(o)}</td><td>{_others(o)}</td>"
+                            f'<td class="name">{status_text(o)}</td></tr>')
             parts.append(f'<table class="suite latency-changes"><thead>{head}</thead><tbody>{"".join(rows)}'
                          "</tbody></table>")
     drift = gate.get("drift") or []
@@ -1284,12 +1174,6 @@ def _others(o: Mapping[str, Any]) -> str:
     return f"{_share(o.get('interference'))} / {_share(o.get('baseline_interference'))}"
 
 
-def _status_text(o: Mapping[str, Any]) -> str:
-    """The gate's word, with the side that was busy ('busy (baseline)': the baseline was saved busy)."""
-    side = o.get("busy_side")
-    return escape(str(o.get("status")) + (f" ({side})" if side else ""))
-
-
 def _figure_text(f: Mapping[str, Any]) -> str:
     def num(v: Any) -> str:
         if v is None:
@@ -1308,7 +1192,7 @@ def environment_section(environment: Mapping[str, Any], gate: Mapping[str, Any] 
     diffs = (gate or {}).get("environment_differences") or {}
     differing = {k for d in diffs.values() for k in d["keys"]}
     rows = "".join(f'<tr class="{"drift" if k in differing else ""}"><td class="name">{escape(str(k))}</td>'
-                   f'<td class="name">{escape(_env_value(str(k), v))}</td></tr>' for k, v in environment.items())
+                   f'<td class="name">{escape(env_value(str(k), v))}</td></tr>' for k, v in environment.items())
     return (f'<h2 id="suite-environment">Environment</h2><table class="suite environment"><caption>The run\'s '
             'environment fingerprint (suite/environment.py)<span class="detail">The same dictionary the results '
             "file, pytest-benchmark's machine_info and the baseline comparison use; red: differs from a "

@@ -24,7 +24,7 @@ import matplotlib.pyplot as plt  # after matplotlib.use: the backend must be cho
 from matplotlib import ticker
 from matplotlib.figure import Figure
 
-from report.html import (
+from report.cases import (
     ENGINE_ORDER,
     PATH_MEANING,
     PRECISION_ORDER,
