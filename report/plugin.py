@@ -11,7 +11,7 @@ One environment table: pytest-metadata fills pytest-html's "Environment" block w
 platform, pytest, pluggy and the plugins, which repeats (and can disagree with) the suite's
 fingerprint. ``pytest_metadata`` below drops those keys, so the block holds only what the user passed
 with ``--metadata`` (and CI variables) and is hidden when that is nothing; the fingerprint is the
-report's own environment table. What is left is run metadata, not an environment: report/html.py
+report's own environment table. What is left is run metadata, not an environment: report/run_section.py
 (``RUN_METADATA``) moves the block under "The run" and retitles it "Run metadata (--metadata, CI
 variables)", so it no longer sits above the verdict under a second "Environment" heading.
 """
