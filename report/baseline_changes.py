@@ -1,0 +1,118 @@
+"""Changed since baseline (the latency gate's cases that moved, the accuracy/parity records that drifted), and the
+warnings that qualify every comparison: a baseline from another environment, self-test knobs that were on. Its
+own module because these read the gate's results (suite/gate_plugin.py) and nothing else."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from html import escape
+from typing import Any
+
+from report.format import fmt, ratio_interval, signed_pct, status_text
+
+
+def environment_warning(gate: Mapping[str, Any] | None) -> str:
+    diffs = (gate or {}).get("environment_differences") or {}
+    if not diffs:
+        return ""
+    blocks = []
+    for which, d in diffs.items():
+        rows = "".join(f'<tr><td class="name">{escape(k)}</td><td class="name">{fmt(str(v[0]))}</td>'
+                       f'<td class="name">{fmt(str(v[1]))}</td></tr>' for k, v in d["keys"].items())
+        blocks.append(f"<p>The {escape(which)} baseline <code>{escape(d['source'])}</code> was measured in a "
+                      "different environment; its comparisons are shown but may reflect the environment, not the "
+                      f'engine.</p><table class="suite env-diff"><thead><tr><th class="name">key</th>'
+                      f'<th class="name">baseline</th><th class="name">current</th></tr></thead>'
+                      f"<tbody>{rows}</tbody></table>")
+    return '<div class="warning"><h3>Baseline from a different environment</h3>' + "".join(blocks) + "</div>"
+
+
+def knob_warning(gate: Mapping[str, Any] | None) -> str:
+    injected = (gate or {}).get("injected") or {}
+    items = []
+    if injected.get("slowdown"):
+        items.append(f"--inject-slowdown {injected['slowdown'] * 100:g}%: every latency round was made slower")
+    if injected.get("accuracy_drop"):
+        items.append(f"--inject-accuracy-drop {injected['accuracy_drop'] * 100:g}%: engine outputs were altered")
+    if not items:
+        return ""
+    return '<div class="knob"><b>Self-test knobs were on:</b> ' + "; ".join(escape(i) for i in items) + "</div>"
+
+
+def changes_section(gate: Mapping[str, Any] | None) -> str:
+    if not gate or not (gate.get("latency_baseline") or gate.get("accuracy_baseline")):
+        return ('<h2 id="changes">Changed since baseline</h2><p class="note">No baseline was given '
+                "(--latency-baseline, --accuracy-baseline); see docs/gating.md.</p>")
+    parts = ['<h2 id="changes">Changed since baseline</h2>']
+    latency = gate.get("latency") or []
+    if gate.get("latency_baseline"):
+        order = ("regression", "busy", "inconclusive", "improvement")
+        shown = sorted((o for o in latency if o.get("status") in order), key=lambda o: order.index(o["status"]))
+        counts: dict[str, int] = defaultdict(int)
+        for o in latency:
+            counts[str(o.get("status"))] += 1
+        parts.append(f"<h3>Latency</h3><p>Baseline <code>{escape(str(gate['latency_baseline']))}</code>; a case "
+                     f"fails when its median is significantly slower ({gate['confidence'] * 100:g}% CI above 1) and "
+                     f"slower by at least {gate['max_slowdown'] * 50:g}% (--latency-regression "
+                     f"{gate['max_slowdown'] * 100:g}%). Cases: "
+                     + (", ".join(f"{v} {escape(k)}" for k, v in sorted(counts.items())) or "none compared")
+                     + ".</p>")
+        if shown:
+            head = ("<tr><th class='name'>case</th><th>baseline median (ms)</th><th>current median (ms)</th>"
+                    "<th>change</th><th>CI of ratio</th><th title=\"share of the CPUs other processes used while the "
+                    "case was timed, in this run / when the baseline was saved; above --latency-busy-limit the case "
+                    f"is busy ({_share(gate.get('busy_limit'))})\">others' CPU now / baseline</th>"
+                    "<th class='name'>verdict</th></tr>")
+            rows = []
+            for o in shown:
+                rows.append(f'<tr class="{escape(o["status"])}"><td class="name">{escape(o["label"])}</td>'
+                            f"<td>{fmt(o.get('baseline_median_ms'), 4)}</td><td>{fmt(o.get('current_median_ms'), 4)}"
+                            f"</td><td>{signed_pct(o.get('change_pct'))}</td><td>{ratio_interval(o)}</td><td>{_others(o)}</td>"
+                            f'<td class="name">{status_text(o)}</td></tr>')
+            parts.append(f'<table class="suite latency-changes"><thead>{head}</thead><tbody>{"".join(rows)}'
+                         "</tbody></table>")
+    drift = gate.get("drift") or []
+    if gate.get("accuracy_baseline"):
+        moved = [d for d in drift if d.get("failed") or any(
+            f.get("baseline") is not None and f.get("current") is not None and f["baseline"] != f["current"]
+            for f in d.get("figures", []))]
+        parts.append(f"<h3>Accuracy and parity</h3><p>Baseline <code>{escape(str(gate['accuracy_baseline']))}"
+                     f"</code>; tolerances {escape(str(gate.get('drift_tolerances')))}. {len(drift)} records compared, "
+                     f"{sum(1 for d in drift if d.get('failed'))} drifted beyond tolerance, {len(moved)} moved.</p>")
+        if moved:
+            rows = []
+            for d in moved:
+                figures = "; ".join(_figure_text(f) for f in d.get("figures", []))
+                cls = "drift" if d.get("failed") else ""
+                rows.append(f'<tr class="{cls}"><td class="name">{escape(d["kind"])}</td>'
+                            f'<td class="name">{escape(d["label"])}</td><td class="name">{escape(figures)}</td>'
+                            f'<td class="name">{"FAILED" if d.get("failed") else "within tolerance"}</td></tr>')
+            parts.append('<table class="suite drift-changes"><thead><tr><th class="name">kind</th>'
+                         '<th class="name">cell / data / output</th><th class="name">figures</th>'
+                         f'<th class="name">verdict</th></tr></thead><tbody>{"".join(rows)}</tbody></table>')
+    return "\n".join(parts)
+
+
+def _share(x: Any) -> str:
+    return "-" if x is None else f"{float(x) * 100:.0f}%"
+
+
+def _others(o: Mapping[str, Any]) -> str:
+    """Others' CPU share now / when the baseline was saved, as the terminal prints it ('68% / 90%')."""
+    if o.get("interference") is None and o.get("baseline_interference") is None:
+        return "-"
+    return f"{_share(o.get('interference'))} / {_share(o.get('baseline_interference'))}"
+
+
+def _figure_text(f: Mapping[str, Any]) -> str:
+    def num(v: Any) -> str:
+        if v is None:
+            return "-"
+        if f.get("unit") == "pct":
+            return f"{float(v) * 100:.2f}%"
+        if f.get("unit") == "pct_points":
+            return f"{float(v):.2f}%"
+        return f"{float(v):.3g}"
+
+    return f"{f.get('name')} {num(f.get('baseline'))} -> {num(f.get('current'))} (limit {num(f.get('limit'))})"
