@@ -1,4 +1,5 @@
-"""HTML fragments of the suite's report: pure functions from the run's plain data to markup.
+"""The suite's section of the pytest-html report: ``render_report`` puts the sections together, each a pure
+function from the run's plain data to markup, in its own module.
 
 Inputs are what the run already writes (the --suite-results shape plus the gate's results, the
 verdict and how the run was made), so the same functions render a live session's report and a saved
@@ -6,16 +7,24 @@ one, and the tests can feed them by hand.
 
 Order, for the reader who opens the report after an upgrade (docs/report.md):
 
-1. the verdict: passed / failed / not judged, why (and the error that stopped a run), the counts, what
-   was not tested at all, the gates' warnings, the failed checks, latency regressions, what was not
-   judged (reasons not accepted open, accepted ones folded and grouped), known failures;
-2. the run: the environment that matters (GPU, driver, CUDA, cuDNN, torch, ONNX Runtime, TensorRT),
-   config, engine options, commit, run metadata, the gates' coverage, wall time per phase;
-3. per model: the practitioners' table per latency shape (batch and named axes; rows engine x
-   precision x path), latency and throughput figures, the harness-overhead table that vouches for
-   them (or why there is none), GPU over time, parity per data set (and worst layers where
-   localized), the top-10 rank table;
-4. changed since baseline, and the full environment fingerprint.
+1. the verdict (report/verdict_section.py): passed / failed / not judged, why (and the error that
+   stopped a run), the counts, what was not tested at all, the gates' warnings, the failed checks,
+   latency regressions, what was not judged (reasons not accepted open, accepted ones folded and
+   grouped), known failures; then a baseline from another environment and self-test knobs that were
+   on (report/baseline_changes.py);
+2. the run (report/run_section.py): the environment that matters (GPU, driver, CUDA, cuDNN, torch,
+   ONNX Runtime, TensorRT), config, engine options, commit, run metadata, the gates' coverage, wall
+   time per phase;
+3. per model (report/model_section.py): the practitioners' table per latency shape (batch and named
+   axes; rows engine x precision x path; report/practitioners_table.py), latency and throughput
+   figures (report/plots.py), the harness-overhead table that vouches for them (or why there is
+   none), GPU over time, parity per data set (and worst layers where localized), the top-10 rank
+   table (report/parity_tables.py);
+4. changed since baseline (report/baseline_changes.py), and the full environment fingerprint
+   (report/environment_section.py).
+
+Shared by the sections: report/format.py (how a value prints), report/cases.py (how cases are named
+and ordered), report/style.py (the CSS).
 """
 
 from __future__ import annotations
@@ -85,6 +94,7 @@ def render_report(records: Sequence[Mapping[str, Any]], engines: Mapping[str, Ma
 
 
 def models_of(records: Iterable[Mapping[str, Any]], engines: Mapping[str, Any]) -> list[str]:
+    """Every model with a record or an engine built, so a model built but never measured still gets its section."""
     seen = {str(r["model"]) for r in records if r.get("model")}
     seen |= {cell.split("-")[0] for cell in engines}
     return sorted(seen)

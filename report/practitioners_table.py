@@ -1,7 +1,6 @@
-"""The practitioners' table: per model and latency shape, rows engine x precision x latency path, the figures
-people compare by hand after an upgrade (layers, size, latency, throughput, the baseline's median and the change,
-GPU memory and utilization, accuracy, parity). Its own module because its columns come and go with what the run
-measured, and that takes most of its code."""
+"""The practitioners' table: per model and latency shape, rows engine x precision x path, the figures people
+compare by hand after an upgrade (layers, size, latency, throughput, baseline change, GPU memory, accuracy, parity).
+Its own module because its columns come and go with what the run measured, which takes most of its code."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The CSS of the suite's report section, with the rules that retitle or hide pytest-html's own "Environment"
 block. Its own module because how the report looks changes apart from what it says."""
 
-#: Scoped to .suite-report, but for the rules on pytest-html's #environment block (its own markup).
+#: Scoped to .suite-report, except the rules on pytest-html's own #environment block.
 STYLE = """
 <style>
 .suite-report { max-width: 1500px; font-size: 13px; color: #222; }
