@@ -33,46 +33,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from report.baseline_changes import changes_section, environment_warning, knob_warning
-from report.cases import (
-    ENGINE_ORDER,
-    PATH_MEANING,
-    PRECISION_ORDER,
-    Shape,
-    cell_sort_key,
-    path_sort_key,
-    shape_label,
-    shape_of,
-    shape_sort_key,
-    shape_title,
-)
 from report.environment_section import environment_section
-from report.format import cudnn_text
 from report.model_section import model_section
-from report.practitioners_table import BASELINE_COLUMNS, GPU_COLUMNS, PRACTITIONER_COLUMNS
-from report.run_section import RUN_METADATA_TITLE, run_section
+from report.run_section import run_section
 from report.style import STYLE
 from report.verdict_section import verdict_section
 
-#: What other modules import from here: render_report for report/plugin.py, and the names the self-tests
-#: (tests/selftest/test_report.py) and older callers know this module by, re-exported from where they now live.
-__all__ = [
-    "BASELINE_COLUMNS",
-    "ENGINE_ORDER",
-    "GPU_COLUMNS",
-    "PATH_MEANING",
-    "PRACTITIONER_COLUMNS",
-    "PRECISION_ORDER",
-    "RUN_METADATA_TITLE",
-    "Shape",
-    "cell_sort_key",
-    "cudnn_text",
-    "path_sort_key",
-    "render_report",
-    "shape_label",
-    "shape_of",
-    "shape_sort_key",
-    "shape_title",
-]
+#: What other modules import from here: report/plugin.py renders the report through it.
+__all__ = ["render_report"]
 
 
 def render_report(records: Sequence[Mapping[str, Any]], engines: Mapping[str, Mapping[str, Any]],

@@ -17,7 +17,9 @@ from typing import Any
 
 import pytest
 
-from report.html import BASELINE_COLUMNS, GPU_COLUMNS, PRACTITIONER_COLUMNS, RUN_METADATA_TITLE, render_report
+from report.html import render_report
+from report.practitioners_table import BASELINE_COLUMNS, GPU_COLUMNS, PRACTITIONER_COLUMNS
+from report.run_section import RUN_METADATA_TITLE
 from suite import verdict
 from tests.selftest.suite_runs import explain, run_suite
 
@@ -841,7 +843,7 @@ def test_pytest_html_environment_block_is_run_metadata_and_versions_read_as_vers
     row = _one(r'<tr class="[^"]*" data-key="onnxruntime">.*?</tr>',
                _render(environment={**both, "onnxruntime_imported": "1.31.1"}))
     assert "1.31.1 (imported; installed: onnxruntime 1.30.0, onnxruntime-gpu 1.31.1)" in row and "flag" not in row
-    from report.html import cudnn_text
+    from report.format import cudnn_text
 
     assert (cudnn_text(8902), cudnn_text("90100"), cudnn_text(None)) == ("8.9.2 (8902)", "9.1.0 (90100)", "-")
 
