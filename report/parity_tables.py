@@ -95,6 +95,10 @@ def localization_table(record: Mapping[str, Any]) -> str:
         bisect = loc.get("bisect") or {}
         if bisect.get("conclusion"):
             notes.append(f"optimization bisect: {bisect['conclusion']}")
+        if bisect.get("settings_conclusion"):
+            providers = bisect.get("providers") or ["the provider"]
+            notes.append(f"{providers[0]} settings at {bisect.get('cell_level')}, one at a time: "
+                         f"{bisect['settings_conclusion']}")
     note = "".join(f'<p class="note">{escape(n)}</p>' for n in notes)
     return note + (f'<table class="suite localization" data-cell="{escape(str(record.get("cell")))}"><caption>'
             f"{escape(str(record.get('cell')))}, output {escape(str(record.get('name')))} on "

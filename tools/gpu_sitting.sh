@@ -11,10 +11,13 @@
 #       bisect    EfficientNet-Lite0 int8 on ONNX Runtime's CPU EP of this machine's CPU (the known failure was
 #                 found on another CPU than our dev VM's): localization and the optimization-level bisect
 #       refusal   suite-gpu.toml as a nightly would run it where TensorRT is missing: must fail, naming it
+#       localize  the fp16-overflow models of the self-tests through the suite on CUDA (torch, ORT CUDA EP;
+#                 --localize), and tools/localize.py with the bisect and the CUDA EP's settings on them, on
+#                 EfficientNet-Lite0 int8 and on ResNet-18 fp16
 # Results go under $OUT (the device tool's folder) or gpu-results/; the engine cache under $ENGINE_CACHE.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-PART=${1:?part: tier | study | rebuild | shapes | minilm | bisect | refusal}
+PART=${1:?part: tier | study | rebuild | shapes | minilm | bisect | refusal | localize}
 shift
 EXTRA=("$@")   # more pytest options for the part (e.g. --engines onnxruntime,inductor)
 OUT=${OUT:-gpu-results}
@@ -64,6 +67,43 @@ case "$PART" in
     pytest_ --device cuda:0 --suite-config suite-gpu.toml --models resnet18 --precisions fp16 -m "accuracy or parity" \
       tests/parity/test_parity.py -q "${EXTRA[@]}" 2>&1 | tail -25 | tee "$OUT/refusal.log"
     status=${PIPESTATUS[0]}
+    ;;
+  localize)
+    cat > "$OUT/overflow.toml" <<'TOML'
+[run]
+requires = ["torch", "onnxruntime"]
+
+[models.overflow_mlp]
+factory = "tests.selftest.overflow_models:overflow_mlp"
+inputs = [{ name = "x", shape = [16], dtype = "float32", low = -1.0, high = 1.0 }]
+outputs = ["logits"]
+batch_sizes = [1, 8]
+precisions = ["fp32", "fp16"]
+engines = ["torch", "onnxruntime"]
+
+[models.layernorm_overflow]
+factory = "tests.selftest.overflow_models:layernorm_overflow"
+inputs = [{ name = "x", shape = [16], dtype = "float32", low = -1.0, high = 1.0 }]
+outputs = ["logits"]
+batch_sizes = [1, 8]
+precisions = ["fp32", "fp16"]
+engines = ["torch", "onnxruntime"]
+TOML
+    pytest_ --device "${DEVICE:-cuda:0}" --suite-config "$OUT/overflow.toml" tests/parity/test_parity.py -k uniform --localize \
+      --suite-results "$OUT/localize.json" -q "${EXTRA[@]}" 2>&1 | tee "$OUT/localize.log"
+    status=${PIPESTATUS[0]}
+    for cell in "overflow_mlp fp16" "layernorm_overflow fp16" "overflow_mlp fp32"; do
+      set -- $cell
+      "$PY" tools/localize.py --suite-config "$OUT/overflow.toml" --engine-cache "$CACHE" --device "${DEVICE:-cuda:0}" \
+        --model "$1" --engine onnxruntime --precision "$2" --generated uniform --batch 8 --bisect always \
+        --json "$OUT/localize-$1-$2.json" 2>&1 | tee "$OUT/localize-$1-$2.log"
+    done
+    "$PY" tools/localize.py --engine-cache "$CACHE" --device "${DEVICE:-cuda:0}" --model efficientnet_lite0 --engine onnxruntime \
+      --precision int8 --bisect always --json "$OUT/localize-efficientnet-int8.json" 2>&1 \
+      | tee "$OUT/localize-efficientnet-int8.log"
+    "$PY" tools/localize.py --suite-config suite-gpu.toml --engine-cache "$CACHE" --device "${DEVICE:-cuda:0}" --model resnet18 --engine onnxruntime \
+      --precision fp16 --bisect always --json "$OUT/localize-resnet18-fp16.json" 2>&1 \
+      | tee "$OUT/localize-resnet18-fp16.log"
     ;;
   *) echo "unknown part $PART"; exit 2 ;;
 esac

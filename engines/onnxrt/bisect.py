@@ -15,6 +15,12 @@ the numbers" from "the model was already wrong before any optimization", and whe
 already fails, it still names the level that made things worse. Found that way: int8 EfficientNet-Lite0 on a
 CPU without VNNI fails top-1 agreement at every level (its quantization), and ORT_ENABLE_EXTENDED's
 QLinearConv/QGemm fusion also collapses it to cosine 0.51 (docs/localization.md).
+
+Then, at the cell's own level, the execution provider's settings that change numerics are tried one at a time
+(``PROVIDER_VARIANTS``: the CUDA EP's TF32, cuDNN algorithm search, NHWC layout and strict SkipLayerNorm
+options; the session's QDQ fusion switch and, on the CPU, the u8s8 precision mode), each judged like a level and
+against the cell's own run: a setting under which a failing cell passes, or a passing one fails, is the other
+half of an upstream report.
 """
 
 from __future__ import annotations
@@ -43,6 +49,41 @@ _SHOWN_NAMES = 6
 
 
 @dataclass(frozen=True)
+class Variant:
+    """One setting changed from the cell's, at the cell's optimization level: provider options merged into the
+    first provider's, or session config entries (``SessionOptions.add_session_config_entry``)."""
+
+    label: str
+    provider_options: Mapping[str, str] = field(default_factory=dict)
+    config_entries: Mapping[str, str] = field(default_factory=dict)
+
+
+_NO_QDQ_FUSION = Variant("session.disable_quant_qdq=1", config_entries={"session.disable_quant_qdq": "1"})
+#: Documented settings of each execution provider that change the numbers, tried one at a time. A QDQ file's
+#: fusion into QLinear*/QGemm kernels is one switch; on x86 without VNNI the u8s8 kernels sum pairs of products
+#: in 16 bits unless ``session.x64quantprecision`` is 1 (the EfficientNet-Lite0 int8 collapse).
+PROVIDER_VARIANTS: Mapping[str, tuple[Variant, ...]] = {
+    "CUDAExecutionProvider": (
+        Variant("use_tf32=0", {"use_tf32": "0"}),
+        Variant("use_tf32=1", {"use_tf32": "1"}),
+        Variant("cudnn_conv_algo_search=HEURISTIC", {"cudnn_conv_algo_search": "HEURISTIC"}),
+        Variant("cudnn_conv_algo_search=DEFAULT", {"cudnn_conv_algo_search": "DEFAULT"}),
+        Variant("prefer_nhwc=1", {"prefer_nhwc": "1"}),
+        Variant("enable_skip_layer_norm_strict_mode=1", {"enable_skip_layer_norm_strict_mode": "1"}),
+        _NO_QDQ_FUSION,
+    ),
+    "CPUExecutionProvider": (
+        Variant("session.x64quantprecision=1", config_entries={"session.x64quantprecision": "1"}),
+        _NO_QDQ_FUSION,
+    ),
+}
+#: ONNX Runtime's documented defaults, so that a variant equal to the cell's own setting is not run.
+_DEFAULTS = {"use_tf32": "1", "cudnn_conv_algo_search": "EXHAUSTIVE", "prefer_nhwc": "0",
+             "enable_skip_layer_norm_strict_mode": "0", "session.disable_quant_qdq": "0",
+             "session.x64quantprecision": "0"}
+
+
+@dataclass(frozen=True)
 class LevelResult:
     level: str
     passed: bool
@@ -62,6 +103,27 @@ class LevelResult:
                 "cosine_vs_unoptimized": _json(self.cosine_vs_unoptimized),
                 "max_abs_vs_unoptimized": _json(self.max_abs_vs_unoptimized), "nodes": self.nodes,
                 "op_histogram": dict(self.op_histogram), "error": self.error, "departures": list(self.departures)}
+
+
+@dataclass(frozen=True)
+class VariantResult:
+    """The cell's level with one setting changed (``Variant``), judged against the reference and the cell's run."""
+
+    label: str
+    passed: bool
+    failures: tuple[str, ...]
+    cosine: float | None
+    top1_agreement_pct: float | None
+    cosine_vs_cell: float | None
+    max_abs_vs_cell: float | None
+    departures: tuple[str, ...] = ()  # failures against the cell's own run (tolerance less top-1 agreement)
+    error: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"setting": self.label, "passed": self.passed, "failures": list(self.failures),
+                "cosine": _json(self.cosine), "top1_agreement_pct": _json(self.top1_agreement_pct),
+                "cosine_vs_cell": _json(self.cosine_vs_cell), "max_abs_vs_cell": _json(self.max_abs_vs_cell),
+                "departures": list(self.departures), "error": self.error}
 
 
 @dataclass(frozen=True)
@@ -91,6 +153,28 @@ class BisectReport:
     # Where the unoptimized run already fails: the lowest level that departs from it, the level below, their diff.
     lowest_changing: str | None = None
     last_unchanged: str | None = None
+    # The cell's own level, and the provider's settings tried there one at a time.
+    cell_level: str | None = None
+    variants: tuple[VariantResult, ...] = ()
+
+    @property
+    def settings_conclusion(self) -> str:
+        """What the provider settings tried at the cell's level change: the verdict, the numbers, or nothing."""
+        cell = next((r for r in self.levels if r.level == self.cell_level and not r.error), None)
+        ran = [v for v in self.variants if not v.error]
+        if cell is None or not ran:
+            return ""
+        passing = [v.label for v in ran if v.passed]
+        failing = [v.label for v in ran if not v.passed]
+        changing = [v.label for v in ran if v.departures]
+        if not cell.passed and passing:
+            return f"it passes with {_listed(passing)}"
+        if cell.passed and failing:
+            return f"{_listed(failing)} {'breaks' if len(failing) == 1 else 'break'} it"
+        if changing:
+            return (f"{_listed(changing)} {'changes' if len(changing) == 1 else 'change'} the numbers beyond "
+                    "tolerance, not the verdict")
+        return f"none of the {len(ran)} settings tried changes the result beyond tolerance"
 
     @property
     def conclusion(self) -> str:
@@ -126,6 +210,15 @@ class BisectReport:
             lines.append(f"  new in {worse} (vs {better}): {_ops(self.diff.new_ops)}"
                          + (f"; e.g. {', '.join(self.diff.new_nodes[:_SHOWN_NAMES])}" if self.diff.new_nodes else ""))
             lines.append(f"  gone: {_ops(self.diff.gone_ops)}")
+        if self.variants:
+            lines.append(f"  {self.providers[0]} settings at {self.cell_level}, one at a time: "
+                         f"{self.settings_conclusion or 'none ran'}")
+            lines.append(f"  {'setting':<38} {'verdict':<7} {'cosine':>9} {'top-1 %':>8} {'cos vs cell':>12}")
+            for v in self.variants:
+                verdict = "error" if v.error else ("pass" if v.passed else "FAIL")
+                lines.append(f"  {v.label:<38} {verdict:<7} {_fmt(v.cosine, '.6f'):>9} "
+                             f"{_fmt(v.top1_agreement_pct, '.1f'):>8} {_fmt(v.cosine_vs_cell, '.6f'):>12}"
+                             + (f"  {v.error}" if v.error else ""))
         return "\n".join(lines)
 
     def as_dict(self) -> dict[str, Any]:
@@ -133,7 +226,8 @@ class BisectReport:
                 "lowest_breaking": self.lowest_breaking, "last_good": self.last_good, "conclusion": self.conclusion,
                 "lowest_changing": self.lowest_changing, "last_unchanged": self.last_unchanged,
                 "levels": [r.as_dict() for r in self.levels],
-                "diff": None if self.diff is None else self.diff.as_dict()}
+                "diff": None if self.diff is None else self.diff.as_dict(), "cell_level": self.cell_level,
+                "settings_conclusion": self.settings_conclusion, "variants": [v.as_dict() for v in self.variants]}
 
 
 def available_levels() -> tuple[str, ...]:
@@ -148,13 +242,15 @@ def bisect_optimizations(onnx_path: Path | str, feed: Mapping[str, np.ndarray],
                          reference_outputs: Mapping[str, np.ndarray], tolerance: Tolerance, providers: Sequence[Any],
                          output_names: Sequence[str] | None = None,
                          session_options: Callable[[], ort.SessionOptions] | None = None,
-                         workdir: Path | None = None) -> BisectReport:
+                         workdir: Path | None = None,
+                         variants: Sequence[Variant] | None = None) -> BisectReport:
     """Run ``onnx_path`` on ``feed`` at every graph optimization level and judge each against
-    ``reference_outputs`` with ``tolerance``.
+    ``reference_outputs`` with ``tolerance``; then, at the cell's own level, each of ``variants`` (default: the
+    first provider's ``PROVIDER_VARIANTS``, less those equal to the cell's own setting).
 
     ``output_names``: which outputs to judge (default: the reference's). ``session_options`` makes the cell's
-    SessionOptions (threads...) afresh; its optimization level is overridden. ``workdir`` keeps each level's
-    optimized model as ``<level>.onnx`` (a temporary folder by default)."""
+    SessionOptions (threads, level...) afresh; the bisect overrides its optimization level. ``workdir`` keeps each
+    level's optimized model as ``<level>.onnx`` (a temporary folder by default)."""
     from engines.onnxrt.backend import import_onnxruntime
 
     ort = import_onnxruntime()
@@ -165,6 +261,14 @@ def bisect_optimizations(onnx_path: Path | str, feed: Mapping[str, np.ndarray],
     reference = {n: reference_outputs[n] for n in names}
     against_unoptimized = dataclasses.replace(tolerance, min_top1_agreement_pct=None)
     make = session_options or ort.SessionOptions
+    cell_level = next((level for level in available_levels()
+                       if getattr(ort.GraphOptimizationLevel, level) == make().graph_optimization_level), None)
+    level_outputs: dict[str, dict[str, np.ndarray]] = {}
+
+    def run(options: ort.SessionOptions, providers: Sequence[Any]) -> dict[str, np.ndarray]:
+        session = ort.InferenceSession(str(onnx_path), options, providers=list(providers))
+        return dict(zip(names, session.run(names, session_inputs(session, feed)), strict=True))
+
     results: list[LevelResult] = []
     graphs: dict[str, onnx.ModelProto | None] = {}
     unoptimized: dict[str, np.ndarray] | None = None
@@ -178,13 +282,13 @@ def bisect_optimizations(onnx_path: Path | str, feed: Mapping[str, np.ndarray],
             if options.log_severity_level < 3:
                 options.log_severity_level = 3  # ENABLE_ALL warns that NCHWc graphs are hardware specific
             try:
-                session = ort.InferenceSession(str(onnx_path), options, providers=list(providers))
-                outputs = dict(zip(names, session.run(names, session_inputs(session, feed)), strict=True))
+                outputs = run(options, providers)
             except Exception as exc:
                 graphs[level] = None
                 results.append(LevelResult(level, False, ("session failed",), None, None, None, None, None,
                                            error=str(exc).splitlines()[0] if str(exc) else type(exc).__name__))
                 continue
+            level_outputs[level] = outputs
             graph = _load(folder / f"{level}.onnx")
             graphs[level] = graph
             reports = compare_outputs(reference, outputs, tolerance)
@@ -196,10 +300,7 @@ def bisect_optimizations(onnx_path: Path | str, feed: Mapping[str, np.ndarray],
             cos_u = max_u = None
             departures: tuple[str, ...] = ()
             if unoptimized is not None:
-                same = compare_outputs(unoptimized, outputs, against_unoptimized)
-                cos_u = _worst(r.cosine for r in same.values())
-                max_u = max((r.max_abs_error for r in same.values()), default=None)
-                departures = tuple(f"{n}: {f}" for n, r in same.items() for f in r.failures)
+                cos_u, max_u, departures = _against(unoptimized, outputs, against_unoptimized)
             results.append(LevelResult(
                 level, not failures, failures, cosine, top1, cos_u, max_u,
                 None if graph is None else len(graph.graph.node),
@@ -223,10 +324,72 @@ def bisect_optimizations(onnx_path: Path | str, feed: Mapping[str, np.ndarray],
         if good is not None and bad is not None:
             diff = diff_graphs(good, bad)
     provider_names = tuple(p if isinstance(p, str) else p[0] for p in providers)
+    tried: list[VariantResult] = []
+    if cell_level is not None and cell_level in level_outputs:
+        cell_outputs = level_outputs[cell_level]
+        for variant in (variants if variants is not None else default_variants(providers, make)):
+            options = make()
+            options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, cell_level)
+            if options.log_severity_level < 3:
+                options.log_severity_level = 3
+            for key, value in variant.config_entries.items():
+                options.add_session_config_entry(key, value)
+            try:
+                outputs = run(options, _with_options(providers, variant.provider_options))
+            except Exception as exc:
+                tried.append(VariantResult(variant.label, False, ("session failed",), None, None, None, None,
+                                           error=str(exc).splitlines()[0] if str(exc) else type(exc).__name__))
+                continue
+            reports = compare_outputs(reference, outputs, tolerance)
+            tried.append(VariantResult(
+                variant.label, all(r.passed for r in reports.values()),
+                tuple(f"{n}: {f}" for n, r in reports.items() for f in r.failures),
+                _worst(r.cosine for r in reports.values()),
+                _worst(r.top1_agreement_pct for r in reports.values() if r.top1_agreement_pct is not None),
+                *_against(cell_outputs, outputs, against_unoptimized)))
     return BisectReport(tuple(results), None if breaking is None else breaking.level,
                         None if last_good is None else last_good.level, diff, ort.__version__, provider_names,
                         str(onnx_path), None if changing is None else changing.level,
-                        None if unchanged is None else unchanged.level)
+                        None if unchanged is None else unchanged.level, cell_level, tuple(tried))
+
+
+def _against(base: Mapping[str, np.ndarray], outputs: Mapping[str, np.ndarray],
+             tolerance: Tolerance) -> tuple[float | None, float | None, tuple[str, ...]]:
+    """Worst cosine, largest difference and failures of ``outputs`` against another run of the same file. Outputs
+    equal to it, NaN for NaN, do not depart: an overflowing cell's NaN is the same at every level."""
+    if all(np.array_equal(base[n], outputs[n], equal_nan=True) for n in base):
+        return 1.0, 0.0, ()
+    same = compare_outputs(base, outputs, tolerance)
+    return (_worst(r.cosine for r in same.values()), max((r.max_abs_error for r in same.values()), default=None),
+            tuple(f"{n}: {f}" for n, r in same.items() for f in r.failures))
+
+
+def default_variants(providers: Sequence[Any], session_options: Callable[[], Any]) -> tuple[Variant, ...]:
+    """The first provider's ``PROVIDER_VARIANTS``, less each whose setting the cell already has (its own provider
+    options, session config entries, or ONNX Runtime's default)."""
+    first = providers[0] if providers else "CPUExecutionProvider"
+    name, given = (first, {}) if isinstance(first, str) else (first[0], dict(first[1]))
+    options = session_options()
+
+    def current(key: str) -> str:
+        if key in given:
+            return str(given[key])
+        try:
+            return str(options.get_session_config_entry(key))
+        except Exception:  # not set: ONNX Runtime raises for an absent key
+            return _DEFAULTS.get(key, "")
+
+    return tuple(v for v in PROVIDER_VARIANTS.get(name, ())
+                 if any(current(k) != val for k, val in {**v.provider_options, **v.config_entries}.items()))
+
+
+def _with_options(providers: Sequence[Any], extra: Mapping[str, str]) -> list[Any]:
+    """``providers`` with ``extra`` merged into the first one's options."""
+    if not extra:
+        return list(providers)
+    first = providers[0]
+    name, given = (first, {}) if isinstance(first, str) else (first[0], dict(first[1]))
+    return [(name, {**given, **extra}), *providers[1:]]
 
 
 def diff_graphs(good: onnx.ModelProto, bad: onnx.ModelProto) -> NodeDiff:
@@ -261,6 +424,10 @@ def _worst(values: Any) -> float | None:
     if not finite:
         return None
     return min(finite, key=lambda v: v if not math.isnan(v) else -math.inf)
+
+
+def _listed(labels: Sequence[str]) -> str:
+    return ", ".join(labels[:-1]) + (" and " if len(labels) > 1 else "") + labels[-1]
 
 
 def _ops(histogram: Mapping[str, int]) -> str:

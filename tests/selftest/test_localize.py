@@ -15,7 +15,7 @@ from engines.base import InputSpec
 from engines.localize import NO_INTERMEDIATES, localize
 from engines.onnx.intermediates import session_inputs
 from engines.onnx.precision_census import PrecisionCensus, precision_census
-from engines.onnxrt.bisect import available_levels, bisect_optimizations
+from engines.onnxrt.bisect import Variant, available_levels, bisect_optimizations, default_variants
 from engines.pytorch.backend import TorchRunner
 from engines.trt.debug import trt_precision_census
 from metrics import Tolerance
@@ -227,6 +227,58 @@ def test_bisect_names_the_level_that_makes_an_already_failing_cell_worse(cache):
     assert f"and {report.lowest_changing} makes it worse: it departs from the unoptimized run" in text, text
     assert f"new in {report.lowest_changing} (vs {report.last_unchanged}): " in text, text
     json.dumps(report.as_dict(), allow_nan=False)
+
+
+def test_bisect_tries_the_providers_settings_at_the_cells_level(cache):
+    """At the cell's own level the bisect changes one provider or session setting at a time. Judged bit-exactly
+    against the cell's own int8 output, turning ONNX Runtime's QDQ fusion off (QLinearConv -> DequantizeLinear,
+    Conv, QuantizeLinear: another rounding of the requantization) breaks it, and a setting that changes nothing
+    is reported as such."""
+    import onnxruntime as ort
+
+    inputs = (InputSpec("image", (1, 8, 8)), InputSpec("extra", (3,), low=-1.0, high=1.0))
+    build = ModelBuild("tiny", two_input_net, inputs, ("out",), cache, calibration=lambda: Data(64),
+                       int8_options={"method": "minmax", "samples": 64, "per_channel": True, "percentile": 99.99})
+    path = build.onnx_path("int8")
+    # 256 rows: the two paths differ by one quantization step in a few outputs (0.0028 here), not in 8 rows
+    feed = synthetic_feed(inputs, 256, "normal", seed=3)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])  # the cell: ORT_ENABLE_ALL
+    reference = {"out": session.run(["out"], session_inputs(session, feed))[0]}
+    exact = Tolerance(rtol=0.0, atol=0.0, min_isclose_pct=100.0)
+    report = bisect_optimizations(path, feed, reference, exact, ["CPUExecutionProvider"])
+    assert report.cell_level == "ORT_ENABLE_ALL"
+    assert [v.label for v in report.variants] == ["session.x64quantprecision=1", "session.disable_quant_qdq=1"]
+    no_fusion = report.variants[1]
+    if no_fusion.passed:
+        verdict.skip("unsupported", "this CPU's unfused QDQ path reproduces QLinearConv bit for bit")
+    assert no_fusion.departures and no_fusion.cosine_vs_cell is not None and not no_fusion.error
+    assert report.settings_conclusion == "session.disable_quant_qdq=1 breaks it", report.settings_conclusion
+    text = report.text()
+    assert "CPUExecutionProvider settings at ORT_ENABLE_ALL, one at a time" in text, text
+    assert "session.disable_quant_qdq=1" in text and report.as_dict()["variants"][1]["setting"] == no_fusion.label
+    json.dumps(report.as_dict(), allow_nan=False)
+    # a setting ONNX Runtime rejects is an error row, not a crash of the bisect
+    odd = bisect_optimizations(path, feed, reference, exact, ["CPUExecutionProvider"],
+                               variants=[Variant("bogus", config_entries={"session.x64quantprecision": "x"})])
+    assert len(odd.variants) == 1 and (odd.variants[0].error or odd.variants[0].passed)
+
+
+def test_default_variants_leave_out_the_cells_own_settings():
+    import onnxruntime as ort
+
+    cuda = [("CUDAExecutionProvider", {"device_id": 0, "use_tf32": "0"}), "CPUExecutionProvider"]
+    labels = [v.label for v in default_variants(cuda, ort.SessionOptions)]
+    assert "use_tf32=0" not in labels and "use_tf32=1" in labels
+    assert "cudnn_conv_algo_search=HEURISTIC" in labels and "prefer_nhwc=1" in labels
+    assert [v.label for v in default_variants(["CUDAExecutionProvider"], ort.SessionOptions)][0] == "use_tf32=0"
+
+    def precise() -> ort.SessionOptions:
+        options = ort.SessionOptions()
+        options.add_session_config_entry("session.x64quantprecision", "1")
+        return options
+
+    assert [v.label for v in default_variants(["CPUExecutionProvider"], precise)] == ["session.disable_quant_qdq=1"]
+    assert default_variants(["TensorrtExecutionProvider"], ort.SessionOptions) == ()
 
 
 def test_a_fused_node_that_keeps_its_name_is_still_new_in_the_diff():
