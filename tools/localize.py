@@ -54,6 +54,12 @@ def main(argv: list[str] | None = None) -> int:
     from suite.inputs import synthetic_feed
     from suite.session import Cell, SuiteSession
 
+    if args.engine == "onnxruntime":
+        from engines.onnxrt.backend import import_onnxruntime
+
+        # Errors only: a bisect makes dozens of sessions, and ONNX Runtime's default logger warns on each one
+        # (1.31.1 on the CUDA EP: "No registered plugin EP device found", "Conv ... running in Fallback mode").
+        import_onnxruntime().set_default_logger_severity(3)
     try:
         config = load_config(args.suite_config).select([args.model], [args.engine], [args.precision])
     except ConfigError as exc:

@@ -179,7 +179,7 @@ class BisectReport:
     @property
     def conclusion(self) -> str:
         if self.lowest_breaking is None:
-            return "passes at every optimization level with this feed: the failure is not reproduced"
+            return "passes at every optimization level with this feed: no level breaks it"
         if self.last_good is None:
             text = (f"fails already at {self.lowest_breaking}, without any graph optimization: the file itself (for a "
                     "QDQ file, its quantization, which ONNX Runtime runs unfused there) or its unfused kernels are "
