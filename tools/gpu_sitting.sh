@@ -69,26 +69,12 @@ case "$PART" in
     status=${PIPESTATUS[0]}
     ;;
   localize)
-    cat > "$OUT/overflow.toml" <<'TOML'
-[run]
-requires = ["torch", "onnxruntime"]
-
-[models.overflow_mlp]
-factory = "tests.selftest.overflow_models:overflow_mlp"
-inputs = [{ name = "x", shape = [16], dtype = "float32", low = -1.0, high = 1.0 }]
-outputs = ["logits"]
-batch_sizes = [1, 8]
-precisions = ["fp32", "fp16"]
-engines = ["torch", "onnxruntime"]
-
-[models.layernorm_overflow]
-factory = "tests.selftest.overflow_models:layernorm_overflow"
-inputs = [{ name = "x", shape = [16], dtype = "float32", low = -1.0, high = 1.0 }]
-outputs = ["logits"]
-batch_sizes = [1, 8]
-precisions = ["fp32", "fp16"]
-engines = ["torch", "onnxruntime"]
-TOML
+    { echo '[run]'; echo 'requires = ["torch", "onnxruntime"]'
+      for model in overflow_mlp layernorm_overflow; do printf '%s\n' "" "[models.$model]" \
+        "factory = \"tests.selftest.overflow_models:$model\"" \
+        'inputs = [{ name = "x", shape = [16], dtype = "float32", low = -1.0, high = 1.0 }]' \
+        'outputs = ["logits"]' 'batch_sizes = [1, 8]' 'precisions = ["fp32", "fp16"]' \
+        'engines = ["torch", "onnxruntime"]'; done; } > "$OUT/overflow.toml"
     pytest_ --device "${DEVICE:-cuda:0}" --suite-config "$OUT/overflow.toml" tests/parity/test_parity.py -k uniform --localize \
       --suite-results "$OUT/localize.json" -q "${EXTRA[@]}" 2>&1 | tee "$OUT/localize.log"
     status=${PIPESTATUS[0]}

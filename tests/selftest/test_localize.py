@@ -177,18 +177,24 @@ def test_precision_census_of_a_plain_file_counts_by_input_type(cache):
 # ---- onnxruntime: the optimization bisect ------------------------------------------------------------------
 
 
-def test_bisect_names_the_first_level_that_changes_the_result_and_its_new_nodes(cache):
-    """Judged bit-exactly against the unoptimized run, the first level that changes a conv net's output is the
-    one that swaps its convolutions for NCHWc kernels (another summation order)."""
+def _conv_net_unoptimized(cache):
+    """The conv net's fp32 file, a feed, and its output with every graph optimization off."""
+    import onnxruntime as ort
+
     inputs = (InputSpec("image", (3, 16, 16), low=-1.0, high=1.0),)
     path = ModelBuild("conv_net", conv_net, inputs, ("logits",), cache).onnx_path("fp32")
     feed = synthetic_feed(inputs, 4, "normal", seed=3)
-    import onnxruntime as ort
-
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    reference = {"logits": session.run(["logits"], session_inputs(session, feed))[0]}
+    return path, feed, session.run(["logits"], session_inputs(session, feed))[0]
+
+
+def test_bisect_names_the_first_level_that_changes_the_result_and_its_new_nodes(cache):
+    """Judged bit-exactly against the unoptimized run, the first level that changes a conv net's output is the
+    one that swaps its convolutions for NCHWc kernels (another summation order)."""
+    path, feed, unoptimized = _conv_net_unoptimized(cache)
+    reference = {"logits": unoptimized}
     exact = Tolerance(rtol=0.0, atol=0.0, min_isclose_pct=100.0)
     report = bisect_optimizations(path, feed, reference, exact, ["CPUExecutionProvider"])
     assert [r.level for r in report.levels] == list(available_levels())
@@ -207,15 +213,8 @@ def test_bisect_names_the_level_that_makes_an_already_failing_cell_worse(cache):
     costs top-1 agreement at every level), the bisect still names the level whose output departs from the
     unoptimized run, and the nodes it brought in. Here the reference is off by a factor of 2 at every level,
     and the level that swaps the convolutions for NCHWc kernels changes the numbers (bit-exact tolerance)."""
-    inputs = (InputSpec("image", (3, 16, 16), low=-1.0, high=1.0),)
-    path = ModelBuild("conv_net", conv_net, inputs, ("logits",), cache).onnx_path("fp32")
-    feed = synthetic_feed(inputs, 4, "normal", seed=3)
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    wrong = {"logits": 2.0 * session.run(["logits"], session_inputs(session, feed))[0]}
+    path, feed, unoptimized = _conv_net_unoptimized(cache)
+    wrong = {"logits": 2.0 * unoptimized}
     exact = Tolerance(rtol=0.0, atol=0.0, min_isclose_pct=100.0, min_top1_agreement_pct=100.0)
     report = bisect_optimizations(path, feed, wrong, exact, ["CPUExecutionProvider"])
     assert report.lowest_breaking == "ORT_DISABLE_ALL" and report.last_good is None
