@@ -927,3 +927,23 @@ def test_tables_say_model_wide_notes_once_and_leave_out_columns_that_say_nothing
     assert "bound: host for every case of this model" in caption
     row = _one(r'<tr class="" data-cell="net-onnxruntime-int8".*?</tr>', table)
     assert row.endswith("<td>99.50</td><td>1e-06</td></tr>")  # isclose and MAE right after the GPU columns
+
+
+def test_localization_notes_carry_the_census_and_both_bisect_conclusions() -> None:
+    """The report's localization table is preceded by the precision census and the bisect's two conclusions: the
+    optimization level and the execution provider's settings (engines/onnxrt/bisect.py)."""
+    from report.parity_tables import localization_table
+
+    record = {"cell": "m-onnxruntime-fp32", "name": "logits", "dataset": "generated:uniform", "localization": {
+        "worst": [{"index": 0, "name": "logits", "op_type": "Gemm", "max_abs_error": 0.01, "cosine": 1.0,
+                   "isclose_pct": 71.88}],
+        "first_divergent": None,
+        "census_verdict": {"ok": True, "text": "3 of 3 conv/gemm/matmul nodes compute in fp32"},
+        "bisect": {"conclusion": "passes at every optimization level with this feed: no level breaks it",
+                   "providers": ["CUDAExecutionProvider", "CPUExecutionProvider"], "cell_level": "ORT_ENABLE_ALL",
+                   "settings_conclusion": "use_tf32=1 breaks it"}}}
+    html = localization_table(record)
+    assert '<p class="note">3 of 3 conv/gemm/matmul nodes compute in fp32</p>' in html
+    assert "optimization bisect: passes at every optimization level with this feed: no level breaks it" in html
+    assert "CUDAExecutionProvider settings at ORT_ENABLE_ALL, one at a time: use_tf32=1 breaks it" in html
+    assert html.index("use_tf32=1 breaks it") < html.index('<table class="suite localization"')
