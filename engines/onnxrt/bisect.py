@@ -265,9 +265,23 @@ def bisect_optimizations(onnx_path: Path | str, feed: Mapping[str, np.ndarray],
                        if getattr(ort.GraphOptimizationLevel, level) == make().graph_optimization_level), None)
     level_outputs: dict[str, dict[str, np.ndarray]] = {}
 
+    def options_at(level: str) -> ort.SessionOptions:
+        options = make()
+        options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
+        if options.log_severity_level < 3:
+            options.log_severity_level = 3  # ENABLE_ALL warns that NCHWc graphs are hardware specific
+        return options
+
     def run(options: ort.SessionOptions, providers: Sequence[Any]) -> dict[str, np.ndarray]:
         session = ort.InferenceSession(str(onnx_path), options, providers=list(providers))
         return dict(zip(names, session.run(names, session_inputs(session, feed)), strict=True))
+
+    def judged(outputs: Mapping[str, np.ndarray]) -> tuple[tuple[str, ...], float | None, float | None]:
+        """Failures against the reference, worst cosine, worst top-1 agreement."""
+        reports = compare_outputs(reference, outputs, tolerance)
+        return (tuple(f"{n}: {f}" for n, r in reports.items() for f in r.failures),
+                _worst(r.cosine for r in reports.values()),
+                _worst(r.top1_agreement_pct for r in reports.values() if r.top1_agreement_pct is not None))
 
     results: list[LevelResult] = []
     graphs: dict[str, onnx.ModelProto | None] = {}
@@ -276,25 +290,19 @@ def bisect_optimizations(onnx_path: Path | str, feed: Mapping[str, np.ndarray],
         folder = Path(workdir) if workdir is not None else Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
         for level in available_levels():
-            options = make()
-            options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
+            options = options_at(level)
             options.optimized_model_filepath = str(folder / f"{level}.onnx")
-            if options.log_severity_level < 3:
-                options.log_severity_level = 3  # ENABLE_ALL warns that NCHWc graphs are hardware specific
             try:
                 outputs = run(options, providers)
             except Exception as exc:
                 graphs[level] = None
                 results.append(LevelResult(level, False, ("session failed",), None, None, None, None, None,
-                                           error=str(exc).splitlines()[0] if str(exc) else type(exc).__name__))
+                                           error=_first_line(exc)))
                 continue
             level_outputs[level] = outputs
             graph = _load(folder / f"{level}.onnx")
             graphs[level] = graph
-            reports = compare_outputs(reference, outputs, tolerance)
-            failures = tuple(f"{n}: {f}" for n, r in reports.items() for f in r.failures)
-            cosine = _worst(r.cosine for r in reports.values())
-            top1 = _worst(r.top1_agreement_pct for r in reports.values() if r.top1_agreement_pct is not None)
+            failures, cosine, top1 = judged(outputs)
             if unoptimized is None and level == "ORT_DISABLE_ALL":
                 unoptimized = outputs
             cos_u = max_u = None
@@ -323,30 +331,23 @@ def bisect_optimizations(onnx_path: Path | str, feed: Mapping[str, np.ndarray],
         good, bad = graphs.get(pair[0].level), graphs.get(pair[1].level)
         if good is not None and bad is not None:
             diff = diff_graphs(good, bad)
-    provider_names = tuple(p if isinstance(p, str) else p[0] for p in providers)
+    provider_names = tuple(_split(p)[0] for p in providers)
     tried: list[VariantResult] = []
     if cell_level is not None and cell_level in level_outputs:
         cell_outputs = level_outputs[cell_level]
         for variant in (variants if variants is not None else default_variants(providers, make)):
-            options = make()
-            options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, cell_level)
-            if options.log_severity_level < 3:
-                options.log_severity_level = 3
+            options = options_at(cell_level)
             for key, value in variant.config_entries.items():
                 options.add_session_config_entry(key, value)
             try:
                 outputs = run(options, _with_options(providers, variant.provider_options))
             except Exception as exc:
                 tried.append(VariantResult(variant.label, False, ("session failed",), None, None, None, None,
-                                           error=str(exc).splitlines()[0] if str(exc) else type(exc).__name__))
+                                           error=_first_line(exc)))
                 continue
-            reports = compare_outputs(reference, outputs, tolerance)
-            tried.append(VariantResult(
-                variant.label, all(r.passed for r in reports.values()),
-                tuple(f"{n}: {f}" for n, r in reports.items() for f in r.failures),
-                _worst(r.cosine for r in reports.values()),
-                _worst(r.top1_agreement_pct for r in reports.values() if r.top1_agreement_pct is not None),
-                *_against(cell_outputs, outputs, against_unoptimized)))
+            failures, cosine, top1 = judged(outputs)
+            tried.append(VariantResult(variant.label, not failures, failures, cosine, top1,
+                                       *_against(cell_outputs, outputs, against_unoptimized)))
     return BisectReport(tuple(results), None if breaking is None else breaking.level,
                         None if last_good is None else last_good.level, diff, ort.__version__, provider_names,
                         str(onnx_path), None if changing is None else changing.level,
@@ -367,8 +368,7 @@ def _against(base: Mapping[str, np.ndarray], outputs: Mapping[str, np.ndarray],
 def default_variants(providers: Sequence[Any], session_options: Callable[[], Any]) -> tuple[Variant, ...]:
     """The first provider's ``PROVIDER_VARIANTS``, less each whose setting the cell already has (its own provider
     options, session config entries, or ONNX Runtime's default)."""
-    first = providers[0] if providers else "CPUExecutionProvider"
-    name, given = (first, {}) if isinstance(first, str) else (first[0], dict(first[1]))
+    name, given = _split(providers[0] if providers else "CPUExecutionProvider")
     options = session_options()
 
     def current(key: str) -> str:
@@ -387,9 +387,17 @@ def _with_options(providers: Sequence[Any], extra: Mapping[str, str]) -> list[An
     """``providers`` with ``extra`` merged into the first one's options."""
     if not extra:
         return list(providers)
-    first = providers[0]
-    name, given = (first, {}) if isinstance(first, str) else (first[0], dict(first[1]))
+    name, given = _split(providers[0])
     return [(name, {**given, **extra}), *providers[1:]]
+
+
+def _split(provider: Any) -> tuple[str, dict[str, Any]]:
+    """A provider as ONNX Runtime takes it (a name, or a name and its options) -> (name, options)."""
+    return (provider, {}) if isinstance(provider, str) else (provider[0], dict(provider[1]))
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 def diff_graphs(good: onnx.ModelProto, bad: onnx.ModelProto) -> NodeDiff:
