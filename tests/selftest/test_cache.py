@@ -116,16 +116,11 @@ def test_unhashable_key_part_is_rejected(tmp_path):
 def test_an_unwritable_kind_directory_is_found_at_start_up(tmp_path):
     """A writable root whose onnx/ is not: one CacheUnusable naming it (a PermissionError in every build before).
     chmod does not stop root, so as root onnx/ is a link to /sys (sysfs: root cannot create files there either)."""
-    import os
-
     from suite.cache import CacheUnusable
+    from tests.selftest.suite_runs import make_unwritable
 
     kind = tmp_path / "onnx"
-    if os.geteuid() == 0:
-        kind.symlink_to("/sys")
-    else:
-        kind.mkdir()
-        kind.chmod(0o555)
+    make_unwritable(kind)
     try:
         with pytest.raises(CacheUnusable, match=rf"^engine cache {tmp_path}: its onnx/ directory is not writable: "):
             ArtifactCache(tmp_path).ensure_usable()

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from suite import cmdline
-from tests.selftest.suite_runs import ROOT, TINY, explain, run_suite
+from suite import cmdline, verdict
+from tests.selftest.suite_runs import ROOT, TINY, explain, run_suite, suite_args
 
 pytestmark = pytest.mark.selftest
 
@@ -99,8 +99,7 @@ def test_a_cuda_tier_without_working_cuda_is_one_usage_error(tmp_path: Path) -> 
     import torch
 
     if torch.cuda.is_available():
-        pytest.skip("not judged (unsupported): this machine has a working CUDA device; the scenario needs one "
-                    "without")
+        verdict.skip("unsupported", "this machine has a working CUDA device; the scenario needs one without")
     done = run_suite(tmp_path, "--device", "cuda:0", "--suite-config", str(ROOT / "suite-gpu.toml"), "--models",
                      "digits_cnn", "-m", "accuracy or parity", tests=ACCURACY)
     assert done.returncode == 4, explain(done)
@@ -306,9 +305,7 @@ def _signal_text(sig: signal.Signals) -> str:
 
 
 def _suite_cmd(workdir: Path, *args: str, tests: tuple[str, ...]) -> list[str]:
-    return [sys.executable, "-m", "pytest", *tests, "-p", "no:cacheprovider", "--rootdir", str(ROOT), "-c",
-            str(ROOT / "pyproject.toml"), "--suite-config", str(TINY), "--engine-cache", str(workdir / "cache"),
-            "--benchmark-storage", f"file://{workdir / 'benchmarks'}", "-q", "-rf", "--color=no", *args]
+    return [sys.executable, "-m", "pytest", *suite_args(workdir, *args, tests=tests)]
 
 
 # ----------------------------------------------------------------------------------------------- pytest-benchmark

@@ -42,7 +42,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.selftest.suite_runs import ROOT, Forker, run_suite, suite_args
+from tests.selftest.suite_runs import ROOT, Forker, make_unwritable, run_suite, shared_forker, suite_args
 
 pytestmark = pytest.mark.selftest
 
@@ -404,25 +404,14 @@ def _write(name: str, content: str | bytes) -> Callable[[Path, Path], None]:
 
 
 def _unwritable(work: Path, root: Path) -> None:
-    """WORK/ro, a directory nobody can create files in. chmod does not stop root, so as root it is a link to
-    /sys (sysfs: root cannot create files there either)."""
-    target = work / "ro"
-    if os.geteuid() == 0:
-        target.symlink_to("/sys")
-    else:
-        target.mkdir()
-        target.chmod(0o555)
+    """WORK/ro, a directory nobody can create files in."""
+    make_unwritable(work / "ro")
 
 
 def _unwritable_kind(work: Path, root: Path) -> None:
-    """WORK/cache writable, its onnx/ kind directory not (as root: a link to /sys, as in _unwritable)."""
-    kind = work / "cache" / "onnx"
-    kind.parent.mkdir(parents=True)
-    if os.geteuid() == 0:
-        kind.symlink_to("/sys")
-    else:
-        kind.mkdir()
-        kind.chmod(0o555)
+    """WORK/cache writable, its onnx/ kind directory not."""
+    (work / "cache").mkdir(parents=True)
+    make_unwritable(work / "cache" / "onnx")
 
 
 def _writable(directory: Path) -> bool:
@@ -1008,14 +997,13 @@ def run_corpus(cases: Iterable[Case], root: Path, workers: int | None = None) ->
     then the runs that build engines, then the start-up errors, which fill the gaps at the end."""
     global _forker
     runs = sorted(dict.fromkeys(case.run for case in cases), key=lambda r: r.tests == (ACCURACY,) and not r.prepare)
-    _forker = Forker()
+    _forker = shared_forker()
     try:
         with ThreadPoolExecutor(workers or max(2, os.cpu_count() or 2)) as pool:
             for name in sorted({name for run in runs for name in run.needs}):
                 pool.submit(_prebuilt, root, name)
             return dict(zip(runs, pool.map(lambda r: run_one(r, root), runs), strict=True))
     finally:
-        _forker.close()
         _forker = None
 
 

@@ -315,7 +315,7 @@ MASKED = (InputSpec("x", (tm.MaskedNet.FEATURES,), "float32", -1.0, 1.0),
 
 @pytest.fixture(scope="module")
 def masked(cache):
-    return _build(cache, "masked", tm.masked_net, MASKED, calibration=lambda: tm.MaskedData(17))
+    return _build(cache, "masked", tm.masked_net, MASKED, calibration=lambda: tm.masked_data().take(17))
 
 
 @pytest.mark.parametrize("precision", ["fp32", "fp16", "bf16", "int8"])

@@ -136,29 +136,15 @@ def masked_net(cache=None) -> torch.nn.Module:
     return MaskedNet().eval()
 
 
-class MaskedData:
-    """Rows for MaskedNet: float features in [-1, 1], a bool mask."""
+def masked_data(cache=None):
+    """32 rows for MaskedNet: float features in [-1, 1], a bool mask."""
+    import numpy as np
 
-    def __init__(self, rows: int = 32, seed: int = 5) -> None:
-        import numpy as np
+    from fixtures.data import Dataset
 
-        rng = np.random.default_rng(seed)
-        self.feeds = {"x": rng.uniform(-1, 1, (rows, MaskedNet.FEATURES)).astype(np.float32),
-                      "mask": rng.random((rows, MaskedNet.FEATURES)) < 0.5}
-        self.rows, self.seed = rows, seed
-
-    def __len__(self) -> int:
-        return self.rows
-
-    def take(self, n: int) -> "MaskedData":
-        return MaskedData(min(n, self.rows), self.seed)
-
-    def digest(self) -> str:
-        return f"masked-{self.rows}-{self.seed}"
-
-
-def masked_data(cache=None) -> MaskedData:
-    return MaskedData()
+    rng = np.random.default_rng(5)
+    return Dataset("masked", {"x": rng.uniform(-1, 1, (32, MaskedNet.FEATURES)).astype(np.float32),
+                              "mask": rng.random((32, MaskedNet.FEATURES)) < 0.5})
 
 
 class DictOutputNet(TwoInputNet):
