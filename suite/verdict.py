@@ -47,9 +47,9 @@ REASONS: dict[str, str] = {
     "skipped": "skipped without a reason code (a plain pytest.skip)",
 }
 
-#: Reasons that say the check's engine ran (a gate could not decide, or it ran in another precision), as
-#: opposed to the structural ones (unsupported, unavailable, no-data, skipped) where it never ran.
-RAN_REASONS = frozenset({"precision-not-run", "no-baseline", "busy", "inconclusive", "benchmark-disabled"})
+#: Reasons that say the check's engine could not run here at all, as opposed to those where it ran (a gate could
+#: not decide, or it ran in another precision) and to 'interrupted', where the run stopped before it could tell.
+STRUCTURAL_REASONS = frozenset({"unsupported", "unavailable", "no-data", "skipped"})
 
 USER_PROPERTY = "suite_check"
 _SKIP_TAG = re.compile(r"not judged \(([a-z0-9-]+)\)")
@@ -187,9 +187,10 @@ class Ledger:
     def require(self, name: str, check_ids: Iterable[str], why: str) -> None:
         """Something the run was required to exercise (an engine of ``[run] requires`` or ``--engines``) fails
         the run when none of its checks ran: each ended not judged for a structural reason (unsupported,
-        unavailable, no-data, skipped), not for a gate's (busy, no-baseline) or the precision census's."""
+        unavailable, no-data, skipped), not for a gate's (busy, no-baseline), the precision census's or an
+        interruption's."""
         checks = [self.checks[i] for i in check_ids if i in self.checks]
-        if not checks or any(c.state != NOT_JUDGED or c.reason in RAN_REASONS for c in checks):
+        if not checks or any(c.state != NOT_JUDGED or c.reason not in STRUCTURAL_REASONS for c in checks):
             return
         reasons = sorted({str(c.reason) for c in checks})
         self.add(f"required {name}", FAILED,

@@ -84,6 +84,30 @@ def test_a_known_failure_as_declared_is_counted_apart_and_does_not_fail_the_run(
     assert counts["known_failures"] == 1 and counts["failed"] == 0
 
 
+def test_a_required_engine_fails_only_when_none_of_its_checks_could_run() -> None:
+    """Every check not judged for a structural reason (unsupported, unavailable, no-data, skipped): the required
+    engine fails the run. A check that ran, or one a gate could not decide, or one cut off by an interruption,
+    leaves it to those checks' own verdicts."""
+
+    def ledger_with(*reasons: str) -> Ledger:
+        ledger = Ledger(accepted=tuple(verdict.REASONS))
+        for i, reason in enumerate(reasons):
+            ledger.add(f"t::{i}", NOT_JUDGED, reason, "why")
+        ledger.require("engine tensorrt", [f"t::{i}" for i in range(len(reasons))], "it is required")
+        return ledger
+
+    failed = ledger_with("unavailable", "unsupported", "no-data", "skipped")
+    assert failed.outcome()[0] == FAILED
+    assert [c.id for c in failed.by_state(FAILED)] == ["required engine tensorrt"]
+    assert "none of its 4 checks could run" in failed.by_state(FAILED)[0].detail
+    for ran in ("busy", "no-baseline", "precision-not-run", "inconclusive", "benchmark-disabled", "interrupted"):
+        assert not ledger_with("unavailable", ran).by_state(FAILED), ran
+    stopped = Ledger(accepted=tuple(verdict.REASONS))
+    stopped.mark_interrupted("SIGTERM", ["t::0", "t::1"])
+    stopped.require("engine onnxruntime", ["t::0", "t::1"], "it is required")
+    assert stopped.outcome()[0] == NOT_JUDGED and not stopped.by_state(FAILED)
+
+
 def test_an_interruption_marks_every_check_that_never_ended() -> None:
     ledger = Ledger(accepted=tuple(verdict.REASONS))
     ledger.add_report(_report("t::a", "passed"))
