@@ -514,8 +514,7 @@ def note_collected(config: pytest.Config, ids: list[str]) -> None:
         _preflight(config, ids)
         set_coverage(config, ids)
     except pytest.UsageError as exc:  # the error ends the run before any test: the verdict carries its text
-        if not getattr(config, "_suite_startup_error", None):
-            config._suite_startup_error = str(exc)  # type: ignore[attr-defined]
+        ledger_of(config).note_error(str(exc))
         raise
 
 
@@ -523,9 +522,9 @@ def pytest_internalerror(excrepr: Any, excinfo: Any) -> None:
     """An internal error ends the run: the verdict (results file, report) says which."""
     config = _CONFIG[-1] if _CONFIG else None
     crash = getattr(excrepr, "reprcrash", None)
-    if config is not None and not getattr(config, "_suite_startup_error", None):
-        config._suite_startup_error = (  # type: ignore[attr-defined]
-            f"internal error: {getattr(crash, 'message', None) or str(excinfo.value)[:300]}")
+    ledger = config.stash.get(LEDGER_KEY, None) if config is not None else None
+    if ledger is not None:
+        ledger.note_error(f"internal error: {getattr(crash, 'message', None) or str(excinfo.value)[:300]}")
 
 
 #: Tests whose ids name no model: the one model each uses (the harness-overhead check's is --overhead-model).
@@ -548,8 +547,8 @@ def models_of(nodeids: list[str], models: Any, overhead_model: str | None = None
 
 
 def _preflight(config: pytest.Config, nodeids: list[str]) -> None:
-    """The start-up check of every model the collected tests use, each failure one line of one usage error. The
-    error's text is kept on ``config._suite_startup_error`` for the verdict (the usage error ends the run first)."""
+    """The start-up check of every model the collected tests use, each failure one line of one usage error
+    (note_collected keeps its text for the verdict: the usage error ends the run first)."""
     from suite.preflight import PROGRESS_PREFIX, startup_message
 
     state, suite = config.stash[_RUN_KEY], suite_session(config)
@@ -574,9 +573,7 @@ def _preflight(config: pytest.Config, nodeids: list[str]) -> None:
         check_models(state.config.select(used, None, None), suite.cache, suite.device, build_for=suite.build,
                      dataset_for=suite.dataset, progress=progress, warn=warn)
     except ConfigError as exc:
-        message = startup_message(exc, state.config.path.name)
-        config._suite_startup_error = message  # type: ignore[attr-defined]
-        raise pytest.UsageError(message) from exc
+        raise pytest.UsageError(startup_message(exc, state.config.path.name)) from exc
 
 
 class _VerdictPlugin:
@@ -629,9 +626,6 @@ class _VerdictPlugin:
         self._strict_known_failures(ledger)
         session.exitstatus = ledger.exit_status(int(session.exitstatus))
         config._suite_verdict = ledger.as_dict()  # type: ignore[attr-defined]  # read by report/plugin.py
-        error = getattr(config, "_suite_startup_error", None)  # a model's start-up check failed (suite/preflight.py)
-        if error:
-            config._suite_verdict["error"] = error  # type: ignore[attr-defined]
         config._suite_run_info = run_info(config)  # type: ignore[attr-defined]
         suite = suite_session(config)
         environment = run_environment(config)

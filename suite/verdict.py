@@ -136,6 +136,7 @@ class Ledger:
     checks: dict[str, Check] = field(default_factory=dict)
     expected: int | None = None  # checks collected; those never reported end 'interrupted' if the run stops
     interrupted: str | None = None
+    error: str | None = None  # what ended the run before any test: a start-up usage error, an internal error
 
     # ---- reporting --------------------------------------------------------------------------------
     def add(self, check_id: str, state: str, reason: str | None = None, detail: str = "",
@@ -196,6 +197,11 @@ class Ledger:
         self.add(f"required {name}", FAILED,
                  detail=f"{why} and none of its {len(checks)} checks could run (not judged: {', '.join(reasons)}; "
                         f"e.g. {checks[0].detail})")
+
+    def note_error(self, text: str) -> None:
+        """The error that ended the run early; the first one stands (a later one is its consequence)."""
+        if not self.error:
+            self.error = text
 
     def mark_interrupted(self, why: str, collected: Iterable[str]) -> None:
         """Checks that were collected and never reported end 'interrupted'."""
@@ -258,6 +264,7 @@ class Ledger:
             "known_failures": [c.as_dict() for c in self.by_state(FAILED, True)],
             "not_judged": {r: [c.as_dict() for c in cs] for r, cs in self.not_judged_by_reason().items()},
             "reasons": {r: REASONS[r] for r in self.not_judged_by_reason()},
+            **({"error": self.error} if self.error else {}),
         }
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from engines.artifacts import ModelBuild
 from engines.base import InputSpec
-from suite import plugin
+from suite import plugin, verdict
 from suite.cache import ArtifactCache
 from suite.config import ConfigError, load_config, parse_config
 from suite.preflight import (
@@ -248,7 +248,7 @@ class _PytestConfig:
 
     def __init__(self, config, cache: ArtifactCache, **options) -> None:
         self.stash = {plugin._RUN_KEY: plugin.RunState(config, set(), {}),
-                      plugin._SESSION_KEY: SuiteSession(config, cache)}
+                      plugin._SESSION_KEY: SuiteSession(config, cache), plugin.LEDGER_KEY: verdict.Ledger()}
         self.options = {"--overhead-model": None, "verbose": 0, **options}
         self.reporter = _Reporter()
         self.pluginmanager = self
@@ -279,11 +279,12 @@ def test_only_the_harness_overhead_check_selected_still_checks_its_model(tmp_pat
 
 
 def test_the_start_up_error_is_kept_for_the_verdict(tmp_path):
-    """The usage error ends the run before the verdict is settled: its text waits on the config for it."""
+    """The usage error ends the run before the verdict is settled: its text waits in the run's ledger for it."""
     pytest_config = _PytestConfig(_config(inputs=X10), ArtifactCache(tmp_path / "cache"))
     with pytest.raises(pytest.UsageError) as info:
-        plugin._preflight(pytest_config, ["tests/accuracy/test_accuracy.py::test_top1_top5[m-torch-fp32]"])
-    assert pytest_config._suite_startup_error == str(info.value)
+        plugin.note_collected(pytest_config, ["tests/accuracy/test_accuracy.py::test_top1_top5[m-torch-fp32]"])
+    assert plugin.ledger_of(pytest_config).error == str(info.value)
+    assert plugin.ledger_of(pytest_config).as_dict()["error"] == str(info.value)
     assert str(info.value).startswith("<memory>: [models.m].inputs: the smoke forward on a synthetic batch of 2")
 
 
