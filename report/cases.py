@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from suite.baselines import key_label, latency_key
+
 ENGINE_ORDER = ("torch", "onnxruntime", "inductor", "tensorrt")
 PRECISION_ORDER = ("fp32", "tf32", "fp16", "bf16", "int8")
 PATH_ORDER = ("all", "model", "graph")
@@ -47,7 +49,8 @@ def shape_sort_key(shape: Shape) -> tuple[int, tuple[tuple[str, int, Any], ...]]
 
 
 def shape_id(shape: Shape) -> str:
-    """As the suite names the case (suite.config.LatencyShape.id): 'bs8', 'bs8-seq256'."""
+    """As the suite names the case: 'bs8', 'bs8-seq256'. Must equal suite.config.LatencyShape.id (not imported:
+    suite.config is heavy), since latency_labels looks the gate's outcomes up by it."""
     batch, dims = shape
     return "-".join([f"bs{batch}", *(f"{k}{v}" for k, v in dims)])
 
@@ -64,14 +67,16 @@ def shape_title(shape: Shape) -> str:
 
 
 def latency_labels(record: Mapping[str, Any]) -> list[str]:
-    """The latency gate's labels this record may carry (suite/baselines.py key_label of latency_key:
-    '{model}-{engine}-{precision}-{shape}-{path}', the shape the record's own 'shape' or 'bs{batch}'), most
-    specific first, so that 'bs8-seq256' finds its outcome and a record saved before shapes existed still does."""
-    path = str(record.get("path", "all"))
-    path = path[len("latency-"):] if path.startswith("latency-") else path
-    head = f"{record.get('model')}-{record.get('engine')}-{record.get('precision')}"
-    ids = [record.get("shape"), shape_id(shape_of(record)), f"bs{record.get('batch_size')}"]
-    return list(dict.fromkeys(f"{head}-{i}-{path}" for i in ids if i))
+    """The latency gate's labels this record may carry, most specific first: suite/baselines.py key_label of
+    latency_key (what the gate labels its outcomes with), its shape in turn the record's own 'shape', its
+    shape_id and 'bs{batch}', so that 'bs8-seq256' finds its outcome and a record saved before shapes existed
+    still does. None where the gate has no key for the record (no model, engine or precision, say)."""
+    key = latency_key(record)
+    if key is None:
+        return []
+    model, engine, precision, _, path = key
+    shapes = [record.get("shape"), shape_id(shape_of(record)), f"bs{record.get('batch_size')}"]
+    return list(dict.fromkeys(key_label((model, engine, precision, str(s), path)) for s in shapes if s))
 
 
 def is_generated(dataset: Any) -> bool:
