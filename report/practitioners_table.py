@@ -91,23 +91,16 @@ def census_cell(facts: Mapping[str, Any], rowspan: str) -> str:
 
 
 def practitioners_table(model: str, records: Sequence[Mapping[str, Any]], engines: Mapping[str, Mapping[str, Any]],
-                        shape: Shape | int | None, gate: Mapping[str, Any] | None = None,
+                        shape: Shape | None, gate: Mapping[str, Any] | None = None,
                         fold_notes_like: str | None = None) -> str:
-    """Rows engine x precision x latency path at one shape (batch and named axes; a bare batch size matches
-    every case at that batch); cell-level figures (layers, parameters, size, accuracy, parity on the model's
+    """Rows engine x precision x latency path at one shape (batch and named axes; None, for a model without
+    latency cases, matches none); cell-level figures (layers, parameters, size, accuracy, parity on the model's
     data set) span the cell's path rows. '-': not measured here.
 
     Columns that would be '-' or one value all along say so in the caption instead: top-1/top-5 where the model
     has no accuracy record, ``bound`` where every case of the model has the same. ``fold_notes_like``: the
     model-wide notes (paths, clocks, GPU columns) of the model's first table; where this table's are the same,
     they fold behind <details> instead of repeating above every table."""
-    batch = shape if isinstance(shape, int) or shape is None else shape[0]
-
-    def here(r: Mapping[str, Any]) -> bool:
-        if shape is None:
-            return False
-        return int(r.get("batch_size", -1)) == batch if isinstance(shape, int) else shape_of(r) == shape
-
     latency: dict[tuple[str, str], list[Mapping[str, Any]]] = defaultdict(list)
     accuracy: dict[tuple[str, str], Mapping[str, Any]] = {}
     parity: dict[tuple[str, str], Mapping[str, Any]] = {}
@@ -118,7 +111,7 @@ def practitioners_table(model: str, records: Sequence[Mapping[str, Any]], engine
         cell = (str(r.get("engine")), str(r.get("precision")))
         if r.get("kind") == "latency":
             model_latency.append(r)
-            if here(r):
+            if shape_of(r) == shape:
                 latency[cell].append(r)
         elif r.get("kind") == "accuracy":
             accuracy.setdefault(cell, r)
@@ -182,8 +175,7 @@ def practitioners_table(model: str, records: Sequence[Mapping[str, Any]], engine
             body.append(f'<tr class="{cls}" data-cell="{escape(model)}-{escape(engine)}-{escape(precision)}"'
                         + (f' data-path="{escape(str(path))}"' if r else "") + ">"
                         + (lead if i == 0 else "") + "".join(tds) + (tail if i == 0 else "") + "</tr>")
-    title = escape(model) + ("" if shape is None else f", batch {batch}" if isinstance(shape, int)
-                             else f", {escape(shape_title(shape))}")
+    title = escape(model) + ("" if shape is None else f", {escape(shape_title(shape))}")
     model_notes = model_table_notes(model, records, gate, shape)
     parity_source = sorted({str(r.get("dataset")) for r in parity.values()})
     notes = []
@@ -201,19 +193,17 @@ def practitioners_table(model: str, records: Sequence[Mapping[str, Any]], engine
     else:
         caption = f'<span class="detail">{". ".join([model_notes, *notes])}.</span>'
     return (f'<table class="suite practitioners" data-model="{escape(model)}"'
-            + ("" if batch is None else f' data-batch="{batch}"')
-            + ("" if shape is None or isinstance(shape, int) else f' data-shape="{escape(shape_id(shape))}"')
+            + ("" if shape is None else f' data-batch="{shape[0]}" data-shape="{escape(shape_id(shape))}"')
             + f'><caption>{title}{caption}</caption>'
             f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
 
 
 def model_table_notes(model: str, records: Sequence[Mapping[str, Any]], gate: Mapping[str, Any] | None,
-                      shape: Shape | int | None) -> str:
+                      shape: Shape | None) -> str:
     """The notes a model's tables share: what each latency path times and its clock (of the cases at this
     shape), and what the baseline and GPU columns mean where they are shown."""
     rows = [r for r in records if r.get("model") == model and r.get("kind") == "latency"]
-    here = [r for r in rows if shape is not None and (int(r.get("batch_size", -1)) == shape if isinstance(shape, int)
-                                                      else shape_of(r) == shape)]
+    here = [r for r in rows if shape_of(r) == shape]
     notes = [_clock_caption(here) if here else "no latency case ran for this model"]
     if (gate or {}).get("latency_baseline"):
         notes.append("change: current / baseline median - 1 and the gate's verdict")
