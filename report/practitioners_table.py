@@ -90,6 +90,13 @@ def census_cell(facts: Mapping[str, Any], rowspan: str) -> str:
     return f'<td{rowspan}{style} title="{escape(str(census.get("text", "")))}">{counts}</td>'
 
 
+def _has_gpu_memory(record: Mapping[str, Any]) -> bool:
+    """Whether a latency case carries NVML memory figures (a peak or a timeline): the GPU columns and their
+    note are shown where one of the model's cases does."""
+    gpu = record.get("gpu") or {}
+    return gpu.get("peak_memory_mib") is not None or bool((gpu.get("timeline") or {}).get("memory_mib"))
+
+
 def practitioners_table(model: str, records: Sequence[Mapping[str, Any]], engines: Mapping[str, Mapping[str, Any]],
                         shape: Shape | None, gate: Mapping[str, Any] | None = None,
                         fold_notes_like: str | None = None) -> str:
@@ -121,8 +128,7 @@ def practitioners_table(model: str, records: Sequence[Mapping[str, Any]], engine
     one_bound = next(iter(bounds)) if len(bounds) == 1 and "None" not in bounds else None
     with_bound = any("bound" in r for r in model_latency) and one_bound is None
     with_accuracy = bool(accuracy)
-    with_gpu = any((r.get("gpu") or {}).get("peak_memory_mib") is not None
-                   or ((r.get("gpu") or {}).get("timeline") or {}).get("memory_mib") for r in model_latency)
+    with_gpu = any(_has_gpu_memory(r) for r in model_latency)
     with_baseline = bool((gate or {}).get("latency_baseline"))
     outcomes = _latency_outcomes(gate)
     latency_columns = ["path", "median (ms)", "mean (ms)", "p99 (ms)", "max (ms)", "throughput (items/s)"]
@@ -207,8 +213,7 @@ def model_table_notes(model: str, records: Sequence[Mapping[str, Any]], gate: Ma
     notes = [_clock_caption(here) if here else "no latency case ran for this model"]
     if (gate or {}).get("latency_baseline"):
         notes.append("change: current / baseline median - 1 and the gate's verdict")
-    if any((r.get("gpu") or {}).get("peak_memory_mib") is not None
-           or ((r.get("gpu") or {}).get("timeline") or {}).get("memory_mib") for r in rows):
+    if any(_has_gpu_memory(r) for r in rows):
         notes.append(GPU_NOTE)
     return ". ".join(notes)
 
