@@ -64,7 +64,8 @@ def run_section(environment: Mapping[str, Any], run_info: Mapping[str, Any] | No
 #: pytest-html's own "Environment" block (what --metadata and CI variables put there, pytest-metadata's own
 #: keys dropped by report/plugin.py) sits above the verdict under the title "Environment", a second environment
 #: table. The script moves it here, under the run, and retitles it; without scripts, CSS (STYLE) retitles it
-#: in place. pytest-html's app.js fills the table by id, wherever it is.
+#: in place (report/style.py builds that rule from this title). pytest-html's app.js fills the table by id,
+#: wherever it is.
 RUN_METADATA_TITLE = "Run metadata (--metadata, CI variables)"
 
 

@@ -1,6 +1,8 @@
 """The CSS of the suite's report section, with the rules that retitle or hide pytest-html's own "Environment"
 block. Its own module because how the report looks changes apart from what it says."""
 
+from report.run_section import RUN_METADATA_TITLE
+
 #: Scoped to .suite-report, except the rules on pytest-html's own #environment block.
 STYLE = """
 <style>
@@ -60,8 +62,8 @@ STYLE = """
 #environment:empty, #environment-header:has(+ #environment:empty) { display: none; }
 /* ... and it is not the report's environment: retitled (and moved under "The run" by RUN_METADATA's script). */
 #environment-header:not(.suite-moved) h2 { font-size: 0; }
-#environment-header:not(.suite-moved) h2::after { content: "Run metadata (--metadata, CI variables)"; font-size: 16px; }
-.suite-report #environment-header h2 { font-size: 14px; border: none; margin: 12px 0 4px; }
+""" + f"""#environment-header:not(.suite-moved) h2::after {{ content: "{RUN_METADATA_TITLE}"; font-size: 16px; }}
+""" + """.suite-report #environment-header h2 { font-size: 14px; border: none; margin: 12px 0 4px; }
 .suite-report tr.flag td { background: #fff3d6; }
 </style>
 """
