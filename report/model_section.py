@@ -92,10 +92,9 @@ def overhead_table(model: str, records: Sequence[Mapping[str, Any]]) -> str:
 def overhead_missing(model: str, records: Sequence[Mapping[str, Any]],
                      environment: Mapping[str, Any] | None = None) -> str:
     """One line where a model's latency was timed and its harness overhead was not: a reader of a GPU run must
-    know the latency figures were not vouched for, rather than miss a table that is not there."""
+    know the latency figures were not vouched for, rather than miss a table that is not there. Called only where
+    overhead_table found no harness_overhead record of the model."""
     if not any(r.get("model") == model and r.get("kind") == "latency" for r in records):
-        return ""
-    if any(r.get("kind") == "harness_overhead" and r.get("model") == model for r in records):
         return ""
     others = sorted({str(r.get("model")) for r in records if r.get("kind") == "harness_overhead"})
     devices = {str(r.get("device")) for r in records if r.get("model") == model and r.get("device")}
