@@ -5,7 +5,7 @@ known failures). Its own module because it is the only section that reads the ve
 from __future__ import annotations
 
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
@@ -133,11 +133,8 @@ def _message(check: Mapping[str, Any]) -> str:
 
 def message_groups(checks: Sequence[Mapping[str, Any]]) -> list[tuple[int, str]]:
     """(count, message) of checks with the same first line, most frequent first: 28 checks of one missing
-    TensorRT are one line, not 28."""
-    counts: dict[str, int] = {}
-    for c in checks:
-        counts[_message(c)] = counts.get(_message(c), 0) + 1
-    return sorted(((n, m) for m, n in counts.items()), key=lambda x: -x[0])
+    TensorRT are one line, not 28. Equal counts keep the order their messages first appear in (most_common's)."""
+    return [(n, m) for m, n in Counter(map(_message, checks)).most_common()]
 
 
 def not_judged_html(verdict: Mapping[str, Any], stopped: bool) -> str:
