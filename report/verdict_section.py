@@ -160,7 +160,7 @@ def not_judged_html(verdict: Mapping[str, Any], stopped: bool) -> str:
                    f'data-accepted="{"yes" if ok else "no"}">')
         if ok:
             n, m = groups[0]
-            gist = f"{n} &times; {escape(m if len(m) <= 90 else m[:89] + '…')}" + (
+            gist = f"{n} &times; {escape(_clip(m))}" + (
                 f" and {len(groups) - 1} other message{'s' if len(groups) > 2 else ''}" if len(groups) > 1 else "")
             parts.append(f'{opening}<details class="accepted-reason"><summary><b>{head}</b>. {gist}</summary>'
                          f"{description}{grouped}<p class=\"note\">The checks:</p>"
@@ -196,6 +196,11 @@ def _short(message: str) -> str:
     """The gist of a not-judged message: up to its first ' (', '; ' or ': ' past a few words."""
     cuts = [i for i in (message.find(" ("), message.find("; "), message.find(": ")) if i >= 15]
     text = message[:min(cuts)] if cuts else message
+    return _clip(text)
+
+
+def _clip(text: str) -> str:
+    """At most 90 characters, an ellipsis ending what was cut: a message's gist on one line."""
     return text if len(text) <= 90 else text[:89] + "…"
 
 
