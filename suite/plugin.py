@@ -39,7 +39,7 @@ from suite.config import (
 )
 from suite.device import DeviceError, check_device
 from suite.environment import fingerprint
-from suite.preflight import check_models
+from suite.preflight import PROGRESS_PREFIX, check_models
 from suite.results import merge_streamed, results_document, write_json_atomic
 from suite.session import REFERENCE_ENGINE, Cell, SuiteSession
 from suite.timing import PATHS
@@ -207,20 +207,17 @@ def pytest_configure(config: pytest.Config) -> None:
 
     def on_event(event: CacheEvent) -> None:
         """Progress on long builds, live, whatever pytest's capture mode."""
-        reporter = config.pluginmanager.get_plugin("terminalreporter")
         if event.action == "start":
-            text = f"[engine cache] building {event.label} ..."
+            text = f"building {event.label} ..."
             if event.detail:
-                text = f"[engine cache] corrupt entry ({event.detail}); rebuilding {event.label} ..."
+                text = f"corrupt entry ({event.detail}); rebuilding {event.label} ..."
         elif event.action in ("build", "rebuild-corrupt"):
-            text = f"[engine cache] built {event.label} in {event.seconds:.1f} s"
+            text = f"built {event.label} in {event.seconds:.1f} s"
         elif event.action == "wait":
-            text = f"[engine cache] waiting: {event.detail or event.label}"
+            text = f"waiting: {event.detail or event.label}"
         else:
             return
-        log.info(text)
-        if reporter is not None and config.getoption("verbose") >= 0:
-            reporter.write_line(text)
+        _progress(config, text, logged=f"{PROGRESS_PREFIX} {text}")
 
     cache = ArtifactCache(config.getoption("--engine-cache"), on_event=on_event)
     try:
@@ -546,10 +543,19 @@ def models_of(nodeids: list[str], models: Any, overhead_model: str | None = None
     return [n for n in models if n in used]
 
 
+def _progress(config: pytest.Config, text: str, logged: str) -> None:
+    """A progress line (the cache's builds, the models' start-up check): ``PROGRESS_PREFIX text`` on the terminal,
+    live whatever pytest's capture mode (not under -qq), and ``logged`` in the log."""
+    log.info(logged)
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and config.getoption("verbose") >= 0:
+        reporter.write_line(f"{PROGRESS_PREFIX} {text}")
+
+
 def _preflight(config: pytest.Config, nodeids: list[str]) -> None:
     """The start-up check of every model the collected tests use, each failure one line of one usage error
     (note_collected keeps its text for the verdict: the usage error ends the run first)."""
-    from suite.preflight import PROGRESS_PREFIX, startup_message
+    from suite.preflight import startup_message
 
     state, suite = config.stash[_RUN_KEY], suite_session(config)
     overhead = config.getoption("--overhead-model") or next(iter(state.config.models), None)
@@ -559,10 +565,7 @@ def _preflight(config: pytest.Config, nodeids: list[str]) -> None:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
 
     def progress(text: str) -> None:
-        """Live, whatever pytest's capture mode (as the cache's progress, pytest_configure's on_event)."""
-        log.info(text)
-        if reporter is not None and config.getoption("verbose") >= 0:
-            reporter.write_line(f"{PROGRESS_PREFIX} {text}")
+        _progress(config, text, logged=text)
 
     def warn(text: str) -> None:
         log.warning(text)
