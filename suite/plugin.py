@@ -53,8 +53,9 @@ LEDGER_KEY = pytest.StashKey[verdict.Ledger]()
 _RUN_KEY = pytest.StashKey["RunState"]()
 _SIGTERM_BEFORE: list[Any] = []  # the SIGTERM handler this run replaced, restored when it ends
 _INTERRUPTED: list[str] = []  # why the run was interrupted (SIGINT, SIGTERM), in any phase
-_STARTED: list[bool] = []  # non-empty once pytest_configure began: pytest then handles KeyboardInterrupt
-_CONFIG: list[pytest.Config] = []  # this run's config, for hooks pytest calls without it (pytest_internalerror)
+# This run's config, for hooks pytest calls without it (pytest_internalerror); non-empty once pytest_configure
+# began, when pytest handles a KeyboardInterrupt (_sigterm).
+_CONFIG: list[pytest.Config] = []
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -137,7 +138,6 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    _STARTED.append(True)
     _CONFIG.append(config)
     if _INTERRUPTED:
         raise KeyboardInterrupt(_INTERRUPTED[-1])  # a SIGTERM that came while pytest parsed its command line
@@ -280,7 +280,7 @@ def _sigterm(signum: int, frame: Any) -> None:
     """KeyboardInterrupt, as Ctrl-C raises, once pytest handles one (from pytest_configure on); before that
     (pytest still parsing its command line) it would be a traceback, so it is raised on entering configure."""
     _INTERRUPTED.append("SIGTERM")
-    if _STARTED:
+    if _CONFIG:
         raise KeyboardInterrupt("SIGTERM")
 
 
@@ -299,7 +299,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         sys.stderr.write(f"suite: interrupted ({_INTERRUPTED[-1]}) during start-up, before any test: nothing was "
                          "judged" + (f"; {results} was left as it was" if results else "") + "\n")
     _INTERRUPTED.clear()  # (pytest.main() may run again in this process)
-    _STARTED.clear()
     _CONFIG.clear()
 
 
