@@ -684,7 +684,9 @@ def _take_benchmark_regressions(config: pytest.Config, ledger: verdict.Ledger) -
     bench = getattr(config, "_benchmarksession", None)
     if bench is None or not getattr(bench, "compare_fail", None):
         return
-    compared = set().union(*(m.keys() for m in (bench.compared_mapping or {}).values()))
+    from suite.gate_plugin import benchmark_compared
+
+    compared = benchmark_compared(bench)
     for case in bench.benchmarks:
         if case and case.fullname not in compared:
             ledger.add_component(case.fullname, verdict.Component(
