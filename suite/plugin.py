@@ -484,10 +484,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return any(m.kwargs.get("reason", m.args[0] if m.args else None) in _BENCHMARK_FILTERS
                    for m in item.iter_markers("skip"))
 
-    dropped = [item for item in items if left_out(item)]
+    kept: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        (dropped if left_out(item) else kept).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
-        items[:] = [item for item in items if not left_out(item)]
+        items[:] = kept
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
