@@ -313,7 +313,7 @@ class Gate:
             return None, None
         self._drift_seen.add(id(record))
         label = " / ".join(key[1:])
-        baseline = self.results_baseline.records.get(key)
+        baseline = self.results_baseline.records.counterpart(key)
         if baseline is None:
             self.no_accuracy_baseline.append(f"{key[0]} {label}")
             return verdict.Component(f"{key[0]} drift gate {label}", verdict.NOT_JUDGED, "no-baseline",
