@@ -72,10 +72,10 @@ def check_output_dtypes(outputs: Mapping[str, np.ndarray], reference: Mapping[st
         if name not in reference:
             continue
         got, want = np.asarray(array).dtype, np.dtype(reference[name])
-        if _kind(got) != _kind(want):
-            raise OutputDtypeError(f"{where}: output {name!r} is {got} ({_kind(got)}), the reference's is {want} "
-                                   f"({_kind(want)}): the engine returns another kind of value")
-        if _kind(got) == "floating" and got.itemsize < want.itemsize:
+        if value_kind(got) != value_kind(want):
+            raise OutputDtypeError(f"{where}: output {name!r} is {got} ({value_kind(got)}), the reference's is {want} "
+                                   f"({value_kind(want)}): the engine returns another kind of value")
+        if value_kind(got) == "floating" and got.itemsize < want.itemsize:
             raise OutputDtypeError(f"{where}: output {name!r} is {got}, the reference's is {want}: every engine "
                                    f"returns its outputs at least at the reference's float width, whatever precision "
                                    f"it computes in; a narrower output lost precision on its way out")
@@ -84,7 +84,9 @@ def check_output_dtypes(outputs: Mapping[str, np.ndarray], reference: Mapping[st
 # ---- inputs: the engine's dtype, never a silent change of kind or value --------------------------------
 
 
-def _kind(dtype: np.dtype[Any]) -> str:
+def value_kind(dtype: np.dtype[Any]) -> str:
+    """'bool', 'integer' or 'floating' (else numpy's kind letter): the kinds of value ``as_input_dtype`` never
+    casts between and ``check_output_dtypes`` holds each output to."""
     if dtype == np.bool_:
         return "bool"
     if np.issubdtype(dtype, np.integer):
@@ -107,7 +109,7 @@ def as_input_dtype(array: Any, dtype: np.dtype[Any] | type | str, name: str, whe
     arr = np.asarray(array)
     if arr.dtype == want:
         return np.ascontiguousarray(arr)
-    got_kind, want_kind = _kind(arr.dtype), _kind(want)
+    got_kind, want_kind = value_kind(arr.dtype), value_kind(want)
     if got_kind != want_kind:
         raise TypeError(f"{where}: input {name!r} is {arr.dtype} ({got_kind}); the engine's input is {want} "
                         f"({want_kind}): refusing a cast that changes the kind of value")

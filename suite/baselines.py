@@ -254,14 +254,15 @@ def case_key(key: RecordKey) -> RecordKey:
 
 
 class RecordsByCase(dict):  # type: ignore[type-arg]
-    """A baseline's records under their case (``case_key``): what the gate's coverage counts from test ids. Looked
-    up by a full record key (``record_key``: a generated case's batch and seed too), a record is found only when
-    those agree as well; one drawn at another batch or seed is no counterpart (not judged, no-baseline)."""
+    """A baseline's records under their case (``case_key``; ``in``, ``[]`` and ``get`` take one): what the gate's
+    coverage counts from test ids. ``counterpart`` looks a record up by its full record key (``record_key``: a
+    generated case's batch and seed too): found only when those agree as well; one drawn at another batch or seed
+    is no counterpart (not judged, no-baseline)."""
 
-    def get(self, key: Any, default: Any = None) -> Any:
-        record = super().get(case_key(key), None)
+    def counterpart(self, key: RecordKey) -> dict[str, Any] | None:
+        record = self.get(case_key(key))
         if record is None or record_key(record) != tuple(key):
-            return default
+            return None
         return record
 
 
@@ -269,7 +270,7 @@ class RecordsByCase(dict):  # type: ignore[type-arg]
 class ResultsBaseline:
     source: Path
     environment: dict[str, Any]
-    records: dict[RecordKey, dict[str, Any]] = field(default_factory=RecordsByCase)
+    records: RecordsByCase = field(default_factory=RecordsByCase)
 
 
 def load_results_baseline(path: Path, accept_incomplete: bool = False) -> ResultsBaseline:

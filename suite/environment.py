@@ -34,28 +34,27 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def _cpu_model() -> str:
+def _cpu() -> tuple[str, str | None]:
+    """The CPU's model name, and the CPU_INT8_FLAGS it has, space-separated ("none" if it has none; None where
+    it cannot tell), from one read of /proc/cpuinfo (its first CPU's "model name" and "flags", "Features" on ARM)."""
+    model: str | None = None
+    flags: set[str] | None = None
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+                if model is None and line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                elif flags is None and line.startswith(("flags", "Features")):
+                    flags = set(line.split(":", 1)[1].split())
+                if model is not None and flags is not None:
+                    break
     except OSError:
         pass
-    return platform.processor() or platform.machine()
-
-
-def _cpu_int8() -> str | None:
-    """The CPU_INT8_FLAGS this CPU has, space-separated ("none" if it has none); None where it cannot tell."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith(("flags", "Features")):
-                    have = set(line.split(":", 1)[1].split())
-                    return " ".join(flag for flag in CPU_INT8_FLAGS if flag in have) or "none"
-    except OSError:
-        pass
-    return None
+    if model is None:
+        model = platform.processor() or platform.machine()
+    if flags is None:
+        return model, None
+    return model, " ".join(flag for flag in CPU_INT8_FLAGS if flag in flags) or "none"
 
 
 def _tensorrt_version() -> str | None:
@@ -100,13 +99,14 @@ def _gpu(device: str) -> dict[str, Any]:
 
 @functools.cache
 def fingerprint(device: str = "cpu") -> dict[str, Any]:
+    cpu, cpu_int8 = _cpu()
     info: dict[str, Any] = {
         "device": device,
         "hostname": platform.node(),
         "python": platform.python_version(),
         "platform": platform.platform(),
-        "cpu": _cpu_model(),
-        "cpu_int8": _cpu_int8(),
+        "cpu": cpu,
+        "cpu_int8": cpu_int8,
         "cpu_count": os.cpu_count(),
     }
     for lib in LIBRARIES:

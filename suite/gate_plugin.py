@@ -313,7 +313,7 @@ class Gate:
             return None, None
         self._drift_seen.add(id(record))
         label = " / ".join(key[1:])
-        baseline = self.results_baseline.records.get(key)
+        baseline = self.results_baseline.records.counterpart(key)
         if baseline is None:
             self.no_accuracy_baseline.append(f"{key[0]} {label}")
             return verdict.Component(f"{key[0]} drift gate {label}", verdict.NOT_JUDGED, "no-baseline",
@@ -526,6 +526,11 @@ def set_coverage(config: pytest.Config, nodeids: list[str]) -> None:
                                 yellow=bool(coverage.without_baseline or coverage.absent_from_run))
 
 
+def benchmark_compared(bench: Any) -> set[str]:
+    """The case names pytest-benchmark's session found in the compared run(s) (``--benchmark-compare``)."""
+    return set().union(*(m.keys() for m in (bench.compared_mapping or {}).values()))
+
+
 def _benchmark_compare_coverage(config: pytest.Config, nodeids: list[str]) -> None:
     """pytest-benchmark's --benchmark-compare-fail matches cases by test id. A compared run that has none of
     this run's latency cases would compare nothing and pass: a usage error, as for --latency-baseline."""
@@ -533,7 +538,7 @@ def _benchmark_compare_coverage(config: pytest.Config, nodeids: list[str]) -> No
     if bench is None or not getattr(bench, "compare_fail", None) or not bench.compared_mapping:
         return
     cases = [n for n in nodeids if "::test_latency[" in n]
-    compared = set().union(*(m.keys() for m in bench.compared_mapping.values()))
+    compared = benchmark_compared(bench)
     if cases and not compared & set(cases):
         raise pytest.UsageError(
             f"--benchmark-compare {config.getoption('benchmark_compare')}: none of this run's {len(cases)} latency "

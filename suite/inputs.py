@@ -47,15 +47,8 @@ def synthetic_array(spec: InputSpec, batch: int, distribution: str, rng: np.rand
             arr.flat[rng.integers(arr.size)] = hi if background != hi else lo
     else:
         raise ValueError(f"unknown distribution {distribution!r}; valid: {DISTRIBUTIONS}")
-    arr = arr.astype(spec.dtype)
-    if arr.size == 1:
-        # One value (a 1-element input at batch 1) cannot vary; it can still avoid being zero.
-        if arr.flat[0] == 0:
-            arr.flat[0] = hi if hi != 0 else lo
-        return arr
-    if not np.any(arr != arr.flat[0]):  # a few values can all land on one end (extremes clipped at low = 0)
-        arr.flat[-1] = hi if arr.flat[0] != dtype.type(hi) else lo
-    if not np.any(arr != arr.flat[0]):
+    arr = _vary(arr.astype(spec.dtype), lo, hi)  # a few values can all land on one end (extremes clipped at low = 0)
+    if arr.size > 1 and not np.any(arr != arr.flat[0]):
         raise AssertionError(f"synthetic input {spec.name} came out constant ({arr.flat[0]}): [{lo:g}, {hi:g}] holds "
                              f"one {dtype} value; refusing to use it")
     return arr
@@ -104,10 +97,17 @@ def _discrete_array(spec: InputSpec, shape: tuple[int, ...], distribution: str,
         arr = np.where(rng.random(shape) < 0.1, uniform(), background).astype(np.int64)
     else:
         raise ValueError(f"unknown distribution {distribution!r}; valid: {DISTRIBUTIONS}")
+    return _vary(arr, lo, hi).astype(dtype)
+
+
+def _vary(arr: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """``arr``, its last value set to ``hi`` (``lo`` where it already holds ``hi``) where all its values are one:
+    not constant where it holds two values or more, and a single value (a 1-element input at batch 1), which
+    cannot vary, not zero."""
     first = arr.flat[0]
     if np.all(arr == first) and (arr.size > 1 or first == 0):
-        arr.flat[-1] = hi if first != hi else lo  # one other value: not constant (and not all zero)
-    return arr.astype(dtype)
+        arr.flat[-1] = hi if first != arr.dtype.type(hi) else lo
+    return arr
 
 
 def _attention_mask(spec: InputSpec, shape: tuple[int, ...], distribution: str,

@@ -39,7 +39,7 @@ from suite.config import (
 )
 from suite.device import DeviceError, check_device
 from suite.environment import fingerprint
-from suite.preflight import check_models
+from suite.preflight import PROGRESS_PREFIX, check_models
 from suite.results import merge_streamed, results_document, write_json_atomic
 from suite.session import REFERENCE_ENGINE, Cell, SuiteSession
 from suite.timing import PATHS
@@ -53,8 +53,9 @@ LEDGER_KEY = pytest.StashKey[verdict.Ledger]()
 _RUN_KEY = pytest.StashKey["RunState"]()
 _SIGTERM_BEFORE: list[Any] = []  # the SIGTERM handler this run replaced, restored when it ends
 _INTERRUPTED: list[str] = []  # why the run was interrupted (SIGINT, SIGTERM), in any phase
-_STARTED: list[bool] = []  # non-empty once pytest_configure began: pytest then handles KeyboardInterrupt
-_CONFIG: list[pytest.Config] = []  # this run's config, for hooks pytest calls without it (pytest_internalerror)
+# This run's config, for hooks pytest calls without it (pytest_internalerror); non-empty once pytest_configure
+# began, when pytest handles a KeyboardInterrupt (_sigterm).
+_CONFIG: list[pytest.Config] = []
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -137,7 +138,6 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    _STARTED.append(True)
     _CONFIG.append(config)
     if _INTERRUPTED:
         raise KeyboardInterrupt(_INTERRUPTED[-1])  # a SIGTERM that came while pytest parsed its command line
@@ -207,20 +207,17 @@ def pytest_configure(config: pytest.Config) -> None:
 
     def on_event(event: CacheEvent) -> None:
         """Progress on long builds, live, whatever pytest's capture mode."""
-        reporter = config.pluginmanager.get_plugin("terminalreporter")
         if event.action == "start":
-            text = f"[engine cache] building {event.label} ..."
+            text = f"building {event.label} ..."
             if event.detail:
-                text = f"[engine cache] corrupt entry ({event.detail}); rebuilding {event.label} ..."
+                text = f"corrupt entry ({event.detail}); rebuilding {event.label} ..."
         elif event.action in ("build", "rebuild-corrupt"):
-            text = f"[engine cache] built {event.label} in {event.seconds:.1f} s"
+            text = f"built {event.label} in {event.seconds:.1f} s"
         elif event.action == "wait":
-            text = f"[engine cache] waiting: {event.detail or event.label}"
+            text = f"waiting: {event.detail or event.label}"
         else:
             return
-        log.info(text)
-        if reporter is not None and config.getoption("verbose") >= 0:
-            reporter.write_line(text)
+        _progress(config, text, logged=f"{PROGRESS_PREFIX} {text}")
 
     cache = ArtifactCache(config.getoption("--engine-cache"), on_event=on_event)
     try:
@@ -283,7 +280,7 @@ def _sigterm(signum: int, frame: Any) -> None:
     """KeyboardInterrupt, as Ctrl-C raises, once pytest handles one (from pytest_configure on); before that
     (pytest still parsing its command line) it would be a traceback, so it is raised on entering configure."""
     _INTERRUPTED.append("SIGTERM")
-    if _STARTED:
+    if _CONFIG:
         raise KeyboardInterrupt("SIGTERM")
 
 
@@ -302,7 +299,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         sys.stderr.write(f"suite: interrupted ({_INTERRUPTED[-1]}) during start-up, before any test: nothing was "
                          "judged" + (f"; {results} was left as it was" if results else "") + "\n")
     _INTERRUPTED.clear()  # (pytest.main() may run again in this process)
-    _STARTED.clear()
     _CONFIG.clear()
 
 
@@ -488,10 +484,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return any(m.kwargs.get("reason", m.args[0] if m.args else None) in _BENCHMARK_FILTERS
                    for m in item.iter_markers("skip"))
 
-    dropped = [item for item in items if left_out(item)]
+    kept: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        (dropped if left_out(item) else kept).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
-        items[:] = [item for item in items if not left_out(item)]
+        items[:] = kept
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -546,10 +545,19 @@ def models_of(nodeids: list[str], models: Any, overhead_model: str | None = None
     return [n for n in models if n in used]
 
 
+def _progress(config: pytest.Config, text: str, logged: str) -> None:
+    """A progress line (the cache's builds, the models' start-up check): ``PROGRESS_PREFIX text`` on the terminal,
+    live whatever pytest's capture mode (not under -qq), and ``logged`` in the log."""
+    log.info(logged)
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and config.getoption("verbose") >= 0:
+        reporter.write_line(f"{PROGRESS_PREFIX} {text}")
+
+
 def _preflight(config: pytest.Config, nodeids: list[str]) -> None:
     """The start-up check of every model the collected tests use, each failure one line of one usage error
     (note_collected keeps its text for the verdict: the usage error ends the run first)."""
-    from suite.preflight import PROGRESS_PREFIX, startup_message
+    from suite.preflight import startup_message
 
     state, suite = config.stash[_RUN_KEY], suite_session(config)
     overhead = config.getoption("--overhead-model") or next(iter(state.config.models), None)
@@ -559,10 +567,7 @@ def _preflight(config: pytest.Config, nodeids: list[str]) -> None:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
 
     def progress(text: str) -> None:
-        """Live, whatever pytest's capture mode (as the cache's progress, pytest_configure's on_event)."""
-        log.info(text)
-        if reporter is not None and config.getoption("verbose") >= 0:
-            reporter.write_line(f"{PROGRESS_PREFIX} {text}")
+        _progress(config, text, logged=text)
 
     def warn(text: str) -> None:
         log.warning(text)
@@ -682,7 +687,9 @@ def _take_benchmark_regressions(config: pytest.Config, ledger: verdict.Ledger) -
     bench = getattr(config, "_benchmarksession", None)
     if bench is None or not getattr(bench, "compare_fail", None):
         return
-    compared = set().union(*(m.keys() for m in (bench.compared_mapping or {}).values()))
+    from suite.gate_plugin import benchmark_compared
+
+    compared = benchmark_compared(bench)
     for case in bench.benchmarks:
         if case and case.fullname not in compared:
             ledger.add_component(case.fullname, verdict.Component(

@@ -50,7 +50,7 @@ import numpy as np
 import torch
 
 from engines.base import InputSpec
-from engines.feeds import pick_outputs
+from engines.feeds import pick_outputs, value_kind
 from engines.pytorch import architecture_digest, model_digest
 from suite.cache import ArtifactCache
 from suite.config import ConfigError, ModelConfig, SuiteConfig, resolve, where_in_user_code
@@ -425,10 +425,10 @@ def _check_datasets(model: ModelConfig, datasets: Callable[[str], Any],
             rows[name] = shape[0]
             values = np.asarray(feeds[name])
             want_float = np.issubdtype(np.dtype(specs[name].dtype), np.floating)
-            want_kind = _value_kind(np.dtype(specs[name].dtype))
-            if _value_kind(values.dtype) != want_kind:  # every engine refuses a cast across kinds (float, int, bool)
+            want_kind = value_kind(np.dtype(specs[name].dtype))
+            if value_kind(values.dtype) != want_kind:  # every engine refuses a cast across kinds (float, int, bool)
                 raise fail(key, f"feed {name!r} is {values.dtype}; input {name!r} is declared {specs[name].dtype} "
-                                f"(a {want_kind} input)")
+                                f"(a {'float' if want_kind == 'floating' else want_kind} input)")
             if want_float and not np.isfinite(values).all():
                 bad = np.flatnonzero(~np.isfinite(values.reshape(len(values), -1)).all(axis=1))
                 raise fail(key, f"feed {name!r} holds NaN/Inf in {len(bad)} of its {len(values)} rows (first: row "
@@ -607,13 +607,6 @@ def smoke_feed(inputs: tuple[InputSpec, ...], batch: int, seed: int = 0) -> dict
     """A synthetic batch within each input's declared range and dtype, never constant (a constant input
     can pass through a model that is wired wrongly): the generator the parity tests use."""
     return synthetic_feed(inputs, batch, "uniform", seed)
-
-
-def _value_kind(dtype: np.dtype[Any]) -> str:
-    """'float', 'integer' or 'bool': the kinds of value engines.feeds.as_input_dtype never casts between."""
-    if dtype == np.bool_:
-        return "bool"
-    return "float" if np.issubdtype(dtype, np.floating) else "integer"
 
 
 def _usable_device(device: str) -> str:

@@ -35,9 +35,9 @@ def _digest(module: torch.nn.Module, values: bool) -> str:
     for src in sorted(sources):
         h.update(src.encode())
     for name, tensor in module.state_dict().items():
-        t = tensor.detach().cpu().contiguous()
-        h.update(f"{name}:{t.dtype}:{tuple(t.shape)}".encode())
-        if values:
+        h.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}".encode())
+        if values:  # the architecture digest needs no copy of the weights
+            t = tensor.detach().cpu().contiguous()
             # reshape first: 0-dim tensors (BatchNorm's num_batches_tracked) cannot be viewed as bytes
             h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
     return h.hexdigest()

@@ -174,7 +174,9 @@ def test_a_generated_case_has_a_counterpart_only_at_its_own_batch_and_seed(tmp_p
     case = ("parity", "m-onnxruntime-fp32", "generated:uniform", "out")
     assert set(base.records) == {case, ("parity", "m-onnxruntime-fp32", "d", "out")}  # what coverage counts
     assert record_key(saved) == (*case, "batch 1", "seed 7")
-    assert base.records.get(record_key(saved)) == saved and base.records.get(record_key(dataset)) == dataset
+    assert base.records.counterpart(record_key(saved)) == saved
+    assert base.records.counterpart(record_key(dataset)) == dataset
+    assert base.records.get(case) == base.records[case] == saved  # by case, get agrees with []
     gate = _gate(results_baseline=base)
     for moved in ({**saved, "batch": 4, "n_elements": 80}, {**saved, "seed": 8}):
         component, failure = gate.check_drift(moved, "test_parity_on_generated_inputs[m-onnxruntime-fp32-uniform]")
