@@ -149,6 +149,11 @@ def pytest_configure(config: pytest.Config) -> None:
         ("rebuild", "--rebuild-check N: each engine built N times from scratch; collected only with the option"),
     ):
         config.addinivalue_line("markers", f"{name}: {text}")
+    if config.option.verbose < 2:
+        # On CI (the CI variable set), pytest's short summary repeats each failure's whole message; a parity
+        # failure's message, with its localization and bisect tables, is 30 lines the long report just gave.
+        # One line per failure there, as pytest prints off CI; -vv still prints it whole.
+        config.option.force_short_summary = True
     engines_option = _split(config.getoption("--engines"))
     try:
         loaded = load_config(config.getoption("--suite-config"))

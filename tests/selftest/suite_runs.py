@@ -25,6 +25,10 @@ TINY = ROOT / "tests" / "selftest" / "data" / "tiny_suite.toml"
 DEFAULT_TESTS = (str(ROOT / "tests" / "latency" / "test_latency.py"), str(ROOT / "tests" / "accuracy"),
                  str(ROOT / "tests" / "parity" / "test_parity.py::test_parity_on_dataset"))
 
+#: Every child runs as on a CI machine, where the suite is gated: with CI set, pytest prints more (each
+#: failure's whole message, assertion explanations untruncated), and the output budgets must hold there.
+CHILD_ENV = {"PYTHONDONTWRITEBYTECODE": "1", "CI": "true"}
+
 
 def run_suite(workdir: Path, *args: str, tests: tuple[str, ...] = (),
               env: Mapping[str, str | None] | None = None, fork: bool = True) -> subprocess.CompletedProcess[str]:
@@ -36,7 +40,7 @@ def run_suite(workdir: Path, *args: str, tests: tuple[str, ...] = (),
     if env is None and fork:
         code, stdout, stderr, _ = shared_forker().run(workdir, argv)
         return subprocess.CompletedProcess(cmd, code, stdout, stderr)
-    child = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    child = {**os.environ, **CHILD_ENV}
     for key, value in (env or {}).items():
         if value is None:
             child.pop(key, None)
@@ -125,7 +129,7 @@ class Forker:
     """The zygote: ``run(work, args)`` forks a child pytest in ``work``: (exit code, stdout, stderr, CPU seconds)."""
 
     def __init__(self) -> None:
-        self.env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+        self.env = {**os.environ, **CHILD_ENV}
         self.proc = subprocess.Popen([sys.executable, "-c", _ZYGOTE], cwd=ROOT, env=self.env, text=True,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self.lock = threading.Lock()
