@@ -57,9 +57,9 @@ def _entry(path, batch, times_ms):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="bare.json")
-    parser.add_argument("--batches", default="1,32,256")
-    parser.add_argument("--cache", default=".engine-cache")
+    parser.add_argument("--out", default="bare.json", help="JSON file of the bare-loop medians (default bare.json)")
+    parser.add_argument("--batches", default="1,32,256", help="batch sizes, comma-separated (default 1,32,256)")
+    parser.add_argument("--cache", default=".engine-cache", help="engine cache (default .engine-cache)")
     parser.add_argument("--onnx", default=None, help="fp16 ONNX of the same model for the ONNX Runtime loop")
     args = parser.parse_args()
     from fixtures.models.vision import resnet50

@@ -13,7 +13,7 @@ import xml.etree.ElementTree as ET
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("junit")
+    parser.add_argument("junit", help="the JUnit XML file pytest wrote (--junitxml)")
     parser.add_argument("--chars", type=int, default=3000, help="the last CHARS of each failure's text")
     args = parser.parse_args(argv)
     try:

@@ -25,9 +25,12 @@ if str(ROOT) not in sys.path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--suite-config", default=str(ROOT / "suite.toml"))
-    parser.add_argument("--engine-cache", default=str(ROOT / ".engine-cache"))
-    parser.add_argument("--model", required=True)
+    parser.add_argument("--suite-config", default=str(ROOT / "suite.toml"),
+                        help="the suite config that declares the model (default: suite.toml)")
+    parser.add_argument("--engine-cache", default=str(ROOT / ".engine-cache"),
+                        help="the engine cache the suite builds into; a cached engine is reused (default: "
+                             ".engine-cache)")
+    parser.add_argument("--model", required=True, help="a [models.NAME] of the suite config")
     parser.add_argument("--engine", required=True, help="torch, onnxruntime, inductor, tensorrt")
     parser.add_argument("--precision", required=True, help="fp32, tf32, fp16, bf16, int8")
     parser.add_argument("--device", default="cpu", help="cpu or cuda:N")
