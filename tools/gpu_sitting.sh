@@ -15,10 +15,12 @@
 #       localize  the fp16-overflow models of the self-tests through the suite on CUDA (torch, ORT CUDA EP;
 #                 --localize), and tools/localize.py with the bisect and the CUDA EP's settings on them, on
 #                 EfficientNet-Lite0 int8 and on ResNet-18 fp16
+#       localize-minilm  tools/localize.py with the bisect and the CUDA EP's settings on MiniLM-L6 (fp16, bf16)
+#                 and on ONNX Runtime's fused graph of it (fp32, fp16)
 # Results go under $OUT (the device tool's folder) or gpu-results/; the engine cache under $ENGINE_CACHE.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-PART=${1:?part: tier | study | rebuild | shapes | minilm | bisect | refusal | localize}
+PART=${1:?part: tier | study | rebuild | shapes | minilm | bisect | refusal | localize | localize-minilm}
 shift
 EXTRA=("$@")   # more pytest options for the part (e.g. --engines onnxruntime,inductor)
 OUT=${OUT:-gpu-results}
@@ -95,6 +97,15 @@ case "$PART" in
     "$PY" tools/localize.py --suite-config suite-gpu.toml --engine-cache "$CACHE" --device "${DEVICE:-cuda:0}" --model resnet18 --engine onnxruntime \
       --precision fp16 --bisect always --json "$OUT/localize-resnet18-fp16.json" 2>&1 \
       | tee "$OUT/localize-resnet18-fp16.log"
+    ;;
+  localize-minilm)
+    for cell in "minilm_l6_fused fp16" "minilm_l6_fused fp32" "minilm_l6 fp16" "minilm_l6 bf16"; do
+      set -- $cell
+      "$PY" tools/localize.py --suite-config suite-gpu.toml --engine-cache "$CACHE" --device "${DEVICE:-cuda:0}" \
+        --model "$1" --engine onnxruntime --precision "$2" --bisect always --json "$OUT/localize-$1-$2.json" 2>&1 \
+        | tee "$OUT/localize-$1-$2.log"
+      status=$(( status | PIPESTATUS[0] ))
+    done
     ;;
   *) echo "unknown part $PART"; exit 2 ;;
 esac
