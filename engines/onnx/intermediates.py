@@ -123,9 +123,34 @@ def run_all(model: onnx.ModelProto, feed: Mapping[str, np.ndarray], options: ort
     ort = import_onnxruntime()
 
     session = ort.InferenceSession(model.SerializeToString(), options, providers=providers)
+    bfloat16 = [o.name for o in session.get_outputs() if o.type == "tensor(bfloat16)"]
+    if bfloat16:  # numpy has no bfloat16: ONNX Runtime cannot hand such a tensor over as it is
+        session = ort.InferenceSession(fetch_as_float(model, bfloat16).SerializeToString(), options,
+                                       providers=providers)
     names = [o.name for o in session.get_outputs()]
     values = session.run(names, session_inputs(session, feed))
-    return {n: np.asarray(v) for n, v in zip(names, values, strict=True)}
+    return {n.removesuffix(AS_FLOAT): np.asarray(v) for n, v in zip(names, values, strict=True)}
+
+
+#: The suffix of the float32 copy of a bfloat16 tensor that run_all fetches in its place.
+AS_FLOAT = "::as_float32"
+
+
+def fetch_as_float(model: onnx.ModelProto, names: list[str]) -> onnx.ModelProto:
+    """A copy of ``model`` where each of these graph outputs (bfloat16 tensors) is fetched through a Cast to
+    float32 (exact: every bfloat16 value is a float32). The Cast only reads the tensor: the nodes that compute
+    it, and their fusions, are those of the marked graph."""
+    fetched = onnx.ModelProto()
+    fetched.CopyFrom(model)
+    wanted = set(names)
+    outputs = [o for o in fetched.graph.output if o.name not in wanted]
+    del fetched.graph.output[:]
+    fetched.graph.output.extend(outputs)
+    for name in names:
+        fetched.graph.node.append(onnx.helper.make_node("Cast", [name], [name + AS_FLOAT], name=name + AS_FLOAT,
+                                                        to=TensorProto.FLOAT))
+        fetched.graph.output.append(onnx.ValueInfoProto(name=name + AS_FLOAT))
+    return fetched
 
 
 def save_optimized(path: Path, options: ort.SessionOptions, providers: list[Any], dst: Path) -> Path:
