@@ -26,8 +26,14 @@ def _judge(suite, cell, feed, source, dataset, gate, request, **extra):
     failures = "\n".join(f"{cell.id} on {source}: {r.explain()}" for r in reports.values() if not r.passed)
     localization = None
     if _localize(request, cell, model, failures):
-        localization = suite.localize(cell, feed, reference, outputs)
-        failures += f"\n{localization.table()}" if failures else ""
+        try:
+            localization = suite.localize(cell, feed, reference, outputs)
+        except Exception as exc:  # a crash of the diagnosis must not replace the failure it was to explain
+            if not failures:
+                raise
+            failures += f"\nlocalization could not run: {type(exc).__name__}: {exc}"
+        else:
+            failures += f"\n{localization.table()}" if failures else ""
     for report in reports.values():
         loc = {} if localization is None else {"localization": localization.as_dict()}
         suite.record("parity", cell, dataset=dataset, **extra, **report.as_dict(), **loc)

@@ -96,3 +96,15 @@ class ConvNet(torch.nn.Module):
 
 def conv_net(cache: object = None) -> torch.nn.Module:
     return ConvNet().eval()
+
+
+def overflow_mlp_unlocalizable() -> OverflowMLP:
+    """``overflow_mlp`` in a process whose localizer crashes (engines.localize.localize raises), for the test
+    that a parity failure keeps its own message when the diagnosis of it fails."""
+    import engines.localize
+
+    def crash(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("injected: the localizer crashed")
+
+    engines.localize.localize = crash  # type: ignore[assignment]
+    return overflow_mlp()
