@@ -13,7 +13,7 @@ import pytest
 from engines.artifacts import ModelBuild
 from engines.base import InputSpec
 from engines.localize import NO_INTERMEDIATES, localize
-from engines.onnx.intermediates import session_inputs
+from engines.onnx.intermediates import mark_all_outputs, run_all, session_inputs
 from engines.onnx.precision_census import PrecisionCensus, precision_census
 from engines.onnxrt.bisect import Variant, available_levels, bisect_optimizations, default_variants
 from engines.pytorch.backend import TorchRunner
@@ -76,6 +76,60 @@ def test_the_same_infinity_on_both_sides_is_not_a_divergence_but_nan_in_the_refe
                             FP32)
     assert result.layers[0].passed
     assert result.layers[1].failures[0] == "reference has 1 NaN/Inf"
+
+
+def test_float32s_limit_in_the_reference_is_the_masks_minus_infinity_in_any_engine_precision():
+    """torch.finfo(float32).min masks (BERT's attention mask) are -inf or -65504 in an fp16 engine: the same
+    sentinel, not a divergence (H100: MiniLM-L6 fp16's layer-0 mask Add was named first divergent); a real
+    overflow, a finite reference where the engine has inf, still fails, and so does a sign flip."""
+    low = float(np.finfo(np.float32).min)
+    scores = np.random.default_rng(2).normal(size=(4, 8))
+    ref = scores.copy()
+    ref[:, 5:] = low
+    fp16 = ref.copy()
+    fp16[:, 5:] = -np.inf
+    fp16[0, 5] = -65504.0  # saturated, not rounded to -inf
+    bf16 = ref.copy()
+    bf16[:, 5:] = -3.3895e38  # bfloat16's own limit
+    overflow = scores.copy()
+    overflow[1, 1] = np.inf
+    flipped = fp16.copy()
+    flipped[2, 6] = np.inf
+    result = compare_layers([LayerPair("mask_fp16", "Add", ref, fp16), LayerPair("mask_bf16", "Add", ref, bf16),
+                             LayerPair("overflow", "Gemm", scores, overflow), LayerPair("flip", "Add", ref, flipped)],
+                            FP16)
+    masked_fp16, masked_bf16, real, flip = result.layers
+    assert masked_fp16.passed and masked_fp16.max_abs_error < 1e-9, masked_fp16  # sentinels left out of the figures
+    assert masked_bf16.passed and masked_bf16.max_abs_error < 1e-9, masked_bf16
+    assert real.failures == ("engine has 1 NaN/Inf",)
+    assert flip.failures[0] == "engine has 1 NaN/Inf"
+    assert result.first_divergent is not None and result.first_divergent.name == "overflow"
+
+
+def test_bfloat16_intermediates_are_fetched_as_float32():
+    """numpy has no bfloat16, so ONNX Runtime cannot return such a tensor: a bf16 ONNX file's localization
+    crashed on it (H100, MiniLM-L6 bf16: 'No corresponding Numpy type for Tensor Type. bfloat16'). Each is now
+    fetched through a Cast to float32, under its own name, with its bf16 value."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Cast", ["x"], ["x_bf16"], to=TensorProto.BFLOAT16),
+         helper.make_node("Identity", ["x_bf16"], ["kept"]),
+         helper.make_node("Cast", ["kept"], ["y"], to=TensorProto.FLOAT)],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    x = np.array([[1.0, 1.00390625, 3.14159], [-2.5, 1e-3, 65504.0]], np.float32)
+    import onnxruntime as ort
+
+    off = ort.SessionOptions()
+    off.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    arrays = run_all(mark_all_outputs(model), {"x": x}, off, ["CPUExecutionProvider"])
+    assert set(arrays) == {"x_bf16", "kept", "y"}
+    as_bf16 = (x.view(np.uint32) + 0x7FFF + ((x.view(np.uint32) >> 16) & 1)) & 0xFFFF0000  # round to nearest even
+    for name in ("x_bf16", "kept", "y"):
+        assert arrays[name].dtype == np.float32
+        np.testing.assert_array_equal(arrays[name], as_bf16.view(np.float32))
 
 
 def test_cosine_gates_every_layer_and_isclose_only_without_min_cosine_and_the_fixed_width_table():
@@ -429,6 +483,24 @@ def test_a_failing_parity_cell_names_its_first_diverging_layer_in_the_message_an
     verdict = json.loads(results.read_text())["verdict"]
     assert [c["id"] for c in verdict["not_judged"]["precision-not-run"]] == [
         "tests/parity/test_parity.py::test_parity_on_generated_inputs[overflow_mlp-onnxruntime-fp16-uniform]"]
+
+
+def test_a_crashing_localizer_leaves_the_parity_failure_and_its_figures_in_the_message(tmp_path):
+    """The localizer used to run before the failure was asserted, so its crash (a bf16 file on the H100) ended
+    the cell as that error: the parity figures it was to explain were gone. Now the failure stays, with one line
+    saying the localization could not run."""
+    from tests.selftest.suite_runs import explain, run_suite
+
+    config = tmp_path / "suite.toml"
+    config.write_text(SUITE_CONFIG.replace("overflow_models:overflow_mlp", "overflow_models:overflow_mlp_unlocalizable")
+                      .replace('engines = ["torch", "onnxruntime"]', 'engines = ["torch"]')
+                      .replace('requires = ["torch", "onnxruntime"]', 'requires = ["torch"]'))
+    done = run_suite(tmp_path, "--suite-config", str(config), "-k", "uniform and fp16",
+                     tests=(str(ROOT / "tests" / "parity" / "test_parity.py"),))
+    out = done.stdout
+    assert done.returncode == 1 and "1 failed" in out, explain(done)
+    assert "overflow_mlp-torch-fp16 on uniform inputs" in out and "NaN/Inf" in out, explain(done)
+    assert "localization could not run: RuntimeError: injected: the localizer crashed" in out, explain(done)
 
 
 def test_census_types_a_fused_transformer_graph_from_its_floating_inputs() -> None:
