@@ -214,6 +214,17 @@ def _check_loads_in_child(package: Path, request: EngineRequest, cxx: str, cache
                                + " | ".join(tail) + _load_failure_hint(package, cxx))
 
 
+def cache_parts(request: EngineRequest, artifacts: ModelArtifacts, cxx: str) -> dict[str, Any]:
+    """Everything that changes an AOTInductor package: the key parts of its cache entry (the model by its
+    digest, the request's shapes and options, torch, the device and the C++ compiler). A plain function, so
+    that each field is tested to change the key (tests/selftest/test_cache_keys.py) without compiling."""
+    return {"model_digest": artifacts.model_digest(), "precision": request.precision,
+            "profile": request.profile.as_dict(), "inputs": [i.as_key() for i in request.inputs],
+            "outputs": list(request.outputs), "torch": torch.__version__,
+            "device": _device_identity(request.device), "options": dict(request.options),
+            "compiler": _compiler_identity(cxx)}
+
+
 class InductorBackend:
     name = "inductor"
 
@@ -232,11 +243,8 @@ class InductorBackend:
         return None
 
     def load(self, request: EngineRequest, artifacts: ModelArtifacts, cache: ArtifactCache) -> LoadedEngine:
-        parts = {"model_digest": artifacts.model_digest(), "precision": request.precision,
-                 "profile": request.profile.as_dict(), "inputs": [i.as_key() for i in request.inputs],
-                 "outputs": list(request.outputs), "torch": torch.__version__,
-                 "device": _device_identity(request.device), "options": dict(request.options),
-                 "compiler": _compiler_identity(cxx := _compiler(request))}
+        cxx = _compiler(request)
+        parts = cache_parts(request, artifacts, cxx)
 
         def build(directory: Path) -> None:
             with inductor_cache(cache.root):
