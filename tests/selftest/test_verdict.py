@@ -135,3 +135,234 @@ def test_the_verdict_as_data_holds_every_check_and_the_reasons_in_words() -> Non
     assert data["verdict"] == FAILED and data["counts"]["not_judged"] == {"unsupported": 1}
     assert data["failed"][0]["detail"] == "AssertionError: cosine 0.51 < 0.98"
     assert data["reasons"] == {"unsupported": verdict.REASONS["unsupported"]}
+
+
+# ---- the ranking of states (issue 23's mutants: NOT_JUDGED outranking FAILED) -----------------------------
+
+
+def test_a_failure_outranks_not_judged_whichever_comes_first() -> None:
+    """A check's worst outcome stands: a teardown error after a skip fails the check, and a later skip (or a
+    not-judged gate comparison) never turns a failure back into 'not judged'."""
+    skipped_then_failed = Ledger()
+    skipped_then_failed.add_report(_skip("t::a", verdict.skip_message("unavailable", "no tensorrt")))
+    skipped_then_failed.add_report(_report("t::a", "failed", when="teardown", longrepr="E   leaked a file"))
+    check = skipped_then_failed.checks["t::a"]
+    assert (check.state, check.reason, check.detail) == (FAILED, None, "leaked a file")
+    failed_then_skipped = Ledger()
+    failed_then_skipped.add("t::a", FAILED, detail="cosine 0.5")
+    failed_then_skipped.add("t::a", NOT_JUDGED, "busy", "others used 80%")
+    check = failed_then_skipped.checks["t::a"]
+    assert (check.state, check.reason, check.detail) == (FAILED, None, "cosine 0.5")
+    failed_then_skipped.add_component("t::a", Component("latency gate x", NOT_JUDGED, "busy", "others used 80%"))
+    assert failed_then_skipped.checks["t::a"].state == FAILED
+    assert failed_then_skipped.checks["t::a"].detail == "cosine 0.5"
+    not_judged = Ledger()
+    not_judged.add("t::a", NOT_JUDGED, "no-baseline", "no such case")
+    not_judged.add_component("t::a", Component("drift gate x", FAILED, None, "top-1 -3 pts"))
+    check = not_judged.checks["t::a"]
+    assert (check.state, check.reason, check.detail) == (FAILED, None, "drift gate x: top-1 -3 pts")
+    assert verdict._rank(PASSED) < verdict._rank(NOT_JUDGED) < verdict._rank(FAILED)
+
+
+def test_a_run_with_a_failure_is_failed_however_much_else_went_unjudged() -> None:
+    ledger = Ledger()
+    ledger.add_report(_report("t::a", "failed", longrepr="E   AssertionError: isclose 12% < 99%"))
+    ledger.add_report(_skip("t::b", verdict.skip_message("busy", "others used 80%")))
+    ledger.mark_interrupted("SIGTERM", ["t::a", "t::b", "t::c"])
+    state, why = ledger.outcome()
+    assert state == FAILED and why[0] == "1 check(s) failed"
+    assert "the run was interrupted (SIGTERM)" in why and "1 not judged (busy), a reason not accepted" in why
+    assert ledger.as_dict()["verdict"] == FAILED and ledger.exit_status(0) == 1
+
+
+def test_only_a_reason_named_is_accepted_busy_included() -> None:
+    """No reason is accepted by default, busy no more than any other: a busy case leaves the run not judged
+    until the user names 'busy'."""
+    assert Ledger().accepted == ()
+    for accepted, state in (((), NOT_JUDGED), (("inconclusive", "no-baseline"), NOT_JUDGED), (("busy",), PASSED)):
+        ledger = Ledger(accepted=accepted)
+        ledger.add("t::a", PASSED)
+        ledger.add("t::b", PASSED)
+        ledger.add_component("t::b", Component("latency gate x", NOT_JUDGED, "busy", "others used 80%"))
+        assert ledger.outcome()[0] == state, accepted
+        assert ledger.exit_status(0) == (0 if state == PASSED else 1)
+        assert list(ledger.unaccepted()) == ([] if state == PASSED else ["busy"])
+
+
+# ---- what a check says, and what the verdict file holds (mutation testing: tools/mutation.sh) ----------------
+
+
+def _crash(message: str) -> SimpleNamespace:
+    """A longrepr as pytest makes it for a failure: reprcrash.message is the exception's line."""
+    return SimpleNamespace(reprcrash=SimpleNamespace(message=message))
+
+
+def test_a_failures_detail_is_its_exception_line_on_one_line_and_at_most_300_characters() -> None:
+    ledger = Ledger()
+    ledger.add_report(_report("t::a", "failed", longrepr=_crash("AssertionError: cosine 0.51\n  < 0.98 required")))
+    assert ledger.checks["t::a"].detail == "AssertionError: cosine 0.51 < 0.98 required"
+    ledger.add_report(_report("t::b", "failed", longrepr=_crash("x" * 400)))
+    assert ledger.checks["t::b"].detail == "x" * 300
+    text = "    def test_x():\n>       assert f(1) == 2\nE       assert 3 == 2\nE        +  where 3 = f(1)\n"
+    ledger.add_report(_report("t::c", "failed", longrepr=text))  # no reprcrash: the first "E" line
+    assert ledger.checks["t::c"].detail == "assert 3 == 2"
+    ledger.add_report(_report("t::d", "failed", longrepr="E" + "y" * 400))
+    assert ledger.checks["t::d"].detail == "E" + "y" * 299
+    ledger.add_report(_report("t::d2", "failed", longrepr="E   " + "y" * 400))
+    assert ledger.checks["t::d2"].detail == "y" * 300
+    ledger.add_report(_report("t::e", "failed", when="setup",
+                              longrepr="\n@pytest.fixture\ndef cell():\n>   raise KeyError\n" + "z" * 400))
+    assert ledger.checks["t::e"].detail == "z" * 300  # neither the code nor the decorator around it
+    ledger.add_report(_report("t::f", "failed", when="setup", longrepr=""))
+    assert ledger.checks["t::f"].detail == "setup failed"
+    nothing = SimpleNamespace(nodeid="t::g", outcome="failed", when="call", user_properties=[])
+    ledger.add_report(nothing)  # a report without longrepr or longreprtext
+    assert ledger.checks["t::g"].detail == "call failed"
+
+
+def test_a_skips_detail_is_its_words_after_the_reason_code() -> None:
+    ledger = Ledger()
+    ledger.add_report(_skip("t::a", verdict.skip_message("unavailable", "XLA is not installed")))
+    ledger.add_report(_skip("t::b", verdict.skip_message("busy", "as not judged (no-data) said")))
+    ledger.add_report(_report("t::c", "skipped", "setup", "def f():\n>   x\nSkipped: 'tensorrt' missing"))
+    ledger.add_report(_report("t::d", "skipped", "setup", ("file.py", 1, "no prefix")))
+    ledger.add_report(_report("t::e", "skipped", "setup", "odd"))  # a text of three characters is no location tuple
+    ledger.add_report(_report("t::f", "skipped", "setup", "w" * 400))
+    assert [(c.reason, c.detail) for c in ledger.checks.values()] == [
+        ("unavailable", "XLA is not installed"), ("busy", "as not judged (no-data) said"),
+        ("skipped", "Skipped: 'tensorrt' missing"), ("skipped", "no prefix"), ("skipped", "odd"),
+        ("skipped", "w" * 300)]
+
+
+def test_a_known_failure_keeps_what_was_declared_and_a_setup_that_passed_is_no_verdict() -> None:
+    ledger = Ledger()
+    ledger.add_report(_report("t::a", "skipped", wasxfail="known failure: ort 1.31 fusions"))
+    assert ledger.checks["t::a"].detail == "known failure: ort 1.31 fusions"
+    ledger.add_report(_report("t::b", "passed", when="setup"))  # the call never reported: the run stopped
+    assert "t::b" not in ledger.checks
+    ledger.mark_interrupted("SIGTERM", ["t::a", "t::b"])
+    assert (ledger.checks["t::b"].state, ledger.checks["t::b"].detail) == (NOT_JUDGED, "SIGTERM")
+    bare = SimpleNamespace(nodeid="t::c", outcome="passed", when="call", longrepr=None)  # no user_properties
+    ledger.add_report(bare)
+    assert ledger.checks["t::c"].state == PASSED
+
+
+def test_a_checks_first_outcome_of_a_rank_stands_and_keeps_its_components() -> None:
+    ledger = Ledger()
+    assert ledger.add("t::a", PASSED).detail == ""
+    ledger.add_component("t::a", Component("drift gate x", PASSED, None, "within"))
+    ledger.add("t::a", FAILED, "busy", detail="call: boom")  # a reason only travels with 'not judged'
+    ledger.add("t::a", FAILED, detail="teardown: leaked")
+    check = ledger.checks["t::a"]
+    assert (check.state, check.reason, check.detail) == (FAILED, None, "call: boom")
+    assert check.components == [Component("drift gate x", PASSED, None, "within")]
+    with pytest.raises(ValueError, match=r"^unknown state 'green'$"):
+        ledger.add("t::b", "green")
+    with pytest.raises(verdict.NotJudgedReasonError, match=r"^t::b: unknown not-judged reason 'bussy'$"):
+        ledger.add("t::b", NOT_JUDGED, "bussy")
+
+
+def test_components_are_added_once_and_a_passing_one_changes_nothing() -> None:
+    ledger = Ledger()
+    ledger.add("t::a", PASSED)
+    ok = Component("drift gate x", PASSED, None, "within")
+    ledger.add_component("t::a", ok)
+    ledger.add_component("t::a", ok)
+    ledger.add_component("t::nowhere", ok)  # a comparison for a check never reported: dropped
+    assert ledger.checks["t::a"].state == PASSED and ledger.checks["t::a"].components == [ok]
+    assert "t::nowhere" not in ledger.checks
+    busy = Component("latency gate y", NOT_JUDGED, "busy", "others used 80%")
+    ledger.add("t::b", NOT_JUDGED, "no-baseline", "no case")
+    ledger.add_component("t::b", busy)  # a not-judged check keeps its first reason
+    assert (ledger.checks["t::b"].reason, ledger.checks["t::b"].detail) == ("no-baseline", "no case")
+    ledger.add_component("t::b", ok)
+    assert ledger.checks["t::b"].state == NOT_JUDGED
+
+
+def test_a_component_travels_on_the_test_report_and_back() -> None:
+    node = SimpleNamespace(user_properties=[("other", 1)])
+    component = Component("latency gate m-torch-fp32-bs1-all", NOT_JUDGED, "busy", "others used 80%")
+    verdict.report_component(node, component)
+    assert node.user_properties == [("other", 1), (verdict.USER_PROPERTY, component.as_dict())]
+    assert Component.from_dict(component.as_dict()) == component
+    assert Component.from_dict({"label": 7, "state": PASSED}) == Component("7", PASSED, None, "")
+    ledger = Ledger()
+    ledger.add_report(_report("t::a", "passed", props=node.user_properties))
+    assert ledger.checks["t::a"].components == [component]
+
+
+def test_skip_raises_pytests_skip_with_the_reason_code_first() -> None:
+    with pytest.raises(pytest.skip.Exception, match=r"^not judged \(no-data\): no accuracy_dataset$"):
+        verdict.skip("no-data", "no accuracy_dataset")
+    with pytest.raises(verdict.NotJudgedReasonError,
+                       match=r"^unknown not-judged reason 'because'; valid: unsupported, unavailable, no-data, "):
+        verdict.skip_message("because", "text")
+
+
+def test_reason_lists_explain_what_is_wrong() -> None:
+    with pytest.raises(verdict.NotJudgedReasonError,
+                       match=r"^\[run\]: 'none' means no reason and cannot be combined with others$"):
+        verdict.check_reasons(["none", "busy"], "[run]")
+    with pytest.raises(verdict.NotJudgedReasonError,
+                       match=r"^x: unknown reason\(s\) 'a', 'b'; valid: unsupported, unavailable, no-data, "
+                             r"precision-not-run, .*, skipped \(or none\)$"):
+        verdict.check_reasons(["a", "busy", "b"], "x")
+    assert verdict.check_reasons(["", " "], "x") == ()
+
+
+def test_the_first_error_that_ended_a_run_stands() -> None:
+    ledger = Ledger()
+    ledger.note_error("usage: --models x: unknown model")
+    ledger.note_error("internal: teardown")
+    assert ledger.error == "usage: --models x: unknown model"
+    assert ledger.as_dict()["error"] == "usage: --models x: unknown model"
+    assert "error" not in Ledger().as_dict()
+
+
+def test_nothing_judged_says_whether_there_were_checks() -> None:
+    assert Ledger().outcome() == (NOT_JUDGED, ["nothing was judged: the run had no checks"])
+    ledger = Ledger(accepted=("unavailable",))
+    ledger.add("t::a", NOT_JUDGED, "unavailable", "no GPU")
+    assert ledger.outcome() == (NOT_JUDGED, ["nothing was judged: every check ended without a verdict"])
+
+
+def test_a_required_engines_failure_names_its_reasons_and_an_example() -> None:
+    ledger = Ledger(accepted=tuple(verdict.REASONS))
+    ledger.add("t::0", NOT_JUDGED, "unsupported", "no int8 path")
+    ledger.add("t::1", NOT_JUDGED, "unavailable", "tensorrt is not installed")
+    ledger.require("engine tensorrt", ["t::0", "t::1", "t::missing"], "--engines names it")
+    assert ledger.checks["required engine tensorrt"].detail == (
+        "--engines names it and none of its 2 checks could run (not judged: unavailable, unsupported; "
+        "e.g. no int8 path)")
+
+
+def test_the_verdict_file_holds_every_field_by_its_name() -> None:
+    """--suite-results and the HTML report read these names: a renamed field is a lost one."""
+    ledger = Ledger(accepted=("unsupported",))
+    ledger.add_report(_report("t::a", "passed"))
+    ledger.add_report(_report("t::b", "failed", longrepr=_crash("AssertionError: cosine 0.51 < 0.98")))
+    ledger.add_report(_report("t::c", "skipped", wasxfail="known: ort 1.31"))
+    ledger.add_report(_skip("t::d", verdict.skip_message("unsupported", "no int8")))
+    ledger.add_component("t::a", Component("latency gate x", NOT_JUDGED, "busy", "others used 80%"))
+    ledger.mark_interrupted("SIGTERM", ["t::e"])
+    data = ledger.as_dict()
+    assert {k: data[k] for k in ("verdict", "why", "accepted", "interrupted", "counts", "reasons")} == {
+        "verdict": FAILED,
+        "why": ["1 check(s) failed", "the run was interrupted (SIGTERM)", "1 not judged (busy), a reason not accepted",
+                "1 not judged (interrupted), a reason not accepted"],
+        "accepted": ["unsupported"], "interrupted": "SIGTERM",
+        "counts": {"passed": 0, "failed": 1, "known_failures": 1,
+                   "not_judged": {"busy": 1, "interrupted": 1, "unsupported": 1}},
+        "reasons": {r: verdict.REASONS[r] for r in ("busy", "interrupted", "unsupported")},
+    }
+    assert data["failed"] == [{"id": "t::b", "state": FAILED, "reason": None,
+                               "detail": "AssertionError: cosine 0.51 < 0.98", "known_failure": False,
+                               "components": []}]
+    assert data["known_failures"] == [{"id": "t::c", "state": FAILED, "reason": None, "detail": "known: ort 1.31",
+                                       "known_failure": True, "components": []}]
+    assert data["not_judged"]["busy"] == [{
+        "id": "t::a", "state": NOT_JUDGED, "reason": "busy", "detail": "latency gate x: others used 80%",
+        "known_failure": False, "components": [{"label": "latency gate x", "state": NOT_JUDGED, "reason": "busy",
+                                                "detail": "others used 80%"}]}]
+    assert [c["id"] for c in data["not_judged"]["interrupted"]] == ["t::e"]
+    assert [c["id"] for c in data["not_judged"]["unsupported"]] == ["t::d"]

@@ -1,0 +1,188 @@
+"""The latency gate's outcome mapping (suite/gate_plugin.py: Gate.check_latency, LatencyOutcome.component, _STATE):
+which comparison becomes which verdict state. Three hand mutations of it lived through the earlier tests (issue
+23): busy silently accepted, inconclusive turned into passed, and only busy regressions set aside while busy
+improvements were judged. Fast and deterministic: the baselines are made in memory, nothing is timed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from suite import verdict
+from suite.baselines import DriftTolerances, LatencyBaseline
+from suite.gate_plugin import Gate, LatencyOutcome
+from suite.verdict import FAILED, NOT_JUDGED, PASSED, Ledger
+
+pytestmark = pytest.mark.selftest
+
+KEY = ("m", "onnxruntime", "fp32", "bs1", "all")
+RECORD = {"kind": "latency", "model": "m", "engine": "onnxruntime", "precision": "fp32", "batch_size": 1,
+          "path": "all"}
+BASE = list(1e-3 * np.random.default_rng(3).lognormal(0, 0.01, 100))
+LIMIT = 0.2  # --latency-busy-limit
+
+
+def _gate(baseline_interference: float = 0.01, environment: dict[str, str] | None = None) -> Gate:
+    baseline = LatencyBaseline(sources=(Path("base.json"),), environment={"onnxruntime": "1.20"}, datetime=None,
+                               samples={KEY: [BASE]}, interference={KEY: baseline_interference})
+    return Gate(max_slowdown=0.05, confidence=0.99, busy_limit=LIMIT, drift=DriftTolerances(), inject_slowdown=None,
+                inject_accuracy_drop=None, environment=environment or {"onnxruntime": "1.20"},
+                latency_baseline=baseline)
+
+
+def _samples(kind: str) -> list[float]:
+    """Current samples that compare with BASE as ``kind``: 20 % slower, 20 % faster, the same, or too few rounds
+    for an interval (inconclusive)."""
+    return {"regression": [x * 1.2 for x in BASE], "improvement": [x * 0.8 for x in BASE], "unchanged": BASE,
+            "inconclusive": [x * 1.2 for x in BASE[:4]]}[kind]
+
+
+def _outcome(gate: Gate, kind: str, interference: float | None = 0.0, **record: Any) -> LatencyOutcome:
+    outcome, _ = gate.check_latency({**RECORD, "samples_s": _samples(kind), **record}, "t::a", interference)
+    assert outcome is not None
+    return outcome
+
+
+@pytest.mark.parametrize("kind", ["regression", "improvement", "unchanged", "inconclusive"])
+def test_on_a_quiet_machine_the_comparison_is_the_outcome(kind: str) -> None:
+    gate = _gate()
+    outcome = _outcome(gate, kind)
+    assert outcome.comparison is not None and outcome.comparison.verdict == kind
+    assert (outcome.status, outcome.busy_side) == (kind, None)
+
+
+def test_every_status_maps_to_its_verdict_state_and_reason() -> None:
+    """regression fails; unchanged and improvement pass; busy, inconclusive and no-baseline are not judged, each
+    under its own reason, and only the judged ones count as gated."""
+    gate = _gate()
+    outcomes = {kind: _outcome(gate, kind) for kind in ("regression", "improvement", "unchanged", "inconclusive")}
+    outcomes["busy"] = _outcome(gate, "regression", interference=0.9)
+    outcomes["no-baseline"] = _outcome(gate, "unchanged", batch_size=64)
+    states = {kind: (o.status, o.component().state, o.component().reason) for kind, o in outcomes.items()}
+    assert states == {
+        "regression": ("regression", FAILED, None),
+        "improvement": ("improvement", PASSED, None),
+        "unchanged": ("unchanged", PASSED, None),
+        "inconclusive": ("inconclusive", NOT_JUDGED, "inconclusive"),
+        "busy": ("busy", NOT_JUDGED, "busy"),
+        "no-baseline": ("no-baseline", NOT_JUDGED, "no-baseline"),
+    }
+    assert gate.gated("latency") == 3
+    assert "CI" in outcomes["inconclusive"].component().detail
+    assert outcomes["busy"].component().detail == "other processes used 90% of the CPUs in each of 1 attempt(s)"
+    assert outcomes["no-baseline"].component().detail == "the latency baseline has no such case"
+    assert outcomes["regression"].component().label == "latency gate m-onnxruntime-fp32-bs1-all"
+
+
+@pytest.mark.parametrize("kind", ["inconclusive", "busy"])
+def test_a_case_the_gate_could_not_judge_never_makes_a_green_run(kind: str) -> None:
+    """Its component turns the passing test 'not judged', and the run is not green unless that reason is named."""
+    gate = _gate()
+    outcome = _outcome(gate, "inconclusive") if kind == "inconclusive" else _outcome(gate, "improvement", 0.9)
+    for accepted, green in (((), False), (tuple(r for r in verdict.REASONS if r != kind), False), ((kind,), True)):
+        ledger = Ledger(accepted=accepted)
+        ledger.add("t::a", PASSED)
+        ledger.add("t::b", PASSED)
+        ledger.add_component("t::b", outcome.component())
+        assert ledger.checks["t::b"].state == NOT_JUDGED and ledger.checks["t::b"].reason == kind
+        assert (ledger.exit_status(0) == 0) is green, accepted
+
+
+@pytest.mark.parametrize("kind", ["regression", "improvement", "inconclusive"])
+def test_while_others_use_the_cpus_every_change_is_set_aside_not_only_a_regression(kind: str) -> None:
+    """A neighbour's burst moves a case's time either way over a run (it may also have slowed the rounds the
+    interval was made of), so on a busy machine a faster case is no more a finding than a slower one: busy."""
+    gate = _gate()
+    outcome = _outcome(gate, kind, interference=0.9)
+    assert (outcome.status, outcome.busy_side) == ("busy", "current")
+    assert outcome.component().state == NOT_JUDGED
+    _, message = gate.check_latency({**RECORD, "samples_s": _samples(kind)}, "t::a", 0.9)
+    assert message is None
+
+
+def test_an_unchanged_case_is_judged_however_busy_and_busy_means_above_the_limit() -> None:
+    gate = _gate()
+    assert _outcome(gate, "unchanged", interference=0.9).status == "unchanged"
+    assert _outcome(gate, "improvement", interference=LIMIT).status == "improvement"  # at the limit: not busy
+    assert _outcome(gate, "improvement", interference=LIMIT + 1e-9).status == "busy"
+    assert _outcome(gate, "improvement", interference=None).status == "improvement"  # not measured: judged
+
+
+@pytest.mark.parametrize("kind", ["improvement", "unchanged", "inconclusive"])
+def test_against_a_busy_baseline_only_a_regression_is_judged(kind: str) -> None:
+    gate = _gate(baseline_interference=0.9)
+    outcome = _outcome(gate, kind)
+    assert (outcome.status, outcome.busy_side) == ("busy", "baseline")
+    assert "save a new baseline on a quiet machine" in outcome.component().detail
+    assert _outcome(gate, "regression").status == "regression"
+    assert _outcome(_gate(baseline_interference=LIMIT), kind).status == kind  # at the limit: not busy
+
+
+def test_a_device_bound_case_is_judged_whatever_the_cpus_did() -> None:
+    for kind in ("improvement", "regression"):
+        assert _outcome(_gate(), kind, interference=0.9, bound="device").status == kind
+        assert _outcome(_gate(baseline_interference=0.9), kind, bound="device").status == kind
+
+
+def test_a_regression_fails_with_its_figures_and_nothing_else_does() -> None:
+    gate = _gate()
+    _, message = gate.check_latency({**RECORD, "samples_s": _samples("regression")}, "t::a", 0.0)
+    assert message is not None and message.startswith("m-onnxruntime-fp32-bs1-all: latency regression")
+    for kind in ("improvement", "unchanged", "inconclusive"):
+        assert gate.check_latency({**RECORD, "samples_s": _samples(kind)}, "t::a", 0.0)[1] is None
+    assert [o.status for o in gate.latency] == ["regression", "improvement", "unchanged", "inconclusive"]
+
+
+def test_a_remeasurement_is_asked_for_only_where_it_could_change_the_outcome() -> None:
+    gate = _gate()
+    slower = {**RECORD, "samples_s": _samples("regression")}
+    assert gate.busy_matters(slower, 0.9, saving=False) is True
+    assert gate.busy_matters(slower, LIMIT, saving=False) is False
+    assert gate.busy_matters(slower, None, saving=False) is False
+    assert gate.busy_matters({**slower, "bound": "device"}, 0.9, saving=False) is False
+    assert gate.busy_matters({**RECORD, "samples_s": BASE}, 0.9, saving=False) is False
+    assert gate.busy_matters({**slower, "batch_size": 64}, 0.9, saving=False) is True  # no counterpart
+    no_baseline = _gate()
+    no_baseline.latency_baseline = None
+    assert no_baseline.busy_matters(slower, 0.9, saving=True) is True
+    assert no_baseline.busy_matters(slower, 0.9, saving=False) is False
+
+
+def test_an_outcome_keeps_its_case_its_test_and_what_the_cpus_did() -> None:
+    gate = _gate(baseline_interference=0.05)
+    judged = _outcome(gate, "improvement", interference=0.1)
+    outcome, _ = gate.check_latency({**RECORD, "samples_s": _samples("regression"), "batch_size": 64}, "t::b", 0.9,
+                                    attempts=3)
+    assert outcome is not None
+    assert (judged.label, judged.nodeid, judged.interference, judged.baseline_interference, judged.attempts) == (
+        "m-onnxruntime-fp32-bs1-all", "t::a", 0.1, 0.05, 1)
+    assert (outcome.label, outcome.nodeid, outcome.status, outcome.interference, outcome.attempts) == (
+        "m-onnxruntime-fp32-bs64-all", "t::b", "no-baseline", 0.9, 3)
+    assert gate.check_latency({**RECORD, "samples_s": BASE}, "t::c", 0.9, attempts=2)[0].attempts == 2  # type: ignore[union-attr]
+    assert gate.check_latency({"model": "m", "samples_s": BASE}, "t::d", 0.0) == (None, None)  # not a latency case
+    without = _gate()
+    without.latency_baseline = None
+    assert without.check_latency({**RECORD, "samples_s": BASE}, "t::e", 0.0) == (None, None)
+    assert [o.nodeid for o in gate.latency] == ["t::a", "t::b", "t::c"]
+    assert gate.gated("latency") == 2  # the improvement and the unchanged case; not the one without a baseline
+
+
+def test_a_components_detail_carries_the_figures() -> None:
+    gate = _gate(baseline_interference=0.9)
+    assert _outcome(gate, "unchanged").component().detail == (
+        "the baseline was measured while other processes used 90% of the CPUs; save a new baseline on a quiet machine")
+    quiet = _outcome(_gate(), "regression")
+    assert quiet.component().detail == ("median 0.9996 -> 1.2 ms (+20.00%), CI [1.1945, 1.2056]; significantly "
+                                        "slower, by more than half the threshold")
+
+
+def test_a_regressions_message_notes_another_environment() -> None:
+    _, same = _gate().check_latency({**RECORD, "samples_s": _samples("regression")}, "t::a", 0.0)
+    _, other = _gate(environment={"onnxruntime": "1.31"}).check_latency(
+        {**RECORD, "samples_s": _samples("regression")}, "t::a", 0.0)
+    assert same is not None and other is not None and "NOTE" not in same
+    assert other == same + "\n  NOTE: the baseline comes from a different environment (onnxruntime: 1.20 -> 1.31)"
