@@ -3,8 +3,11 @@ hypothesis properties. If these are wrong, every engine verdict is wrong."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+import re
+from typing import Any
 
 import numpy as np
 import pytest
@@ -233,6 +236,65 @@ def test_ties_broken_towards_lower_index() -> None:
     # Engine breaks the tie the other way: rank 1 and 2 indices swap.
     test = np.array([[1.0, 1.0 + 1e-9, 0.0]])
     assert [s.disagreement_pct for s in rank_table(ref, test)] == [100.0, 100.0, 0.0]
+
+
+def test_top1_is_judged_on_two_column_outputs() -> None:
+    """Two classes are the smallest output where "top-1" means a decision (a binary classifier's logits): judged
+    there, and only there (a one-column output has no top-1)."""
+    ref = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [0.0, 1.0]])
+    flipped = ref[:, ::-1].copy()
+    flipped[0] = ref[0]  # one row of four agrees
+    rep = compare_arrays("logits", ref, flipped, Tolerance(min_isclose_pct=0.0, min_top1_agreement_pct=50.0))
+    assert rep.top1_agreement_pct == 25.0 and rep.topk_agreement_pct == {1: 25.0, 2: 100.0}
+    assert rep.failures == ("top-1 agreement 25.00% < 50.00% required",)
+    assert "top-1 agreement 25.00% (>= 50.00% required)" in rep.explain()
+    one = compare_arrays("score", ref[:, :1], flipped[:, :1], Tolerance(min_isclose_pct=0.0, min_top1_agreement_pct=99))
+    assert one.top1_agreement_pct is None and one.passed
+
+
+@pytest.mark.parametrize("agree,passed", [(95, True), (94, False), (90, False), (96, True)])
+def test_the_top1_threshold_is_exact(agree: int, passed: bool) -> None:
+    """95 % required: 95 of 100 rows pass, 94 fail (a threshold moved by a point, or five, shows)."""
+    ref = np.tile([3.0, 2.0, 1.0], (100, 1))
+    test = ref.copy()
+    test[agree:] = [2.0, 3.0, 1.0]  # the rows from ``agree`` on pick another class
+    rep = compare_arrays("logits", ref, test, Tolerance(min_isclose_pct=0.0, min_top1_agreement_pct=95.0))
+    assert rep.top1_agreement_pct == float(agree)
+    assert rep.passed is passed
+    assert rep.failures == (() if passed else (f"top-1 agreement {agree:.2f}% < 95.00% required",))
+
+
+def test_a_row_is_finite_only_when_every_element_of_it_is() -> None:
+    """Row statistics (top-k, ranks, worst row cosine) are taken over the rows finite in both arrays: a row with
+    one NaN is left out whole, even where its other elements would disagree."""
+    ref = np.array([[4.0, 3.0, 2.0, 1.0], [4.0, 3.0, 2.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
+    test = ref.copy()
+    test[1] = [1.0, 2.0, np.nan, 4.0]  # finite elsewhere, and ranked the other way round
+    rep = compare_arrays("logits", ref, test, Tolerance(min_isclose_pct=0.0, min_top1_agreement_pct=100.0,
+                                                           min_row_cosine=0.999))
+    assert rep.top1_agreement_pct == 100.0 and rep.topk_agreement_pct == {1: 100.0, 4: 100.0}
+    assert all(s.disagreement_pct == 0.0 and s.mae == 0.0 for s in rep.ranks)
+    assert rep.worst_row_cosine == pytest.approx(1.0)
+    assert rep.failures == ("engine output has 1 NaN/Inf values",)
+    nd = compare_arrays("maps", ref.reshape(3, 2, 2), test.reshape(3, 2, 2),
+                        Tolerance(min_isclose_pct=0.0, min_row_cosine=0.999))
+    assert nd.worst_row_cosine == pytest.approx(1.0) and nd.failures == ("engine output has 1 NaN/Inf values",)
+
+
+def test_an_embedding_row_with_one_nan_is_left_out_of_retrieval() -> None:
+    from metrics.embedding import RETRIEVAL_MIN_ROWS
+
+    rng = np.random.default_rng(5)
+    ref = rng.normal(size=(RETRIEVAL_MIN_ROWS + 1, 8))
+    test = ref.copy()
+    test[0, 3] = np.nan
+    rep = compare_arrays("emb", ref, test, Tolerance(min_isclose_pct=0.0, min_retrieval_agreement_pct=100.0))
+    assert rep.retrieval_agreement_pct == 100.0 and rep.retrieval_k is not None
+    assert rep.failures == ("engine output has 1 NaN/Inf values",)
+    too_few = test.copy()
+    too_few[1, 0] = np.inf  # one finite row fewer than retrieval needs
+    rep = compare_arrays("emb", ref, too_few, Tolerance(min_isclose_pct=0.0, min_retrieval_agreement_pct=100.0))
+    assert rep.retrieval_agreement_pct is None and rep.retrieval_k is None
 
 
 def test_non_2d_outputs_have_no_row_stats() -> None:
@@ -616,3 +678,163 @@ def test_paired_overhead_interval_covers_the_true_median_at_its_confidence():
 def test_paired_overhead_rejects_what_is_not_a_pair_of_timings(a, b, match):
     with pytest.raises(ValueError, match=match):
         paired_overhead(a, b)
+
+
+# =========================================================================== parity: exact edges (tools/mutation.sh)
+
+
+def test_every_threshold_passes_when_met_exactly() -> None:
+    """Each check is `measured >= required` (`<=` for max abs error): a figure exactly at its threshold passes."""
+    ref = np.array([[3.0, 1.0, 2.0], [1.0, 3.0, 2.0]])
+    rep = compare_arrays("logits", ref, ref.copy(), Tolerance(min_isclose_pct=100.0, max_abs_error=0.0, min_cosine=1.0,
+                                                              min_top1_agreement_pct=100.0, min_row_cosine=1.0))
+    assert (rep.isclose_pct, rep.max_abs_error, rep.cosine, rep.top1_agreement_pct, rep.worst_row_cosine) == (
+        100.0, 0.0, 1.0, 100.0, 1.0)
+    assert rep.passed
+
+
+def test_a_cosine_is_clamped_to_minus_one() -> None:
+    r = np.array([-0.1321048632913019, 0.6404226504432821, 0.10490011715303971, -0.535669373161111,
+                  0.36159505490948474, 1.3040000451301372, 0.9470809631292422])  # r . -r rounds below -|r|^2
+    assert compare_arrays("o", r, -r, Tolerance(min_isclose_pct=0.0)).cosine == -1.0
+
+
+def test_relative_error_is_taken_only_where_the_reference_exceeds_atol() -> None:
+    tol = Tolerance(atol=0.5, min_isclose_pct=0.0)
+    assert compare_arrays("o", np.array([0.5, 2.0]), np.array([1.0, 2.0]), tol).max_rel_error == 0.0
+    assert compare_arrays("o", np.array([0.5, 2.0]), np.array([1.0, 3.0]), tol).max_rel_error == 0.5
+    assert compare_arrays("o", np.zeros(3), np.ones(3), Tolerance(atol=0.0, min_isclose_pct=0.0)).max_rel_error == 0.0
+
+
+@pytest.mark.parametrize("field,edges,outside", [
+    ("rtol", (0.0, 1e300), (-1e-12, math.inf, math.nan)),
+    ("atol", (0.0, 1e300), (-1e-12, math.inf, math.nan)),
+    ("min_isclose_pct", (0.0, 100.0), (-1e-9, 100.000001, math.nan)),
+    ("max_abs_error", (0.0, 1e300, None), (-1e-12, math.inf, math.nan)),
+    ("min_cosine", (-1.0, 1.0, None), (-1.000001, 1.000001, math.nan)),
+    ("min_top1_agreement_pct", (0.0, 100.0, None), (-1e-9, 100.000001, math.nan)),
+    ("min_row_cosine", (-1.0, 1.0, None), (-1.000001, 1.000001, math.nan)),
+    ("min_retrieval_agreement_pct", (0.0, 100.0, None), (-1e-9, 100.000001, math.nan)),
+])
+def test_each_tolerance_accepts_its_range_and_names_itself_outside_it(field: str, edges: tuple[float | None, ...],
+                                                                      outside: tuple[float, ...]) -> None:
+    ranges = {"rtol": "must be finite and >= 0", "atol": "must be finite and >= 0",
+              "max_abs_error": "must be finite and >= 0", "min_cosine": r"must be in \[-1, 1\]",
+              "min_row_cosine": r"must be in \[-1, 1\]"}
+    for value in edges:
+        kwargs: dict[str, Any] = {field: value}
+        assert getattr(Tolerance(**kwargs), field) == value
+    expected = ranges.get(field, r"must be in \[0, 100\]")
+    for value in outside:
+        with pytest.raises(ValueError, match=f"^{field} {expected}, got {re.escape(repr(value))}$"):
+            Tolerance(**{field: value})
+
+
+def test_rank_table_takes_one_rank_and_one_element_and_names_bad_input() -> None:
+    ref, test = np.array([[1.0, 2.0, 3.0]]), np.array([[1.0, 3.0, 2.0]])
+    assert rank_table(ref, test, k=1) == (RankStat(1, 1.0, 100.0),)
+    assert rank_table(np.array([[2.0]]), np.array([[1.0]])) == (RankStat(1, 1.0, 0.0),)
+    with pytest.raises(ValueError, match=r"^k must be an int >= 1, got True$"):
+        rank_table(ref, test, k=True)
+    with pytest.raises(ValueError, match=r"^rank_table got an empty array \(0, 3\)$"):
+        rank_table(np.ones((0, 3)), np.ones((0, 3)))
+    with pytest.raises(ValueError, match=r"^shape mismatch: reference \(1, 3\) vs engine \(1, 2\)$"):
+        rank_table(ref, np.ones((1, 2)))
+    with pytest.raises(ValueError, match=r"^rank_table needs finite values; drop non-finite rows first$"):
+        rank_table(ref, np.array([[1.0, np.inf, 2.0]]))
+    with pytest.raises(ValueError, match=r"^reference: complex dtype complex128 is not supported$"):
+        rank_table(ref.astype(complex), test)
+    with pytest.raises(ValueError, match=r"^engine output: cannot convert dtype <U1 to float64$"):
+        rank_table(ref, np.array([["a", "b", "c"]]))
+
+
+def test_bad_outputs_are_named_in_the_error() -> None:
+    with pytest.raises(ValueError, match=r"^reference output 'logits': complex dtype complex128 is not supported$"):
+        compare_arrays("logits", np.ones(2, complex), np.ones(2), Tolerance())
+    with pytest.raises(ValueError, match=r"^engine output 'logits': cannot convert dtype <U1 to float64$"):
+        compare_arrays("logits", np.ones(2), np.array(["a", "b"]), Tolerance())
+    with pytest.raises(ValueError, match=r"^engine outputs do not match reference outputs: missing from engine "
+                                         r"\['b'\], not in reference \['c'\]$"):
+        compare_outputs({"a": np.ones(1), "b": np.ones(1)}, {"a": np.ones(1), "c": np.ones(1)}, Tolerance())
+    reports = compare_outputs({"a": np.ones(1), "b": np.ones(2)}, {"b": np.ones(2), "a": np.ones(1)}, Tolerance())
+    assert [(k, r.name) for k, r in reports.items()] == [("a", "a"), ("b", "b")]
+
+
+def test_a_percentage_shows_at_most_ten_decimals() -> None:
+    ref = np.ones(1000)
+    rep = compare_arrays("o", ref, ref.copy(), Tolerance(min_isclose_pct=100.0))
+    failing = dataclasses.replace(rep, isclose_pct=100.0 - 1e-12)
+    from metrics.parity import _fmt_pct_pair
+
+    assert _fmt_pct_pair(failing.isclose_pct, 100.0) == ("100.0000000000%", "100.0000000000%")
+    assert _fmt_pct_pair(math.nan, 99.0) == ("n/a (no finite values)", "99.00%")
+
+
+def test_the_report_explains_every_figure_and_threshold() -> None:
+    """The failure message of a parity test, whole: what a reader of a red run sees."""
+    ref = np.array([[4.0, 3.0, 2.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
+    test = np.array([[4.0, 3.0, 2.0, 1.0], [1.0, 2.0, 4.0, 3.0]])
+    tol = Tolerance(rtol=0.0, atol=0.0, min_isclose_pct=80.0, max_abs_error=0.5, min_cosine=0.99,
+                    min_top1_agreement_pct=75.0, min_row_cosine=0.97)
+    rep = compare_arrays("logits", ref, test, tol)
+    assert rep.explain() == (
+        "output 'logits' (2, 4): isclose 75.00% < 80.00% required (rtol=0, atol=0); max abs error 1.000e+00 > "
+        "5.000e-01 allowed; cosine 0.983333333 < 0.99 required; top-1 agreement 50.00% < 75.00% required; worst row "
+        "cosine 0.966666667 < 0.97 required\n"
+        "  isclose 75.00% (>= 80.00% required, rtol=0, atol=0); MAE 2.500e-01; max abs 1.000e+00 (<= 5.000e-01 "
+        "allowed); max rel 3.333e-01 (where |ref| > atol); cosine 0.983333333 (>= 0.99 required); worst row cosine "
+        "0.966666667 (>= 0.97 required)\n"
+        "  non-finite values: reference 0, engine 0 (of 8 elements)\n"
+        "  top-1 agreement 50.00% (>= 75.00% required); top-4 overlap 100.00%\n"
+        "  rank MAE/disagreement: r1 5.000e-01/50.00%, r2 5.000e-01/50.00%, r3 0.000e+00/0.00%, r4 0.000e+00/0.00%")
+    plain = compare_arrays("v", np.array([1.0, 2.0]), np.array([1.0, 2.0]), Tolerance())
+    assert plain.explain() == (
+        "output 'v' (2,): passed\n"
+        "  isclose 100.00% (>= 99.00% required, rtol=0.001, atol=1e-05); MAE 0.000e+00; max abs 0.000e+00; "
+        "max rel 0.000e+00 (where |ref| > atol); cosine 1\n"
+        "  non-finite values: reference 0, engine 0 (of 2 elements)")
+    nan = compare_arrays("n", np.full((2, 3), np.nan), np.full((2, 3), np.nan), Tolerance())
+    assert nan.explain().splitlines()[1:3] == [
+        "  isclose n/a (>= 99.00% required, rtol=0.001, atol=1e-05); MAE n/a; max abs n/a; max rel n/a "
+        "(where |ref| > atol); cosine n/a; worst row cosine n/a",
+        "  non-finite values: reference 6, engine 6 (of 6 elements)"]
+    assert nan.explain().splitlines()[3] == "  top-1 agreement n/a; top-3 overlap n/a"
+
+
+def test_an_embeddings_explanation_shows_retrieval_not_top1() -> None:
+    from metrics.embedding import RETRIEVAL_MIN_ROWS
+
+    emb = np.random.default_rng(2).normal(size=(RETRIEVAL_MIN_ROWS, 8))
+    rep = compare_arrays("e", emb, emb.copy(), Tolerance(min_row_cosine=0.9, min_retrieval_agreement_pct=95.0))
+    lines = rep.explain().splitlines()
+    assert lines[1].endswith("cosine 1; worst row cosine 1 (>= 0.9 required)")
+    assert lines[3:] == ["  retrieval agreement 100.00% (5 nearest rows) (>= 95.00% required)"]
+    without = compare_arrays("e", emb, emb.copy(), Tolerance(min_retrieval_agreement_pct=95.0))
+    assert without.explain().splitlines()[1].endswith("cosine 1; worst row cosine 1")
+
+
+def test_the_report_as_data_holds_every_figure_by_its_name() -> None:
+    """--suite-results and the drift gate read these names: a renamed field is a lost one."""
+    ref = np.array([[4.0, 3.0, 2.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
+    test = np.array([[4.0, 3.0, 2.0, np.nan], [1.0, 2.0, 4.0, 3.0]])
+    d = compare_arrays("logits", ref, test, Tolerance(min_isclose_pct=0.0)).as_dict()
+    assert d == {
+        "name": "logits", "shape": [2, 4], "n_elements": 8, "nonfinite_ref": 0, "nonfinite_test": 1,
+        "isclose_pct": pytest.approx(100.0 * 5 / 7), "mae": pytest.approx(2 / 7), "max_abs_error": 1.0,
+        "max_rel_error": pytest.approx(1 / 3), "cosine": pytest.approx(58 / 59), "top1_agreement_pct": 0.0,
+        "topk_agreement_pct": {"1": 0.0, "4": 100.0},
+        "ranks": [{"rank": 1, "mae": 1.0, "disagreement_pct": 100.0},
+                  {"rank": 2, "mae": 1.0, "disagreement_pct": 100.0},
+                  {"rank": 3, "mae": 0.0, "disagreement_pct": 0.0}, {"rank": 4, "mae": 0.0, "disagreement_pct": 0.0}],
+        "tolerance": Tolerance(min_isclose_pct=0.0).as_dict(), "failures": ["engine output has 1 NaN/Inf values"],
+        "passed": False, "worst_row_cosine": pytest.approx(29 / 30), "retrieval_agreement_pct": None,
+        "retrieval_k": None,
+    }
+    nan = compare_arrays("n", np.full((2, 3), np.nan), np.full((2, 3), np.nan), Tolerance()).as_dict()
+    assert (nan["worst_row_cosine"], nan["top1_agreement_pct"], nan["ranks"]) == (None, None, [])
+    assert compare_arrays("v", np.ones(3), np.ones(3), Tolerance()).as_dict()["worst_row_cosine"] is None
+    from metrics.embedding import RETRIEVAL_MIN_ROWS
+
+    emb = np.random.default_rng(2).normal(size=(RETRIEVAL_MIN_ROWS, 8))
+    e = compare_arrays("e", emb, emb.copy(), Tolerance(min_retrieval_agreement_pct=95.0)).as_dict()
+    assert (e["retrieval_agreement_pct"], e["retrieval_k"], e["top1_agreement_pct"]) == (100.0, 5, None)
