@@ -22,7 +22,9 @@ BF16_MIN_OPSET = 22
 #: Clip: it expands Clip into its ONNX function body (Less, Where), and no EP has a bf16 Less kernel, so the
 #: session fails ("Provider type for Less node with name '' is not set": MiniLM on an H100, whose pooling clamps
 #: the mask sum). The comparisons themselves: a position or mask compared in bf16 is wrong past 256 anyway.
-BF16_KEEP_FP32 = ("Clip", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Equal")
+#: MaxPool: the CUDA EP has no bf16 MaxPool either ("Provider type for MaxPool node with name 'node_max_pool2d'
+#: is not set": digits_cnn on an H200, 2026-11-25); a max of bf16 values is exact in fp32, so nothing is lost.
+BF16_KEEP_FP32 = ("Clip", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Equal", "MaxPool")
 
 
 def _opset(model: onnx.ModelProto) -> int:
