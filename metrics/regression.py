@@ -542,3 +542,43 @@ def binomial_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, 
     lo = 0.0 if k == 0 else _bisect(lambda x: _betainc(k, n - k + 1, x), 0.0, 1.0, alpha / 2.0)
     hi = 1.0 if k == n else _bisect(lambda x: _betainc(k + 1, n - k, x), 0.0, 1.0, 1.0 - alpha / 2.0)
     return lo, hi
+
+
+#: A peak GPU memory figure must grow by at least this much, besides the factor, to have drifted: the CUDA
+#: context, cuDNN's and cuBLAS's workspaces move by tens of MiB between driver and library versions.
+MEMORY_SLACK_MIB = 256.0
+
+
+@dataclass(frozen=True)
+class MemoryComparison:
+    """One cell's peak GPU memory (MiB) against its baseline's: ``failed`` when it grew beyond ``factor``
+    times the baseline and by more than ``MEMORY_SLACK_MIB``."""
+
+    figure: str
+    baseline_mib: float
+    current_mib: float
+    factor: float
+
+    @property
+    def ratio(self) -> float:
+        return self.current_mib / self.baseline_mib if self.baseline_mib > 0 else math.inf
+
+    @property
+    def failed(self) -> bool:
+        return self.current_mib > self.baseline_mib * self.factor and \
+            self.current_mib - self.baseline_mib > MEMORY_SLACK_MIB
+
+    def describe(self) -> str:
+        return (f"{self.figure} {self.baseline_mib:.0f} -> {self.current_mib:.0f} MiB ({self.ratio:.2f}x; "
+                f"allowed {self.factor:g}x and +{MEMORY_SLACK_MIB:.0f} MiB)")
+
+
+def compare_memory(baseline: Mapping[str, Any], current: Mapping[str, Any], factor: float) -> list[MemoryComparison]:
+    """Each peak figure both records have (``nvml_peak_mib``, ``allocator_peak_mib``), compared."""
+    out = []
+    for figure in ("nvml_peak_mib", "allocator_peak_mib"):
+        base, now = baseline.get(figure), current.get(figure)
+        if isinstance(base, int | float) and isinstance(now, int | float) and math.isfinite(base) \
+                and math.isfinite(now):
+            out.append(MemoryComparison(figure, float(base), float(now), factor))
+    return out

@@ -56,15 +56,18 @@ class DriftTolerances:
     top5_pts: float = 0.5
     isclose_pts: float = 1.0
     mae_factor: float = 2.0
+    #: a cell's peak GPU memory may grow by this factor, and by MEMORY_SLACK_MIB at least, before it drifted
+    memory_factor: float = 1.5
 
     def describe(self) -> str:
         return (f"top1={self.top1_pts:g}pt,top5={self.top5_pts:g}pt,isclose={self.isclose_pts:g}pt,"
-                f"mae={self.mae_factor:g}x")
+                f"mae={self.mae_factor:g}x,memory={self.memory_factor:g}x")
 
 
 def parse_drift(text: str) -> DriftTolerances:
     """'top1=0.5pt,top5=1pt,isclose=1pt,mae=2x' (any subset; units optional) -> DriftTolerances."""
-    keys = {"top1": "top1_pts", "top5": "top5_pts", "isclose": "isclose_pts", "mae": "mae_factor"}
+    keys = {"top1": "top1_pts", "top5": "top5_pts", "isclose": "isclose_pts", "mae": "mae_factor",
+            "memory": "memory_factor"}
     values: dict[str, float] = {}
     for part in filter(None, (p.strip() for p in str(text).split(","))):
         name, sep, raw = part.partition("=")
@@ -78,8 +81,8 @@ def parse_drift(text: str) -> DriftTolerances:
             raise BaselineError(f"--accuracy-drift: {part!r}: {raw!r} is not a number") from None
         if not math.isfinite(values[keys[name]]):  # 'nan' passes every range check below, and then gates nothing
             raise BaselineError(f"--accuracy-drift: {part!r}: {raw!r} is not a finite number")
-        if values[keys[name]] < 0 or (name == "mae" and values[keys[name]] < 1.0):
-            raise BaselineError(f"--accuracy-drift: {part!r} out of range (points >= 0, mae factor >= 1)")
+        if values[keys[name]] < 0 or (name in ("mae", "memory") and values[keys[name]] < 1.0):
+            raise BaselineError(f"--accuracy-drift: {part!r} out of range (points >= 0, mae and memory factors >= 1)")
     return DriftTolerances(**values)
 
 
@@ -271,6 +274,9 @@ class ResultsBaseline:
     source: Path
     environment: dict[str, Any]
     records: RecordsByCase = field(default_factory=RecordsByCase)
+    #: cell id -> its peak GPU memory record (suite/lifetime.py): the drift gate's memory comparison, apart from
+    #: the accuracy/parity cases the coverage counts
+    gpu_memory: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def load_results_baseline(path: Path, accept_incomplete: bool = False) -> ResultsBaseline:
@@ -282,8 +288,12 @@ def load_results_baseline(path: Path, accept_incomplete: bool = False) -> Result
         raise BaselineError(f"accuracy baseline {path}: not a --suite-results file (no 'records' list)")
     _refuse_incomplete(Path(path), data, accept_incomplete, "accuracy baseline")
     records = RecordsByCase()
+    memory: dict[str, dict[str, Any]] = {}
     for record in data["records"]:
         key = record_key(record) if isinstance(record, dict) else None
         if key is not None:
             records[case_key(key)] = record
-    return ResultsBaseline(source=Path(path), environment=dict(data.get("environment") or {}), records=records)
+        elif isinstance(record, dict) and record.get("kind") == "gpu_memory":
+            memory[str(record.get("cell"))] = record
+    return ResultsBaseline(source=Path(path), environment=dict(data.get("environment") or {}), records=records,
+                           gpu_memory=memory)

@@ -28,6 +28,7 @@ import numpy as np
 from engines.base import BATCH_AXIS, INPUT_ROLES, ONNX_EXPORTERS, PRECISIONS, AxisRange, InputSpec, ShapeProfile
 from metrics import AccuracyThreshold, Tolerance
 from suite.inputs import DISTRIBUTIONS
+from suite.timing import PATHS
 from suite.verdict import NotJudgedReasonError, check_reasons
 
 ENGINES: tuple[str, ...] = ("torch", "onnxruntime", "inductor", "tensorrt")
@@ -51,7 +52,7 @@ _MODEL_KEYS = {
     "factory", "inputs", "outputs", "batch_sizes", "latency_batch_sizes", "opt_batch", "precisions", "engines",
     "accuracy_dataset", "parity_dataset", "calibration_dataset", "min_top1", "min_top5",
     "parity_samples", "precision", "int8", "engine_options", "description", "known_failures", "axes",
-    "latency_shapes", "export", "static_batch",
+    "latency_shapes", "export", "static_batch", "unsupported",
 }
 #: [models.NAME.export]: the torch -> ONNX export options (engines/onnx/export.py), keyed into the export's cache.
 _EXPORT_KEYS = {"opset", "exporter", "sample_batch"}
@@ -210,6 +211,17 @@ class ModelConfig:
     export: Mapping[str, Any] = field(default_factory=dict)
     #: static_batch: ONNX Runtime and TensorRT build one engine per batch size, each with the batch axis fixed.
     static_batch: bool = False
+    #: [models.NAME.unsupported]: what an engine cannot do by design for this model, declared with its reason:
+    #: "ENGINE-PRECISION" (the whole cell) or "ENGINE-PRECISION-PATH" (one latency path) -> reason. Those checks end
+    #: not judged (unsupported) before anything runs; nothing else becomes "unsupported" (issue 22).
+    unsupported: Mapping[str, str] = field(default_factory=dict)
+
+    def declared_unsupported(self, engine: str, precision: str, path: str | None = None) -> str | None:
+        """The declared reason this cell (or its latency ``path``) cannot run, with where it is declared; None."""
+        for key in (f"{engine}-{precision}", *((f"{engine}-{precision}-{path}",) if path else ())):
+            if key in self.unsupported:
+                return f"{self.unsupported[key]} (declared in [models.{self.name}.unsupported] {key!r})"
+        return None
 
     @property
     def profile(self) -> ShapeProfile:
@@ -687,6 +699,7 @@ def _parse_model(
     export = _parse_export(f"{where}.export", entry.get("export", {}), batch_sizes, static_batch)
     known = _parse_known_failures(f"{where}.known_failures", entry.get("known_failures", {}), engines, precisions,
                                   datasets["accuracy_dataset"])
+    unsupported = _parse_unsupported(f"{where}.unsupported", entry.get("unsupported", {}), engines, precisions)
     return ModelConfig(
         name=name,
         factory=factory,
@@ -715,6 +728,7 @@ def _parse_model(
         latency_shapes=latency_shapes,
         export=export,
         static_batch=static_batch,
+        unsupported=unsupported,
     )
 
 
@@ -830,6 +844,30 @@ def _parse_known_failures(where: str, table: Any, engines: tuple[str, ...], prec
             raise ConfigError(f"{at}.checks: 'accuracy' listed, but the model has no accuracy_dataset, so it has "
                               "no accuracy check")
         out[cell_key] = KnownFailure(reason=reason, match=pattern, checks=checks)
+    return out
+
+
+def _parse_unsupported(where: str, table: Any, engines: tuple[str, ...],
+                       precisions: tuple[str, ...]) -> dict[str, str]:
+    """``"onnxruntime-int8" = "why"`` or ``"onnxruntime-bf16-graph" = "why"``: each key names a cell (or one of its
+    latency paths) the model runs, each reason is written out."""
+    out: dict[str, str] = {}
+    for key, reason in _table(where, table).items():
+        at = f"{where}.{key}"
+        engine, precision, *rest = str(key).split("-")
+        _check_choice(f"{at} (engine)", engine, ENGINES)
+        _check_choice(f"{at} (precision)", precision, PRECISIONS)
+        if len(rest) > 1 or (rest and rest[0] not in PATHS):
+            raise ConfigError(f"{at}: write ENGINE-PRECISION or ENGINE-PRECISION-PATH, PATH one of "
+                              f"{', '.join(PATHS)}")
+        if engine not in engines or precision not in precisions:
+            raise ConfigError(f"{at}: the model does not run {engine}-{precision} (engines {list(engines)}, "
+                              f"precisions {list(precisions)}); the entry would never apply")
+        text = _string(at, reason).strip()
+        if len(text) < 10:
+            raise ConfigError(f"{at} = {reason!r}: say why the engine cannot do this by design (what was seen, "
+                              "where, since when)")
+        out[str(key)] = text
     return out
 
 

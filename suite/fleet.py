@@ -1,11 +1,13 @@
-"""One pytest-xdist worker per GPU, a model's tests on one worker, and one result from many workers.
+"""One pytest-xdist worker per GPU, work handed out a cell at a time, and one result from many workers.
 
 ``pytest -n auto --device cuda`` starts one worker per visible GPU. Each worker is bound to its GPU
 through CUDA_VISIBLE_DEVICES when this module is imported, before anything can initialise CUDA, and
-then runs on ``cuda:0`` of its own view: no two workers ever time on the same GPU. Tests are handed
-out a model at a time (every test of a model goes to the worker that builds its engines), largest
-first by the previous run's durations, so a model's engines are built once and the longest model
-starts first. The engine cache's per-entry lock (suite/cache.py) keeps builds single across hosts too.
+then runs on ``cuda:0`` of its own view: no two workers ever time on the same GPU. Each worker also gets
+its own contiguous share of the CPU cores (affinity and thread caps), so host-bound cases do not time the
+other worker's threads. Tests are handed out a cell (model x engine x precision) at a time: every test of
+a cell goes to the worker that loads its engine, the costliest cell first by the previous run's
+durations (longest processing time first), so two GPUs share a night evenly. The engine cache's
+per-entry lock (suite/cache.py) keeps each build single across workers and hosts.
 
 Each worker sends what it produced when it ends (xdist's ``workeroutput``): records, engine facts,
 cache statistics, the gate's comparisons, pytest-benchmark's cases and time per phase. The controller
@@ -19,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections import OrderedDict
 from collections.abc import Iterable
 from datetime import UTC
 from pathlib import Path
@@ -46,6 +49,56 @@ def bind_worker_gpu() -> str | None:
 
 
 BOUND_GPU = bind_worker_gpu()
+
+
+def cpu_share(cpus: list[int], worker: str | None, count: int) -> list[int]:
+    """Worker ``gwI``'s contiguous share of ``cpus`` when ``count`` workers split them (at least one each);
+    all of them outside xdist."""
+    if not worker or not worker.startswith("gw") or count <= 1:
+        return cpus
+    index, per = int(worker[2:]), max(1, len(cpus) // count)
+    start = (index * per) % len(cpus)
+    return cpus[start:start + per] or cpus[-per:]
+
+
+def bind_worker_cpus() -> list[int] | None:
+    """In an xdist worker: pin the process to its share of the CPU cores and cap the thread pools to it, before
+    torch (or anything) starts one. Host-bound cases share the host; without this, each worker's torch and ONNX
+    Runtime start a thread per core of the machine, and the workers time each other's threads. Returns the
+    share, None outside xdist."""
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER"), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
+    if not worker or count <= 1 or not hasattr(os, "sched_setaffinity"):
+        return None
+    share = cpu_share(sorted(os.sched_getaffinity(0)), worker, count)
+    os.sched_setaffinity(0, share)
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[name] = str(len(share))
+    return share
+
+
+BOUND_CPUS = bind_worker_cpus()
+
+
+def take_thread_share(session: Any) -> None:
+    """A worker's torch threads and ONNX Runtime sessions use its share of the cores (suite.session.request)."""
+    if BOUND_CPUS is None:
+        return
+    session.thread_share = len(BOUND_CPUS)
+    import torch
+
+    torch.set_num_threads(len(BOUND_CPUS))
+
+
+def describe_cpus(cpus: list[int] | None) -> str:
+    """'4 cores (0-3)' or '2 cores (0,5)'."""
+    if not cpus:
+        return "every core"
+    ranges, start = [], cpus[0]
+    for a, b in zip(cpus, [*cpus[1:], None], strict=True):
+        if b != a + 1:
+            ranges.append(f"{start}-{a}" if a != start else str(a))
+            start = b if b is not None else start
+    return f"{len(cpus)} core{'s' * (len(cpus) != 1)} ({','.join(ranges)})"
 
 
 def visible_gpus(count: int) -> list[str]:
@@ -82,44 +135,60 @@ def check_workers(device: str, numprocesses: Any, gpus: int) -> str | None:
 # =========================================================================== scheduling
 
 
-def _scheduler_class() -> Any:
-    from collections import OrderedDict
+class CostQueue(OrderedDict):  # type: ignore[type-arg]
+    """LoadScope's work queue, handing out the costliest scope first, of the ``prefer``red model where it
+    has one left. (Reordering the collection instead would break xdist: workers run tests by their index in
+    their own collection.)"""
 
+    def __init__(self, cost: Any, model_of: Any = None) -> None:
+        super().__init__()
+        self.cost = cost
+        self.model_of = model_of or (lambda scope: None)
+        self.prefer: str | None = None
+
+    def popitem(self, last: bool = True) -> Any:
+        if last or not self:
+            return super().popitem(last)
+        order = {s: i for i, s in enumerate(self)}
+        same = [s for s in self if self.prefer is not None and self.model_of(s) == self.prefer]
+        scope = max(same or self, key=lambda s: (self.cost(s, self[s]), -order[s]))
+        return scope, self.pop(scope)
+
+
+def _scheduler_class() -> Any:
     from xdist.scheduler.loadscope import LoadScopeScheduling
 
-    class CostQueue(OrderedDict):  # type: ignore[type-arg]
-        """LoadScope's work queue, handing out the costliest scope first. (Reordering the collection
-        instead would break xdist: workers run tests by their index in their own collection.)"""
-
-        def __init__(self, cost: Any) -> None:
-            super().__init__()
-            self.cost = cost
-
-        def popitem(self, last: bool = True) -> Any:
-            if last or not self:
-                return super().popitem(last)
-            scope = max(self, key=lambda s: (self.cost(s, self[s]), -list(self).index(s)))
-            return scope, self.pop(scope)
-
-    class ModelScheduling(LoadScopeScheduling):  # type: ignore[misc]
-        """LoadScope with the model as the scope (one worker builds and runs all of a model), the
-        costliest model first: the previous run's seconds for it, else its number of tests."""
+    class CellScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        """LoadScope with the cell (model x engine x precision) as the scope: finer than a model, so that two
+        GPUs share a night evenly, and whole, so that a cell's engine is loaded once in the one worker that
+        runs its tests (the engine cache's per-entry lock keeps each build single across workers). A worker
+        gets the costliest cell left of the model it is on (its module, data and reference stay warm there),
+        else the costliest cell left (longest processing time first): cost is the previous run's seconds for
+        the cell, else its number of tests."""
 
         def __init__(self, config: pytest.Config, log: Any = None, models: Iterable[str] = (),
-                     durations: dict[str, float] | None = None) -> None:
+                     durations: dict[str, float] | None = None, place: Any = None) -> None:
             super().__init__(config, log)
-            self.models = sorted(models, key=len, reverse=True)
             known = durations or {}
-            self.workqueue = CostQueue(lambda scope, tests: known.get(scope.removeprefix("model:"), len(tests)))
+            self.place = place or (lambda nodeid: (None, None))
+            self.scope_model: dict[str, str | None] = {}
+            self.node_model: dict[Any, str | None] = {}
+            self.workqueue = CostQueue(lambda scope, tests: known.get(scope.removeprefix("unit:"), len(tests)),
+                                       self.scope_model.get)
 
         def _split_scope(self, nodeid: str) -> str:
-            param = nodeid.partition("[")[2]
-            for name in self.models:
-                if param == name + "]" or param.startswith(name + "-"):
-                    return f"model:{name}"
-            return str(super()._split_scope(nodeid))
+            unit, model = self.place(nodeid)
+            scope = f"unit:{unit}" if unit is not None else str(super()._split_scope(nodeid))
+            self.scope_model[scope] = model
+            return scope
 
-    return ModelScheduling
+        def _assign_work_unit(self, node: Any) -> None:
+            self.workqueue.prefer = self.node_model.get(node)
+            super()._assign_work_unit(node)
+            scope = next(reversed(self.assigned_work[node]))  # the unit just assigned
+            self.node_model[node] = self.scope_model.get(scope)
+
+    return CellScheduling
 
 
 def load_durations(cache_root: Path) -> dict[str, float]:
@@ -130,14 +199,14 @@ def load_durations(cache_root: Path) -> dict[str, float]:
         return {}
 
 
-def save_durations(cache_root: Path, per_model: dict[str, float]) -> None:
-    """Seconds per model of this run, for the next run's scheduling (kept with the engine cache)."""
-    if not per_model:
+def save_durations(cache_root: Path, per_unit: dict[str, float]) -> None:
+    """Seconds per unit of work (a cell) of this run, for the next run's scheduling (kept with the engine cache)."""
+    if not per_unit:
         return
     from suite.results import write_json_atomic
 
     known = load_durations(cache_root)
-    known.update({k: round(v, 2) for k, v in per_model.items()})
+    known.update({k: round(v, 2) for k, v in per_unit.items()})
     write_json_atomic(cache_root / DURATIONS_FILE, known)
 
 
@@ -150,13 +219,13 @@ class PhaseClock:
 
     def __init__(self) -> None:
         self.seconds = dict.fromkeys(PHASES, 0.0)
-        self.per_model: dict[str, float] = {}
+        self.per_unit: dict[str, float] = {}
 
-    def add(self, kind: str, seconds: float, building: float, model: str | None) -> None:
+    def add(self, kind: str, seconds: float, building: float, unit: str | None) -> None:
         self.seconds["building"] += building
         self.seconds[kind] += max(0.0, seconds - building)
-        if model:
-            self.per_model[model] = self.per_model.get(model, 0.0) + seconds
+        if unit:
+            self.per_unit[unit] = self.per_unit.get(unit, 0.0) + seconds
 
     @staticmethod
     def kind_of(item: pytest.Item) -> str:
@@ -167,7 +236,22 @@ class PhaseClock:
         return "other"
 
 
-def timed_call(item: pytest.Item, clock: PhaseClock, build_seconds: Any, model: str | None) -> Any:
+def work_unit_of(config: pytest.Config) -> Any:
+    """``nodeid -> (unit, model)`` for this run's models (suite.lifetime.unit_of_nodeid): the unit is a cell, or
+    a model's tests of no cell; (None, None) for a test of no model."""
+    from suite.lifetime import model_of_nodeid, unit_of_nodeid
+    from suite.plugin import suite_session
+
+    models = list(suite_session(config).config.models)
+    configured = suite_session(config).config.models.values()
+    overhead = config.getoption("--overhead-model") or next(iter(models), None)
+    engines = {e for m in configured for e in m.engines}
+    precisions = {p for m in configured for p in m.precisions}
+    return lambda nodeid: (unit_of_nodeid(nodeid, models, engines, precisions, overhead),
+                           model_of_nodeid(nodeid, models, overhead))
+
+
+def timed_call(item: pytest.Item, clock: PhaseClock, build_seconds: Any, unit: str | None) -> Any:
     """Context for pytest_runtest_call: how long the test took, and how much of it was building."""
 
     class _Timer:
@@ -176,7 +260,7 @@ def timed_call(item: pytest.Item, clock: PhaseClock, build_seconds: Any, model: 
 
         def __exit__(self, *exc: object) -> None:
             clock.add(PhaseClock.kind_of(item), time.perf_counter() - self.start, build_seconds() - self.built,
-                      model)
+                      unit)
 
     return _Timer()
 
@@ -193,8 +277,10 @@ class FleetPlugin:
         self.clock = PhaseClock()
         self.worker_phases: dict[str, dict[str, float]] = {}
         self.worker_environments: dict[str, dict[str, Any]] = {}
+        self.worker_cpus: dict[str, dict[str, Any]] = {}  # each worker's share of the host's cores
         self.benchmarks: list[dict[str, Any]] = []
         self.is_worker = hasattr(config, "workerinput")
+        self._place: Any = None  # nodeid -> (unit, model), made once the session exists
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """After every plugin's configure (pytest-benchmark's session exists by now)."""
@@ -206,11 +292,12 @@ class FleetPlugin:
     # ---- every process -------------------------------------------------------------------------------
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Any:
-        from suite.plugin import models_of, suite_session
+        from suite.plugin import suite_session
 
         suite = suite_session(self.config)
-        model = next(iter(models_of([item.nodeid], suite.config.models)), None)
-        with timed_call(item, self.clock, lambda: suite.cache.stats.build_seconds, model):
+        if self._place is None:
+            self._place = work_unit_of(self.config)
+        with timed_call(item, self.clock, lambda: suite.cache.stats.build_seconds, self._place(item.nodeid)[0]):
             return (yield)
 
     # ---- controller ----------------------------------------------------------------------------------
@@ -219,7 +306,8 @@ class FleetPlugin:
         from suite.plugin import suite_session
 
         suite = suite_session(config)
-        return _scheduler_class()(config, log, models=suite.config.models, durations=load_durations(suite.cache.root))
+        return _scheduler_class()(config, log, models=suite.config.models, durations=load_durations(suite.cache.root),
+                                  place=work_unit_of(config))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
@@ -246,8 +334,9 @@ class FleetPlugin:
             gate.import_outcomes(data["gate"])
         worker = str(data["worker"])
         self.worker_phases[worker] = data["phases"]
-        for model, seconds in data["per_model"].items():
-            self.clock.per_model[model] = self.clock.per_model.get(model, 0.0) + seconds
+        self.worker_cpus[worker] = {"cpus": describe_cpus(data.get("cpus")), "threads": data.get("threads")}
+        for unit, seconds in data["per_unit"].items():
+            self.clock.per_unit[unit] = self.clock.per_unit.get(unit, 0.0) + seconds
         self.worker_environments[worker] = data["environment"]
         self.benchmarks.extend(data["benchmarks"])
 
@@ -298,7 +387,7 @@ class FleetPlugin:
         return {"worker": os.environ.get("PYTEST_XDIST_WORKER", "?"), "records": suite.records,
                 "engines": suite.engine_facts(), "cache": suite.cache.stats.as_dict(),
                 "gate": gate.export_outcomes() if gate is not None else {}, "phases": self.clock.seconds,
-                "per_model": self.clock.per_model,
+                "per_unit": self.clock.per_unit, "cpus": BOUND_CPUS, "threads": suite.thread_share,
                 "environment": {**fingerprint(suite.device), "cuda_visible_devices": BOUND_GPU},
                 "benchmarks": json.loads(json.dumps(benchmarks, default=str))}
 

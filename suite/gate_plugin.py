@@ -41,6 +41,7 @@ from metrics.regression import (
     LatencyComparison,
     compare_accuracy,
     compare_latency,
+    compare_memory,
     compare_parity,
 )
 from suite import bound, inject, verdict
@@ -97,7 +98,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="a --suite-results JSON to gate top-1/top-5 and parity figures against")
     group.addoption("--accuracy-drift", default=DriftTolerances().describe(), metavar="SPEC",
                     help="allowed drift against --accuracy-baseline (default %(default)s): top-1/top-5/isclose "
-                         "drops in points, MAE growth factor")
+                         "drops in points, MAE growth factor, each cell's peak GPU memory growth factor")
     group.addoption("--inject-slowdown", default=None, metavar="PCT",
                     help="SELF-TEST ONLY: make every latency round slower by this fraction of its own time "
                          "(busy-wait after the call) to show the latency gate fails")
@@ -303,6 +304,27 @@ class Gate:
         if status == "regression":
             return outcome, f"{label}: {comparison.explain()}{self._env_note('latency')}"
         return outcome, None
+
+    # ---- peak GPU memory ---------------------------------------------------------------------------
+    def check_memory(self, record: dict[str, Any]) -> tuple[verdict.Component | None, str | None]:
+        """A cell's peak GPU memory (suite/lifetime.py) against the accuracy baseline's record of the same cell:
+        a component only where both runs measured it (a CPU run, or a baseline from before the figure existed,
+        judges nothing here and makes no check not judged); a failure message where it grew beyond
+        ``--accuracy-drift memory=``."""
+        if self.results_baseline is None or record.get("kind") != "gpu_memory":
+            return None, None
+        baseline = self.results_baseline.gpu_memory.get(str(record.get("cell")))
+        comparisons = compare_memory(baseline, record, self.drift.memory_factor) if baseline else []
+        if not comparisons:
+            return None, None
+        grew = [c for c in comparisons if c.failed]
+        label = f"gpu memory drift gate {record.get('cell')}"
+        figures = "; ".join(c.describe() for c in comparisons)
+        component = verdict.Component(label, verdict.FAILED if grew else verdict.PASSED, None, figures)
+        if not grew:
+            return component, None
+        return component, (f"{record.get('cell')}: peak GPU memory grew: {'; '.join(c.describe() for c in grew)}"
+                           f"{self._env_note('accuracy')}")
 
     # ---- accuracy / parity -------------------------------------------------------------------------
     def check_drift(self, record: dict[str, Any], nodeid: str) -> tuple[verdict.Component | None, str | None]:

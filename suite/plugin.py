@@ -39,6 +39,8 @@ from suite.config import (
 )
 from suite.device import DeviceError, check_device
 from suite.environment import fingerprint
+from suite.gpu_memory import in_use, memory_summary, resource_error
+from suite.lifetime import EngineLifetime, cell_of, run_order
 from suite.preflight import PROGRESS_PREFIX, check_models
 from suite.results import merge_streamed, results_document, write_json_atomic
 from suite.session import REFERENCE_ENGINE, Cell, SuiteSession
@@ -51,6 +53,7 @@ _ROOT = Path(__file__).resolve().parent.parent
 _SESSION_KEY = pytest.StashKey[SuiteSession]()
 LEDGER_KEY = pytest.StashKey[verdict.Ledger]()
 _RUN_KEY = pytest.StashKey["RunState"]()
+_LIFETIME_KEY = pytest.StashKey[EngineLifetime]()
 _SIGTERM_BEFORE: list[Any] = []  # the SIGTERM handler this run replaced, restored when it ends
 _INTERRUPTED: list[str] = []  # why the run was interrupted (SIGINT, SIGTERM), in any phase
 # This run's config, for hooks pytest calls without it (pytest_internalerror); non-empty once pytest_configure
@@ -237,6 +240,13 @@ def pytest_configure(config: pytest.Config) -> None:
     if results:
         session.stream_records_to(Path(f"{results}.partial.jsonl"))
     config.stash[_SESSION_KEY] = session
+    config.stash[_LIFETIME_KEY] = EngineLifetime(session, list(suite_config.models), _overhead_model(config))
+    fleet.take_thread_share(session)
+
+
+def _overhead_model(config: pytest.Config) -> str | None:
+    """The model the harness-overhead check uses: --overhead-model, else the first selected model."""
+    return config.getoption("--overhead-model") or next(iter(config.stash[_RUN_KEY].config.models), None)
 
 
 def _check_options(config: pytest.Config, suite_config: SuiteConfig) -> None:
@@ -295,6 +305,9 @@ def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> N
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    lifetime = config.stash.get(_LIFETIME_KEY, None)
+    if lifetime is not None:
+        lifetime.close()
     if _SIGTERM_BEFORE:
         signal.signal(signal.SIGTERM, _SIGTERM_BEFORE.pop())
     if _INTERRUPTED and not hasattr(config, "_suite_verdict") and not _is_worker(config):
@@ -406,6 +419,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Any:
     try:
         return (yield)
     except CellUnavailable as exc:
+        _not_a_resource_error(pyfuncitem, exc)
         state = pyfuncitem.config.stash[_RUN_KEY]
         cell = getattr(exc, "cell", None)
         if cell is not None and cell.is_reference:
@@ -415,6 +429,54 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Any:
             pytest.fail(f"{cell.id}: engine {cell.engine} is required ({state.required_by[cell.engine]}) and cannot "
                         f"run here: {exc}", pytrace=False)
         verdict.skip(exc.code, str(exc))
+    except Exception as exc:
+        _not_a_resource_error(pyfuncitem, exc)
+        raise
+
+
+def _not_a_resource_error(item: pytest.Item, exc: BaseException) -> None:
+    """An out-of-memory error, an arena's failed allocation or a CUDA error fails its check, whatever raised it
+    (an engine's build, a capture, a run), naming the cell, the GPU memory in use and the engines alive."""
+    found = resource_error(exc)
+    if found is None:
+        return
+    lifetime = item.config.stash[_LIFETIME_KEY]
+    cell = cell_of(item)
+    pytest.fail(f"resource error in {cell.id if cell else item.name}: {found}\n  GPU memory in use: "
+                f"{in_use(lifetime.session.device, lifetime.meter)}\n  engines alive in this process: "
+                f"{', '.join(lifetime.session.alive()) or 'none'}", pytrace=False)
+
+
+# =========================================================================== engine lifetime
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if _LIFETIME_KEY in item.config.stash:
+        item.config.stash[_LIFETIME_KEY].before(item)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    """After the test's fixtures are gone: release the engines the next test does not need (suite/lifetime.py),
+    and compare each finished cell's peak GPU memory with the accuracy baseline's (the drift gate)."""
+    result = yield
+    lifetime = item.config.stash.get(_LIFETIME_KEY, None)
+    if lifetime is None:
+        return result
+    from suite.gate_plugin import gate_of
+
+    gate = gate_of(item.config)
+    failures = []
+    for record in lifetime.after(item, nextitem):
+        component, message = gate.check_memory(record) if gate is not None else (None, None)
+        if component is not None:
+            verdict.report_component(item, component)
+        if message:
+            failures.append(message)
+    if failures:
+        pytest.fail("\n".join(failures), pytrace=False)
+    return result
 
 
 # =========================================================================== known failures
@@ -478,7 +540,8 @@ _BENCHMARK_FILTERS = ("Skipping non-benchmark (--benchmark-only active).",
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """What the user left out by request is deselected, not skipped (a skip is a check not judged): the rebuild
     check unless asked for (--rebuild-check N >= 2), and what --benchmark-only or --benchmark-skip leave out
-    (after pytest-benchmark has marked it: trylast), as -m and -k would."""
+    (after pytest-benchmark has marked it: trylast), as -m and -k would. The rest runs a model, and within it
+    a cell, at a time (suite/lifetime.py)."""
     n = config.getoption("--rebuild-check")
     if n and n < 2:
         raise pytest.UsageError(f"--rebuild-check {n}: at least 2 builds are needed to compare")
@@ -496,6 +559,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
+    run_order(items, suite_session(config), _overhead_model(config))  # engines live only as long as their tests
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -642,7 +706,7 @@ class _VerdictPlugin:
         if plugin.benchmarks:  # an xdist run: the one pytest-benchmark file, from every worker's cases
             fleet.write_benchmark_json(config, plugin.benchmarks, environment, ledger.interrupted is None,
                                        ledger.interrupted)
-        fleet.save_durations(suite.cache.root, plugin.clock.per_model)
+        fleet.save_durations(suite.cache.root, plugin.clock.per_unit)
         path = config.getoption("--suite-results")
         if path:
             records = suite.records
@@ -727,6 +791,7 @@ def run_info(config: pytest.Config) -> dict[str, Any]:
             "workers": len(fleet_plugin.worker_phases) or 1,  # type: ignore[union-attr]
             "phases": fleet_plugin.phases(),  # type: ignore[union-attr]
             "worker_seconds": fleet_plugin.worker_seconds(),  # type: ignore[union-attr]
+            "worker_cpus": dict(sorted(fleet_plugin.worker_cpus.items())),  # type: ignore[union-attr]
             "engine_options": {m.name: {e: dict(o) for e, o in m.engine_options.items() if o and e in m.engines}
                                for m in state.config.models.values()},
             "git_commit": git_commit(), "command": " ".join(config.invocation_params.args),
@@ -777,6 +842,13 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
                       + (f" (summed over {len(workers)} workers: " + ", ".join(f"{w} {t:.1f} s" for w, t in
                                                                               workers.items()) + ")"
                          if workers else ""))
+    cpus = config.pluginmanager.get_plugin("suite-fleet").worker_cpus  # type: ignore[union-attr]
+    if cpus:
+        tr.write_line("worker CPU shares: " + "; ".join(f"{w} {c['cpus']}, {c['threads'] or 'default'} threads"
+                                                        for w, c in sorted(cpus.items())))
+    memory = memory_summary(session.records)
+    if memory:
+        tr.write_line(memory)
     path = config.getoption("--suite-results")
     if path:
         tr.write_line(f"suite results written to {path}")

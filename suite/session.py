@@ -58,6 +58,8 @@ class SuiteSession:
         self._engines: dict[Cell, LoadedEngine | BaseException] = {}
         self._reference_outputs: dict[tuple[str, str, int], dict[str, np.ndarray]] = {}
         self._reference_dtypes: dict[str, dict[str, np.dtype[Any]]] = {}  # model -> its reference's output dtypes
+        self._released: dict[Cell, dict[str, Any]] = {}  # facts of engines released after their last test
+        self.thread_share: int | None = None  # an xdist worker's share of the CPU cores (suite/fleet.py)
         self.records: list[dict[str, Any]] = []
         self.remote_engines: dict[str, dict[str, Any]] = {}  # engine facts sent by xdist workers (suite/fleet.py)
         self._stream: Path | None = None
@@ -92,9 +94,11 @@ class SuiteSession:
     # ---- engines -----------------------------------------------------------------------------
     def request(self, cell: Cell) -> EngineRequest:
         m = self.model(cell.model)
+        options = dict(m.engine_options.get(cell.engine, {}))
+        if cell.engine == "onnxruntime" and self.thread_share and "intra_op_threads" not in options:
+            options["intra_op_threads"] = self.thread_share  # ORT's default is every core: the others' too
         return EngineRequest(model=m.name, engine=cell.engine, precision=cell.precision, device=self.device,
-                             inputs=m.inputs, outputs=m.outputs, profile=m.profile,
-                             options=dict(m.engine_options.get(cell.engine, {})))
+                             inputs=m.inputs, outputs=m.outputs, profile=m.profile, options=options)
 
     def engine(self, cell: Cell) -> LoadedEngine:
         """Build or load once; raises CellUnavailable (skip) or the build error (error) every time."""
@@ -102,7 +106,8 @@ class SuiteSession:
             request = self.request(cell)
             backend = get_backend(cell.engine)
             try:
-                reason = backend.unsupported_reason(request)
+                reason = self.model(cell.model).declared_unsupported(cell.engine, cell.precision) or \
+                    backend.unsupported_reason(request)
                 if reason:
                     raise CellUnavailable(reason, UNSUPPORTED)
                 reason = backend.skip_reason(request)
@@ -153,9 +158,10 @@ class SuiteSession:
         return dataclasses.replace(loaded, facts=facts)
 
     def precision_check(self, cell: Cell) -> tuple[bool, str] | None:
-        """(ok, text) of a loaded cell's precision census, None where there is none."""
+        """(ok, text) of a loaded (or released) cell's precision census, None where there is none."""
         engine = self._engines.get(cell)
-        census = engine.facts.detail.get("precision_census") if isinstance(engine, LoadedEngine) else None
+        facts = engine.facts.as_dict() if isinstance(engine, LoadedEngine) else self._released.get(cell, {})
+        census = facts.get("precision_census")
         return None if census is None else (bool(census["ok"]), str(census["text"]))
 
     def reference_cell(self, model_name: str) -> Cell:
@@ -165,10 +171,36 @@ class SuiteSession:
         return {c: e for c, e in self._engines.items() if isinstance(e, LoadedEngine)}
 
     def engine_facts(self) -> dict[str, dict[str, Any]]:
-        """Size, layers, parameters... of every engine this run loaded, here or in an xdist worker."""
+        """Size, layers, parameters... of every engine this run loaded, here or in an xdist worker, released
+        or not (with its peak GPU memory once released)."""
         facts = dict(self.remote_engines)
+        facts.update({c.id: dict(f) for c, f in self._released.items()})
         facts.update({c.id: e.facts.as_dict() for c, e in self.loaded_cells().items()})
         return dict(sorted(facts.items()))
+
+    # ---- lifetime (suite/lifetime.py decides when) -------------------------------------------
+    def alive(self) -> list[str]:
+        """The cells whose engines are loaded in this process now."""
+        return sorted(c.id for c in self.loaded_cells())
+
+    def release(self, cell: Cell, memory: dict[str, Any] | None = None) -> bool:
+        """Drop a cell's engine after its last test in this process: its ONNX Runtime session and arena, CUDA
+        graphs and their pools, torch module or AOTInductor package. Its facts stay (with ``memory``, the cell's
+        peak GPU memory); a memoized failure stays too, without the frames its traceback held. Returns whether
+        an engine was dropped. The caller frees the device memory (suite.gpu_memory.release_device_memory)."""
+        held = self._engines.get(cell)
+        if isinstance(held, LoadedEngine):
+            facts = held.facts.as_dict()
+            if memory is not None:
+                facts["gpu_memory"] = memory
+            self._released[cell] = facts
+            del self._engines[cell]
+            return True
+        if isinstance(held, BaseException):
+            held.__traceback__ = None
+        elif memory is not None and cell in self._released:
+            self._released[cell]["gpu_memory"] = memory
+        return False
 
     # ---- running -----------------------------------------------------------------------------
     def run_batched(self, cell: Cell, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -230,6 +262,9 @@ class SuiteSession:
         """The per-round callable for a latency case; a path the engine cannot time is a skip."""
         if path != "all" and not self.device.startswith("cuda"):
             raise CellUnavailable(f"latency-{path} keeps tensors on a CUDA device; {self.device} has none", UNSUPPORTED)
+        declared = self.model(cell.model).declared_unsupported(cell.engine, cell.precision, path)
+        if declared:
+            raise CellUnavailable(f"latency-{path}: {declared}", UNSUPPORTED)
         return TimedCall(engine.runner, path, feed)
 
     def gpu_monitor(self, cell: Cell) -> GpuMonitor:

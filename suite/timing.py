@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from engines.base import UNSUPPORTED, CellUnavailable, Feed, Runner
+from suite.gpu_memory import nvml_handle
 
 PATHS: tuple[str, ...] = ("all", "model", "graph")
 HOST_CLOCK = "host perf_counter (outputs copied back to host, so the call has completed)"
@@ -69,12 +70,8 @@ class GpuMonitor:
     def __enter__(self) -> GpuMonitor:
         if not self.device.startswith("cuda"):
             return self
-        try:
-            import pynvml
-
-            pynvml.nvmlInit()
-            self._nvml = pynvml
-            self._handle = pynvml.nvmlDeviceGetHandleByIndex(int(self.device.partition(":")[2] or 0))
+        try:  # NVML numbers the GPUs as the host does, not as CUDA_VISIBLE_DEVICES does (suite.gpu_memory)
+            self._nvml, self._handle = nvml_handle(self.device)
         except Exception as exc:  # no NVML: the case still runs; the record says why there are no figures
             self.error = f"NVML unavailable: {exc}"
             return self

@@ -264,6 +264,9 @@ class Ledger:
             "known_failures": [c.as_dict() for c in self.by_state(FAILED, True)],
             "not_judged": {r: [c.as_dict() for c in cs] for r, cs in self.not_judged_by_reason().items()},
             "reasons": {r: REASONS[r] for r in self.not_judged_by_reason()},
+            # every check's end, by id: what two runs of the same night compare (tools/compare_runs.py)
+            "states": {i: c.state + (f" ({c.reason})" if c.reason else "") + (" (known failure)" * c.known_failure)
+                       for i, c in sorted(self.checks.items())},
             **({"error": self.error} if self.error else {}),
         }
 

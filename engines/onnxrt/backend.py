@@ -105,9 +105,9 @@ class OnnxRuntimeRunner:
         assert self._graph_session is not None
         try:
             session = self._graph_session()
-        except Exception as exc:  # ORT refuses graphs whose nodes are not all on the CUDA EP
-            raise CellUnavailable(f"latency-graph: onnxruntime {ort.__version__} cannot capture this model in a "
-                                  f"CUDA graph: {str(exc).splitlines()[0]}", UNSUPPORTED) from exc
+        except Exception as exc:  # a failure, never "unsupported": out of memory looked the same (issue 22)
+            raise EngineBuildError(f"latency-graph: onnxruntime {ort.__version__} could not make the CUDA-graph "
+                                   f"session of {self.label}: {str(exc).splitlines()[0]}") from exc
         graph_outputs = [ort.OrtValue.ortvalue_from_shape_and_type(v.shape(), _numpy_dtype(v.data_type()), "cuda",
                                                                     device_id) for v in outputs]
         graph_binding, graph_values, _ = self._bind(session, feed, device_id, graph_outputs)
@@ -306,12 +306,10 @@ class OnnxRuntimeBackend:
         providers = self.providers(request, cache)
         try:
             session = ort.InferenceSession(str(path), options, providers=providers)
-        except Exception as exc:
-            text = str(exc)
-            if "NOT_IMPLEMENTED" in text or "Could not find an implementation" in text:
-                raise CellUnavailable(f"onnxruntime {ort.__version__} {EXECUTION_PROVIDERS[ep]} cannot run "
-                                      f"{request.cell_id}: {text.splitlines()[0]}") from exc
-            raise EngineBuildError(f"onnxruntime session for {request.cell_id} from {path} failed: {text}") from exc
+        except Exception as exc:  # a missing kernel fails too: what an engine lacks by design is declared
+            # (PRECISIONS_BY_EP, unsupported_reason), never read from an exception, which out of memory also is
+            raise EngineBuildError(f"onnxruntime {ort.__version__} {EXECUTION_PROVIDERS[ep]} session for "
+                                   f"{request.cell_id} from {path} failed: {exc}") from exc
         active = session.get_providers()
         if EXECUTION_PROVIDERS[ep] not in active:
             raise EngineBuildError(f"{request.cell_id}: asked for {EXECUTION_PROVIDERS[ep]}, session runs on {active}")

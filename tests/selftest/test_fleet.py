@@ -1,9 +1,9 @@
-"""One worker per GPU, a model's tests on one worker, one result from many workers (suite/fleet.py).
+"""One worker per GPU, a cell's tests on one worker, one result from many workers (suite/fleet.py).
 
 The GPU side (binding, one worker per visible GPU) is exercised on the GPU machine; here, on CPU, the
 same machinery: ``-n 2`` over the tiny config must leave one --suite-results file, one pytest-benchmark
 JSON that a later run takes as its baseline, one HTML report with every cell, one ``engine cache:`` line
-adding up both workers, and every model's tests on a single worker.
+adding up both workers, and every cell's tests on a single worker.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def test_phases_take_engine_builds_out_of_the_tests_that_triggered_them() -> Non
     clock.add("latency", 10.0, 4.0, "m")
     clock.add("accuracy/parity", 3.0, 0.0, "m")
     assert clock.seconds == {"building": 4.0, "accuracy/parity": 3.0, "latency": 6.0, "other": 0.0}
-    assert clock.per_model == {"m": 13.0}
+    assert clock.per_unit == {"m": 13.0}  # seconds per unit of work (a cell), the next run's scheduling costs
 
 
 def test_two_workers_leave_one_result_of_every_kind(tmp_path: Path) -> None:
@@ -80,11 +80,14 @@ def test_two_workers_leave_one_result_of_every_kind(tmp_path: Path) -> None:
     assert done.returncode == 0, explain(done)
     data = json.loads(results.read_text())
     assert data["complete"] and data["run"]["workers"] == 2, data["run"]
-    by_model: dict[str, set[str]] = {}
+    by_cell: dict[str, set[str]] = {}
     for record in data["records"]:
-        by_model.setdefault(record["model"], set()).add(record["worker"])
-    assert set(by_model) == {"tiny", "steady"} and all(len(w) == 1 for w in by_model.values()), by_model
-    assert set().union(*by_model.values()) == {"gw0", "gw1"}, by_model  # both workers worked
+        by_cell.setdefault(record["cell"], set()).add(record["worker"])
+    assert set(by_cell) == {"tiny-torch-fp32", "tiny-onnxruntime-fp32", "steady-torch-fp32"}, by_cell
+    assert all(len(w) == 1 for w in by_cell.values()), by_cell  # a cell's tests on one worker, its engine once
+    assert set().union(*by_cell.values()) == {"gw0", "gw1"}, by_cell  # both workers worked
+    assert set(data["run"]["worker_cpus"]) == {"gw0", "gw1"}, data["run"]  # each with its share of the cores
+    assert "worker CPU shares: gw0 " in done.stdout, explain(done)
     assert set(data["engines"]) == {"tiny-torch-fp32", "tiny-onnxruntime-fp32", "steady-torch-fp32"}
     saved = list((tmp_path / "benchmarks").rglob("*_fleet.json"))
     assert len(saved) == 1, saved
@@ -96,7 +99,7 @@ def test_two_workers_leave_one_result_of_every_kind(tmp_path: Path) -> None:
     out = done.stdout
     assert "engine cache: " in out and "time per phase: " in out and "summed over 2 workers" in out, explain(done)
     durations = json.loads((tmp_path / "cache" / fleet.DURATIONS_FILE).read_text())
-    assert set(durations) == {"tiny", "steady"}
+    assert set(durations) == {"tiny-torch-fp32", "tiny-onnxruntime-fp32", "steady-torch-fp32"}  # per unit: a cell
 
     # Accuracy and parity gated under xdist: each record compared once (not once per worker and again).
     results_gated = run_suite(tmp_path, "-n", "2", "--accuracy-baseline", str(results), "--accept-not-judged",

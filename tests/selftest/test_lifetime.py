@@ -1,0 +1,346 @@
+"""Engines live only as long as their tests; GPU memory is a measured figure; a resource error fails (issue 22).
+
+The GPU side (the figures themselves, a whole tier on one and two GPUs) is measured on the GPU machines
+(docs/gpu.md, "The whole tier in one run"); here, on CPU, the machinery: the order a process runs its tests in,
+when each engine is dropped (seen by the garbage collector, not only by the suite's own account), the units the
+xdist scheduler hands out and in which order, each worker's share of the cores, the memory drift gate, and an
+out-of-memory error that must fail its check, also when it arrives dressed as "unsupported".
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from suite import fleet
+from suite.baselines import DriftTolerances, ResultsBaseline, parse_drift
+from suite.config import ConfigError, load_config
+from suite.gpu_memory import MemoryMeter, memory_summary, nvml_index, peaks, resource_error
+from suite.lifetime import EngineLifetime, model_of_nodeid, run_order, unit_of_nodeid
+from suite.session import Cell
+from tests.selftest.suite_runs import ROOT, TINY, explain, run_suite
+
+pytestmark = pytest.mark.selftest
+
+TESTS = (str(ROOT / "tests" / "accuracy"), str(ROOT / "tests" / "parity" / "test_parity.py"),
+         str(ROOT / "tests" / "latency" / "test_latency.py"))
+
+
+# =========================================================================== the order and the releases
+
+
+def _item(nodeid: str, **params: Any) -> Any:
+    return SimpleNamespace(nodeid=nodeid, callspec=SimpleNamespace(params=params) if params else None)
+
+
+def _tiny_session() -> Any:
+    config = load_config(str(TINY))
+    cells = [Cell(m.name, e, p) for m in config.models.values() for e in m.engines for p in m.precisions]
+    return SimpleNamespace(config=config, cells=lambda: cells)
+
+
+def test_a_process_runs_a_model_then_the_next_reference_cell_first() -> None:
+    tiny_ref, tiny_ort, steady = Cell("tiny", "torch", "fp32"), Cell("tiny", "onnxruntime", "fp32"), \
+        Cell("steady", "torch", "fp32")
+    items = [
+        _item("tests/selftest/test_x.py::test_machinery"),
+        _item("a.py::test_top1_top5[tiny-onnxruntime-fp32]", accuracy_cell=tiny_ort),
+        _item("a.py::test_top1_top5[tiny-torch-fp32]", accuracy_cell=tiny_ref),
+        _item("a.py::test_top1_top5[steady]", accuracy_cell=None),
+        _item("p.py::test_parity_on_dataset[tiny-onnxruntime-fp32]", cell=tiny_ort),
+        _item("l.py::test_latency[steady-torch-fp32-bs1]", latency_case=(steady, None, "all")),
+        _item("l.py::test_latency[tiny-onnxruntime-fp32-bs1]", latency_case=(tiny_ort, None, "all")),
+        _item("l.py::test_latency[tiny-torch-fp32-bs1]", latency_case=(tiny_ref, None, "all")),
+    ]
+    run_order(items, _tiny_session(), overhead_model="tiny")  # type: ignore[arg-type]
+    assert [i.nodeid.split("::")[1] for i in items] == [
+        "test_machinery",  # no model: first, as collected
+        "test_top1_top5[tiny-torch-fp32]", "test_latency[tiny-torch-fp32-bs1]",  # the reference cell first
+        "test_top1_top5[tiny-onnxruntime-fp32]", "test_parity_on_dataset[tiny-onnxruntime-fp32]",
+        "test_latency[tiny-onnxruntime-fp32-bs1]",
+        "test_latency[steady-torch-fp32-bs1]", "test_top1_top5[steady]",  # then the next model; no cell: last
+    ]
+
+
+class _Session:
+    """What EngineLifetime needs of a SuiteSession, recording what it is told to release."""
+
+    def __init__(self, device: str = "cpu") -> None:
+        self.device = device
+        self.loaded: set[Cell] = set()
+        self.released: list[tuple[str, dict[str, Any] | None]] = []
+        self.records: list[dict[str, Any]] = []
+
+    def loaded_cells(self) -> dict[Cell, object]:
+        return {c: object() for c in sorted(self.loaded)}
+
+    def release(self, cell: Cell, memory: dict[str, Any] | None) -> bool:
+        self.released.append((cell.id, memory))
+        dropped = cell in self.loaded
+        self.loaded.discard(cell)
+        return dropped
+
+    def record(self, kind: str, cell: Cell, **data: Any) -> dict[str, Any]:
+        self.records.append({"kind": kind, "cell": cell.id, "model": cell.model, **data})
+        return self.records[-1]
+
+    def reference_cell(self, model: str) -> Cell:
+        return Cell(model, "torch", "fp32")
+
+
+def test_a_cells_engine_goes_after_its_last_test_and_the_reference_with_its_model() -> None:
+    session = _Session()
+    lifetime = EngineLifetime(session, ["tiny", "steady"], overhead_model=None)  # type: ignore[arg-type]
+    ref, ort, half, steady = Cell("tiny", "torch", "fp32"), Cell("tiny", "onnxruntime", "fp32"), \
+        Cell("tiny", "onnxruntime", "fp16"), Cell("steady", "torch", "fp32")
+    order = [_item("x[tiny-torch-fp32]", cell=ref), _item("y[tiny-onnxruntime-fp32]", cell=ort),
+             _item("z[tiny-onnxruntime-fp32-bs1]", cell=ort), _item("v[tiny-onnxruntime-fp16]", cell=half),
+             _item("w[steady-torch-fp32]", cell=steady)]
+    seen = []
+    for item, nextitem in zip(order, [*order[1:], None], strict=True):
+        session.loaded |= {ref, item.callspec.params["cell"]}  # the test loaded its cell and the reference
+        lifetime.after(item, nextitem)
+        seen.append([c for c, _ in session.released])
+        session.released.clear()
+    assert seen == [
+        [],  # the reference's own tests ended, but the model's other cells are judged against it
+        [],  # the next test is the same cell's
+        ["tiny-onnxruntime-fp32"],  # the cell's last test: it goes, the model goes on
+        ["tiny-onnxruntime-fp16", "tiny-torch-fp32"],  # the cell's last test, and the model's: both go
+        ["steady-torch-fp32"],
+    ]
+    assert not session.records  # a CPU run records no GPU memory figure
+    assert lifetime.releases == 3  # device memory freed after the three tests that dropped engines, not the others
+    lifetime.close()
+
+
+def test_cells_of_one_model_come_apart_and_each_engine_still_goes() -> None:
+    """Cells of one model need not be neighbours (a worker given another model's cell in between): each cell's
+    engine goes at its own last test, and nothing of the first model outlives it."""
+    session = _Session()
+    lifetime = EngineLifetime(session, ["tiny", "steady"], overhead_model=None)  # type: ignore[arg-type]
+    ref, ort, steady = Cell("tiny", "torch", "fp32"), Cell("tiny", "onnxruntime", "fp32"), \
+        Cell("steady", "torch", "fp32")
+    order = [_item("a[tiny-onnxruntime-fp32]", cell=ort), _item("b[steady-torch-fp32]", cell=steady),
+             _item("c[tiny-torch-fp32]", cell=ref)]
+    for item, nextitem in zip(order, [*order[1:], None], strict=True):
+        session.loaded |= {Cell(item.callspec.params["cell"].model, "torch", "fp32"), item.callspec.params["cell"]}
+        lifetime.after(item, nextitem)
+        assert not {c for c in session.loaded if c.model == item.callspec.params["cell"].model}, (item, session)
+    lifetime.close()
+
+
+def test_gpu_memory_records_carry_each_cells_window_on_a_gpu_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    session = _Session(device="cuda:0")
+    lifetime = EngineLifetime(session, ["tiny"], overhead_model=None)  # type: ignore[arg-type]
+    figures = {"nvml_peak_mib": 900.0, "allocator_peak_mib": 512.0, "nvml_source": "process"}
+    monkeypatch.setattr(lifetime.meter, "end", lambda label: dict(figures))
+    ref, ort = Cell("tiny", "torch", "fp32"), Cell("tiny", "onnxruntime", "fp32")
+    session.loaded |= {ref, ort}
+    lifetime.after(_item("a[tiny-torch-fp32]", cell=ref), _item("b[tiny-onnxruntime-fp32]", cell=ort))
+    lifetime.after(_item("b[tiny-onnxruntime-fp32]", cell=ort), None)
+    assert [(r["cell"], r["nvml_peak_mib"]) for r in session.records] == [("tiny-torch-fp32", 900.0),
+                                                                          ("tiny-onnxruntime-fp32", 900.0)]
+    assert dict(session.released) == {"tiny-onnxruntime-fp32": figures, "tiny-torch-fp32": figures}
+    lifetime.close()
+
+
+def test_engines_are_gone_before_the_next_models_first_test(tmp_path: Path) -> None:
+    """A child run with a probe that lists, before each test, the runner objects the garbage collector still
+    reaches: never another model's, and never a cell of its own model other than the test's and its reference.
+    The same with two xdist workers."""
+    for workers in ((), ("-n", "2")):
+        probe = tmp_path / f"probe{len(workers)}.jsonl"
+        done = run_suite(tmp_path, "-p", "tests.selftest.lifetime_probe", "--latency-rounds", "3", *workers,
+                         tests=TESTS, env={"SUITE_LIFETIME_PROBE": str(probe), "PYTHONPATH": str(ROOT)})
+        assert done.returncode == 0, explain(done)
+        lines = [json.loads(x) for x in probe.read_text().splitlines()]
+        assert len(lines) == 13, lines  # 14 tests; steady's accuracy row is skipped before any setup hook
+        for line in lines:
+            model = model_of_nodeid(line["test"], ["tiny", "steady"])
+            unit = unit_of_nodeid(line["test"], ["tiny", "steady"], {"torch", "onnxruntime"}, {"fp32"})
+            allowed = {f"{model}-torch-fp32", unit}  # the test's cell and its model's reference, nothing else
+            assert set(line["runners"]) <= allowed, line
+            assert set(line["alive"]) <= set(line["runners"]), line  # the suite's account agrees with gc's
+        first_steady = next(x for x in lines if "[steady" in x["test"])
+        assert not [r for r in first_steady["runners"] if r.startswith("tiny-")], first_steady
+        assert any(x["runners"] for x in lines)  # the probe sees engines at all
+
+
+# =========================================================================== resource errors
+
+
+@pytest.mark.parametrize("text", [
+    "CUDA out of memory. Tried to allocate 2.00 GiB",
+    "[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION : Exception during initialization: BFCArena::AllocateRawInternal "
+    "Failed to allocate memory for requested buffer of size 822083584",
+    "CUDA error: too many resources requested for launch",
+    "CUBLAS_STATUS_EXECUTION_FAILED when calling cublasGemmEx",
+    "CUDA failure 2: out of memory ; GPU=0 ; hostname=h ; expr=cudaMalloc",
+])
+def test_resource_errors_are_told_apart(text: str) -> None:
+    assert resource_error(RuntimeError(text)) is not None
+    try:  # the same error raised from, as the old graph path did: still found through the chain
+        try:
+            raise RuntimeError(text)
+        except RuntimeError as inner:
+            raise ValueError("latency-graph: cannot capture this model") from inner
+    except ValueError as outer:
+        assert resource_error(outer) is not None
+
+
+def test_other_errors_are_not_resource_errors() -> None:
+    import torch
+
+    assert resource_error(torch.OutOfMemoryError("anything")) is not None  # by its type
+    for text in ("mat1 and mat2 shapes cannot be multiplied", "isclose 12.5% < 99%", "cudagraph trees disabled"):
+        assert resource_error(ValueError(text)) is None, text
+
+
+@pytest.mark.parametrize("shape", ["plain", "as-unsupported"])
+def test_an_out_of_memory_error_fails_its_check_never_skips(tmp_path: Path, shape: str) -> None:
+    config = tmp_path / "oom.toml"
+    config.write_text(TINY.read_text().replace('factory = "tests.selftest.tiny_models:two_input_net"',
+                                               'factory = "tests.selftest.resource_models:fails_like_a_full_gpu"'))
+    done = run_suite(tmp_path, "--suite-config", str(config), "--models", "tiny", "--latency-rounds", "3",
+                     tests=TESTS[2:], env={"RESOURCE_FAILURE": shape})
+    assert done.returncode == 1, explain(done)
+    out = done.stdout
+    assert "resource error in tiny-torch-fp32: OutOfMemoryError: CUDA out of memory" in out, explain(done)
+    assert "engines alive in this process: tiny-torch-fp32" in out, explain(done)
+    assert "unsupported" not in out.split("VERDICT")[-1], explain(done)  # not one check excused
+    assert "1 failed" in out, explain(done)
+
+
+# =========================================================================== declared, never caught
+
+
+def test_unsupported_is_declared_in_the_config_with_its_reason(tmp_path: Path) -> None:
+    config = tmp_path / "declared.toml"
+    config.write_text(TINY.read_text() + '\n[models.tiny.unsupported]\n"onnxruntime-fp32-all" = "the test says this '
+                      'path cannot be timed here, by design"\n')
+    done = run_suite(tmp_path, "--suite-config", str(config), "--models", "tiny", "--latency-rounds", "3",
+                     "--accept-not-judged", "unsupported", tests=TESTS)
+    assert done.returncode == 0, explain(done)
+    assert "not judged (unsupported, accepted): 2" in done.stdout, explain(done)
+    assert "(declared in [models.tiny.unsupported] 'onnxruntime-fp32-all')" in done.stdout, explain(done)
+    model = load_config(str(config)).models["tiny"]
+    assert model.declared_unsupported("onnxruntime", "fp32", "all")
+    assert model.declared_unsupported("onnxruntime", "fp32") is None  # the cell's other checks run
+    assert model.declared_unsupported("onnxruntime", "fp32", "model") is None
+
+
+@pytest.mark.parametrize("entry, says", [
+    ('"onnxruntime-int8" = "not run by this model at all"', "the model does not run onnxruntime-int8"),
+    ('"onnxruntime-fp32-fast" = "no such latency path exists"', "ENGINE-PRECISION-PATH, PATH one of all"),
+    ('"tensorrt-fp32" = "tensorrt is not an engine of tiny"', "the model does not run tensorrt-fp32"),
+    ('"onnxruntime-fp32" = "bad"', "say why the engine cannot do this by design"),
+    ('"onnx-fp32" = "misspelt engine name here"', "(engine)"),
+])
+def test_a_bad_unsupported_entry_is_one_config_error(tmp_path: Path, entry: str, says: str) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text(TINY.read_text() + f"\n[models.tiny.unsupported]\n{entry}\n")
+    with pytest.raises(ConfigError, match=None) as caught:
+        load_config(str(config))
+    assert says in str(caught.value), caught.value
+
+
+def test_the_gpu_tiers_declarations_name_their_cells() -> None:
+    model = load_config(str(ROOT / "suite-gpu.toml")).models["digits_cnn"]
+    assert "precision census" in str(model.declared_unsupported("onnxruntime", "int8"))
+    assert "CUDA graph" in str(model.declared_unsupported("onnxruntime", "bf16", "graph"))
+    assert model.declared_unsupported("onnxruntime", "bf16", "model") is None
+
+
+# =========================================================================== scheduling and cores
+
+
+def test_units_are_cells_and_tests_of_no_cell_go_with_their_model() -> None:
+    models, engines, precisions = ["resnet50", "resnet50_static"], {"torch", "onnxruntime"}, {"fp32", "fp16"}
+    unit = lambda nodeid: unit_of_nodeid(nodeid, models, engines, precisions, overhead_model="resnet50")
+    assert unit("t.py::test_latency[resnet50_static-onnxruntime-fp16-bs32-graph]") == \
+        "resnet50_static-onnxruntime-fp16"
+    assert unit("t.py::test_parity_on_generated_inputs[resnet50-torch-fp16-uniform]") == "resnet50-torch-fp16"
+    assert unit("t.py::test_top1_top5[resnet50]") == "resnet50"  # the no-data row: its model's
+    assert unit("tests/latency/test_harness_overhead.py::test_harness_overhead[bs32-model]") == "resnet50-harness"
+    assert unit("tests/selftest/test_x.py::test_y") is None
+
+
+def test_the_queue_hands_out_the_costliest_cell_of_the_workers_model_first() -> None:
+    cost = {"a-torch-fp32": 10.0, "a-onnxruntime-fp16": 3.0, "b-torch-fp32": 8.0, "b-inductor-fp32": 30.0}
+    queue = fleet.CostQueue(lambda scope, tests: cost[scope], model_of=lambda scope: scope.split("-")[0])
+    for scope in cost:
+        queue[scope] = {}
+    assert queue.popitem(last=False)[0] == "b-inductor-fp32"  # no model yet: the costliest of all (LPT)
+    queue.prefer = "a"
+    assert queue.popitem(last=False)[0] == "a-torch-fp32"  # the costliest of the worker's model
+    assert queue.popitem(last=False)[0] == "a-onnxruntime-fp16"  # even when another model's is costlier
+    assert queue.popitem(last=False)[0] == "b-torch-fp32"  # none of its model left: the costliest left
+
+
+def test_each_worker_gets_its_own_share_of_the_cores() -> None:
+    cpus = list(range(32))
+    shares = [fleet.cpu_share(cpus, f"gw{i}", 2) for i in range(2)]
+    assert shares == [list(range(16)), list(range(16, 32))]
+    assert fleet.cpu_share(cpus, None, 2) == cpus and fleet.cpu_share(cpus, "gw0", 1) == cpus
+    assert fleet.cpu_share([0, 1], "gw1", 3) == [1] and fleet.cpu_share([0, 1], "gw2", 3) == [0]  # one at least
+    assert fleet.describe_cpus(list(range(16, 32))) == "16 cores (16-31)"
+    assert fleet.describe_cpus([0, 2, 3]) == "3 cores (0,2-3)" and fleet.describe_cpus(None) == "every core"
+
+
+def test_nvml_counts_gpus_as_the_host_does() -> None:
+    assert nvml_index("cuda:0", visible="3,5") == 3 and nvml_index("cuda:1", visible="3,5") == 5
+    assert nvml_index("cuda:0", visible="GPU-1234") == "GPU-1234"
+    assert nvml_index("cuda:1", visible="") == 1
+
+
+# =========================================================================== figures and the drift gate
+
+
+def test_a_cpu_meter_has_no_figures_and_says_why() -> None:
+    meter = MemoryMeter("cpu")
+    meter.begin("x")
+    figures = meter.end("x")
+    meter.close()
+    assert figures["nvml_peak_mib"] is None and figures["allocator_peak_mib"] is None
+    assert "cpu has no GPU memory" in figures["error"]
+
+
+def test_the_summary_gives_the_runs_peak_and_each_models() -> None:
+    records = [{"kind": "gpu_memory", "cell": "a-torch-fp32", "model": "a", "nvml_peak_mib": 2048.0,
+                "nvml_source": "process"},
+               {"kind": "gpu_memory", "cell": "a-onnxruntime-fp16", "model": "a", "nvml_peak_mib": 3072.0,
+                "nvml_source": "process"},
+               {"kind": "gpu_memory", "cell": "b-torch-fp32", "model": "b", "nvml_peak_mib": None,
+                "allocator_peak_mib": 1024.0},
+               {"kind": "latency", "cell": "a-torch-fp32", "model": "a"}]
+    assert peaks(records) == ({"a": 3072.0, "b": 1024.0},
+                              {"a-torch-fp32": 2048.0, "a-onnxruntime-fp16": 3072.0, "b-torch-fp32": 1024.0})
+    assert memory_summary(records) == ("peak GPU memory (NVML, per process): run 3.00 GiB; per model: a 3.00 GiB, "
+                                       "b 1.00 GiB")
+    assert memory_summary(records[3:]) is None
+
+
+def test_the_drift_gate_fails_a_cell_whose_memory_doubled() -> None:
+    from suite.gate_plugin import Gate
+
+    assert parse_drift("memory=2x").memory_factor == 2.0
+    base = {"kind": "gpu_memory", "cell": "m-onnxruntime-fp16", "nvml_peak_mib": 4000.0, "allocator_peak_mib": None}
+    gate = Gate(max_slowdown=0.05, confidence=0.99, busy_limit=0.5, drift=DriftTolerances(), inject_slowdown=None,
+                inject_accuracy_drop=None, environment={})
+    gate.results_baseline = ResultsBaseline(source=Path("b.json"), environment={},
+                                            gpu_memory={"m-onnxruntime-fp16": base})
+    same = gate.check_memory({**base, "nvml_peak_mib": 4100.0})
+    assert same[0] is not None and same[0].state == "passed" and same[1] is None
+    doubled = gate.check_memory({**base, "nvml_peak_mib": 8000.0})
+    assert doubled[0] is not None and doubled[0].state == "failed"
+    assert "peak GPU memory grew: nvml_peak_mib 4000 -> 8000 MiB (2.00x" in str(doubled[1])
+    small = {**base, "nvml_peak_mib": 100.0}
+    gate.results_baseline.gpu_memory["m-onnxruntime-fp16"] = small
+    assert gate.check_memory({**base, "nvml_peak_mib": 300.0})[1] is None  # 3x, but only 200 MiB more
+    assert gate.check_memory({**base, "cell": "other"}) == (None, None)  # the baseline never measured it
+    assert gate.check_memory({**base, "nvml_peak_mib": None}) == (None, None)  # nor did this run (a CPU run)

@@ -1,0 +1,115 @@
+"""Two runs of the same tier side by side (``--suite-results`` files): are they the same night?
+
+What the multi-GPU target asks of a run on N GPUs against the run on one (issue 22): the same cases, the same
+verdict for each, device-bound latency medians within a tolerance, and the wall time as a fraction of the
+one-GPU run's. Also each run's peak GPU memory, per model and for the run (suite/gpu_memory.py).
+
+    python tools/compare_runs.py one-gpu.json two-gpu.json [--tolerance 0.02] [--json out.json]
+
+Exit status: 0 when cases and verdicts are identical and every device-bound median agrees within the
+tolerance, 1 otherwise (the differences are listed), 2 on unusable input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from suite.gpu_memory import peaks  # noqa: E402
+
+
+def load(path: str) -> dict[str, Any]:
+    data = json.loads(Path(path).read_text())
+    if not isinstance(data, dict) or "records" not in data or "verdict" not in data:
+        raise SystemExit(f"{path}: not a --suite-results file of this suite (records and verdict)")
+    return data
+
+
+def checks(data: dict[str, Any]) -> dict[str, str]:
+    """test id -> state (passed, failed, not judged (reason))."""
+    states = data["verdict"].get("states")
+    if states is None:
+        raise SystemExit("a results file from before the verdict listed every check's state: run it again")
+    return {str(k): str(v) for k, v in states.items()}
+
+
+def medians(data: dict[str, Any]) -> dict[tuple[str, str, str], tuple[float, str]]:
+    """(cell, shape, path) -> (median ms, bound) of every latency record."""
+    return {(str(r["cell"]), str(r.get("shape")), str(r.get("path"))): (float(r["median_ms"]), str(r.get("bound")))
+            for r in data["records"] if r.get("kind") == "latency" and r.get("median_ms") is not None}
+
+
+def compare(base: dict[str, Any], other: dict[str, Any], tolerance: float) -> dict[str, Any]:
+    a, b = checks(base), checks(other)
+    verdicts = {k: (a[k], b[k]) for k in sorted(set(a) & set(b)) if a[k] != b[k]}
+    ma, mb = medians(base), medians(other)
+    device = {k: (ma[k][0], mb[k][0], mb[k][0] / ma[k][0] - 1.0) for k in sorted(set(ma) & set(mb))
+              if ma[k][1] == "device" and mb[k][1] == "device" and ma[k][0] > 0}
+    beyond = {k: v for k, v in device.items() if abs(v[2]) > tolerance}
+    wall_a, wall_b = (d.get("run", {}).get("wall_s") for d in (base, other))
+    memory = {}
+    for name, data in (("base", base), ("other", other)):
+        by_model, _ = peaks(data["records"])
+        memory[name] = {"run_peak_mib": max(by_model.values(), default=None), "per_model_mib": by_model}
+    return {
+        "cases": {"base": len(a), "other": len(b), "only_base": sorted(set(a) - set(b)),
+                  "only_other": sorted(set(b) - set(a))},
+        "verdicts_differ": verdicts,
+        "run_verdicts": (base["verdict"].get("verdict"), other["verdict"].get("verdict")),
+        "device_bound_cases": len(device),
+        "device_bound_beyond_tolerance": {" ".join(k): v for k, v in beyond.items()},
+        "largest_device_bound_change": max((abs(v[2]) for v in device.values()), default=None),
+        "wall_s": (wall_a, wall_b), "wall_ratio": (wall_b / wall_a) if wall_a and wall_b else None,
+        "workers": (base.get("run", {}).get("workers"), other.get("run", {}).get("workers")),
+        "memory": memory,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("base", help="--suite-results of the reference run (e.g. one GPU)")
+    parser.add_argument("other", help="--suite-results of the run to compare (e.g. two GPUs)")
+    parser.add_argument("--tolerance", type=float, default=0.02,
+                        help="largest relative change of a device-bound median that counts as the same (0.02)")
+    parser.add_argument("--json", help="also write the comparison to this file")
+    args = parser.parse_args(argv)
+    result = compare(load(args.base), load(args.other), args.tolerance)
+    cases = result["cases"]
+    print(f"cases: {cases['base']} and {cases['other']}; only in base {len(cases['only_base'])}, only in other "
+          f"{len(cases['only_other'])}")
+    for name in cases["only_base"][:20] + cases["only_other"][:20]:
+        print(f"  {name}")
+    print(f"verdicts: {result['run_verdicts'][0]} and {result['run_verdicts'][1]}; checks that differ: "
+          f"{len(result['verdicts_differ'])}")
+    for name, (x, y) in list(result["verdicts_differ"].items())[:20]:
+        print(f"  {name}: {x} -> {y}")
+    largest = result["largest_device_bound_change"]
+    print(f"device-bound medians: {result['device_bound_cases']} cases in both, "
+          f"{len(result['device_bound_beyond_tolerance'])} beyond {args.tolerance:.0%}"
+          + (f"; largest change {largest:.1%}" if largest is not None else ""))
+    for name, (x, y, change) in result["device_bound_beyond_tolerance"].items():
+        print(f"  {name}: {x:.3f} -> {y:.3f} ms ({change:+.1%})")
+    wall, ratio = result["wall_s"], result["wall_ratio"]
+    print(f"wall: {wall[0]} s ({result['workers'][0]} worker(s)) and {wall[1]} s ({result['workers'][1]} worker(s))"
+          + (f": {ratio:.2f}x" if ratio is not None else ""))
+    for name in ("base", "other"):
+        m = result["memory"][name]
+        if m["run_peak_mib"] is not None:
+            per = ", ".join(f"{k} {v:.0f}" for k, v in sorted(m["per_model_mib"].items(), key=lambda kv: -kv[1]))
+            print(f"peak GPU memory, {name}: run {m['run_peak_mib']:.0f} MiB; per model (MiB): {per}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1, default=str))
+    same = (not cases["only_base"] and not cases["only_other"] and not result["verdicts_differ"]
+            and not result["device_bound_beyond_tolerance"])
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
