@@ -29,6 +29,7 @@ PRACTITIONER_COLUMNS = ("engine", "precision", "layers", "parameters", "size (MB
                         "isclose (%)", "MAE")
 BOUND_COLUMN = "bound"
 CENSUS_COLUMN = "computes in"
+PEAK_COLUMN = "peak GPU memory (MiB)"
 BASELINE_COLUMNS = ("baseline median (ms)", "change")
 GPU_COLUMNS = ("GPU memory added (MiB)", "mean GPU util (%)")
 #: A mean GPU utilization from fewer NVML samples than this (20 ms apart) is not shown: 2 to 5 samples of a short
@@ -49,7 +50,17 @@ _COLUMN_TITLES = {
                               "process loaded earlier (and other processes), so it grows in run order",
     "mean GPU util (%)": f"NVML: mean share of time a kernel ran during the case; '-' below {MIN_UTIL_SAMPLES} samples",
     "isclose (%)": "parity against PyTorch fp32 on the model's data set (generated inputs: parity tables below)",
+    PEAK_COLUMN: "the most GPU memory the process held while the cell's tests ran (NVML; else torch's allocator): "
+                 "the cell's engine beside its model's fp32 reference; engines are released after their cell's last "
+                 "test, so earlier cells do not count (suite/lifetime.py)",
 }
+
+
+def peak_memory(facts: Mapping[str, Any]) -> float | None:
+    """A cell's peak GPU memory (MiB) from its engine facts: NVML's figure, else the allocator's; None."""
+    memory = facts.get("gpu_memory") or {}
+    value = memory.get("nvml_peak_mib")
+    return value if value is not None else memory.get("allocator_peak_mib")
 
 
 def _cells(model: str, records: Iterable[Mapping[str, Any]], engines: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -136,7 +147,10 @@ def practitioners_table(model: str, records: Sequence[Mapping[str, Any]], engine
     latency_columns += list(GPU_COLUMNS) * with_gpu
     with_census = any("precision_census" in engines.get(f"{model}-{e}-{p}", {}) for e, p in
                       _cells(model, records, engines))
-    columns = ["engine", "precision", "layers", "parameters", "size (MB)", *[CENSUS_COLUMN] * with_census,
+    with_peak = any(peak_memory(engines.get(f"{model}-{e}-{p}", {})) is not None for e, p in
+                    _cells(model, records, engines))
+    columns = ["engine", "precision", "layers", "parameters", "size (MB)", *[PEAK_COLUMN] * with_peak,
+               *[CENSUS_COLUMN] * with_census,
                *latency_columns, *["top-1 (%)", "top-5 (%)"] * with_accuracy, "isclose (%)", "MAE"]
     head = "".join(f'<th class="{"name" if c in ("engine", "precision", "path", "change") else ""}"'
                    + (f' title="{escape(_COLUMN_TITLES[c])}"' if c in _COLUMN_TITLES else "") + f">{c}</th>"
@@ -156,7 +170,8 @@ def practitioners_table(model: str, records: Sequence[Mapping[str, Any]], engine
             layers += f'<span class="unit">{escape(str(facts["layer_kind"]))}</span>'
         lead = (f'<td class="name"{rs}>{escape(engine)}</td><td class="name"{rs}>{escape(precision)}</td>'
                 f"<td{rs}>{layers}</td><td{rs}>{fmt(facts.get('parameters'))}</td>"
-                f"<td{rs}>{fmt(facts.get('size_mb'))}</td>") + (census_cell(facts, rs) if with_census else "")
+                f"<td{rs}>{fmt(facts.get('size_mb'))}</td>") + (f"<td{rs}>{fmt(peak_memory(facts))}</td>" * with_peak) \
+            + (census_cell(facts, rs) if with_census else "")
         tail = "".join(f"<td{rs}>{v}</td>" for v in (
             *[fmt(pct(acc.get("top1"))), fmt(pct(acc.get("top5")))] * with_accuracy,
             "reference" if reference else fmt(par.get("isclose_pct")),

@@ -791,7 +791,9 @@ def run_info(config: pytest.Config) -> dict[str, Any]:
             "workers": len(fleet_plugin.worker_phases) or 1,  # type: ignore[union-attr]
             "phases": fleet_plugin.phases(),  # type: ignore[union-attr]
             "worker_seconds": fleet_plugin.worker_seconds(),  # type: ignore[union-attr]
-            "worker_cpus": dict(sorted(fleet_plugin.worker_cpus.items())),  # type: ignore[union-attr]
+            **({"worker_cpus": dict(sorted(fleet_plugin.worker_cpus.items()))}  # type: ignore[union-attr]
+               if fleet_plugin.worker_cpus else {}),  # type: ignore[union-attr]
+            **({"peak_gpu_memory": memory} if (memory := memory_summary(suite.records)) else {}),
             "engine_options": {m.name: {e: dict(o) for e, o in m.engine_options.items() if o and e in m.engines}
                                for m in state.config.models.values()},
             "git_commit": git_commit(), "command": " ".join(config.invocation_params.args),

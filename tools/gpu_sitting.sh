@@ -17,10 +17,15 @@
 #                 EfficientNet-Lite0 int8 and on ResNet-18 fp16
 #       localize-minilm  tools/localize.py with the bisect and the CUDA EP's settings on MiniLM-L6 (fp16, bf16)
 #                 and on ONNX Runtime's fused graph of it (fp32, fp16)
+#       night     the whole suite-gpu.toml (engines torch, onnxruntime, inductor) in ONE pytest command, as the
+#                 nightly gate runs it: -n auto, one worker per visible GPU (CUDA_VISIBLE_DEVICES=0: one GPU).
+#                 LABEL names its files (default night); nvidia-smi samples each GPU's memory every second
+#                 beside it, an independent check of the suite's own peak figures. Extra options narrow it
+#                 (--models resnet50: one model's peak alone)
 # Results go under $OUT (the device tool's folder) or gpu-results/; the engine cache under $ENGINE_CACHE.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-PART=${1:?part: tier | study | rebuild | shapes | minilm | bisect | refusal | localize | localize-minilm}
+PART=${1:?part: tier | study | rebuild | shapes | minilm | bisect | refusal | localize | localize-minilm | night}
 shift
 EXTRA=("$@")   # more pytest options for the part (e.g. --engines onnxruntime,inductor)
 OUT=${OUT:-gpu-results}
@@ -106,6 +111,24 @@ case "$PART" in
         | tee "$OUT/localize-$1-$2.log"
       status=$(( status | PIPESTATUS[0] ))
     done
+    ;;
+  night)
+    LABEL=${LABEL:-night}
+    nvidia-smi --query-gpu=index,memory.used --format=csv,noheader,nounits -lms 1000 > "$OUT/$LABEL-smi.csv" &
+    smi=$!
+    start=$(date +%s)
+    # NIGHT_TIMEOUT (s): SIGTERM then, inside a device call's 10 minutes; the run ends with its summary, verdict
+    # and results marked incomplete, and the engines built so far stay in the cache for the next part
+    timeout -s TERM "${NIGHT_TIMEOUT:-0}" "$PY" -m pytest -p no:cacheprovider --engine-cache "$CACHE" \
+      --benchmark-storage "file://$BENCH" -n auto --device cuda --suite-config suite-gpu.toml \
+      --engines torch,onnxruntime,inductor \
+      tests/accuracy tests/parity tests/latency/test_latency.py --suite-results "$OUT/$LABEL.json" -q -rfE \
+      "${EXTRA[@]}" > "$OUT/$LABEL.log" 2>&1
+    status=$?
+    kill "$smi" 2>/dev/null
+    grep -v "^test_latency\|^---\|^Name \|^$" "$OUT/$LABEL.log" | tail -45
+    echo "== $LABEL: pytest exit $status in $(( $(date +%s) - start )) s; nvidia-smi peak MiB per GPU:"
+    sort -t, -k1,1n -k2,2n "$OUT/$LABEL-smi.csv" | awk -F', *' '{p[$1]=($2>p[$1]?$2:p[$1])} END {for (g in p) print "  GPU " g ": " p[g]}'
     ;;
   *) echo "unknown part $PART"; exit 2 ;;
 esac
