@@ -333,6 +333,10 @@ def test_cosine_and_relative_error_edge_cases() -> None:
     assert compare_arrays("z", z, np.ones(4), Tolerance(min_isclose_pct=0)).cosine == 0.0
     x = np.array([1e200, -3e200])
     assert compare_arrays("big", x, -x, Tolerance(min_isclose_pct=0)).cosine == pytest.approx(-1.0)
+    # Scaled by the largest magnitude first, huge values cannot overflow the dot product (an overflow's NaN would be
+    # clamped to -1 above, and not seen there).
+    assert compare_arrays("big", x, x.copy(), Tolerance()).cosine == 1.0
+    assert compare_arrays("big", x, x / 2, Tolerance(min_isclose_pct=0)).cosine == pytest.approx(1.0)
     # |ref| <= atol is excluded from the relative error (0 -> 1e-3 would be infinite).
     ref, test = np.array([0.0, 1e-6, 1.0]), np.array([1e-3, 2e-6, 1.01])
     assert compare_arrays("r", ref, test, Tolerance()).max_rel_error == pytest.approx(0.01)
