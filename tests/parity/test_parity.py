@@ -68,3 +68,49 @@ def test_parity_on_generated_inputs(cell, distribution, suite, engine_for, gate,
     feed = synthetic_feed(model.inputs, batch, distribution, seed)
     _judge(suite, cell, feed, f"{distribution} inputs (batch {batch}, seed {seed})", f"generated:{distribution}",
            gate, request, batch=batch, seed=seed)
+
+
+def engine_batches(suite, model, latency_batch_sizes=None):
+    """The batches a cell of ``model`` is compared at in ``test_parity_at_every_engine_batch``: every configured
+    batch size with the profile's smallest, opt and largest, every latency batch (``--latency-batch-sizes`` too),
+    and the chunk sizes dataset feeds come in (``run_batched`` cuts them at the largest batch): for a
+    ``static_batch`` model each is an engine of its own, and a dynamic engine may be wrong at one batch alone."""
+    profile = model.profile
+    batches = {*model.batch_sizes, profile.min_batch, profile.opt_batch, profile.max_batch}
+    batches |= {shape.batch for shape in model.latency_shapes}
+    if latency_batch_sizes:
+        batches |= {int(b) for b in str(latency_batch_sizes).split(",") if b.strip()}
+    rows = [len(suite.dataset(model.accuracy_dataset))] if model.accuracy_dataset else []
+    if model.parity_dataset:
+        rows.append(len(suite.dataset(model.parity_dataset).take(model.parity_samples)))
+    for n in rows:
+        batches |= {min(n, profile.max_batch), n % profile.max_batch} - {0}
+    return sorted(b for b in batches if profile.min_batch <= b <= profile.max_batch)
+
+
+def compared_batches(suite, model, runner, latency_batch_sizes=None):
+    """``engine_batches``, and every batch a static-batch runner has built an engine for so far."""
+    return sorted(set(engine_batches(suite, model, latency_batch_sizes)) | set(getattr(runner, "built", ())))
+
+
+def test_parity_at_every_engine_batch(cell, suite, engine_for, gate, request):
+    """Every engine the suite builds is compared with the reference, not only timed (issue 23): a static_batch cell's
+    engine at each batch it meets, and a dynamic engine at its smallest, opt and largest batch and every other
+    configured one. Dataset parity takes ``parity_samples`` rows and generated parity stops at batch 32, so a
+    batch-256 engine, or a dynamic one wrong at batch >= 48 alone, was never compared. Inputs: 'uniform' generated
+    rows, seeded by the batch, each named axis at its opt. A static cell is also compared at every batch it has
+    built so far (the padding-invariance test builds engines at the row counts it draws); latency cases compare
+    their own calls (tests/latency). Records: data set ``generated:batches``, one per batch and output."""
+    model = suite.model(cell.model)
+    runner = engine_for(cell).runner
+    failures = []
+    for batch in compared_batches(suite, model, runner, request.config.getoption("--latency-batch-sizes")):
+        feed = synthetic_feed(model.inputs, batch, "uniform", seed=batch)
+        reference = suite.run_batched(suite.reference_cell(cell.model), feed)
+        outputs = suite.run_batched(cell, feed)
+        for report in compare_outputs(reference, outputs, model.tolerance(cell.precision)).values():
+            suite.record("parity", cell, dataset="generated:batches", batch=batch, seed=batch, **report.as_dict())
+            if not report.passed:
+                failures.append(f"{cell.id} at batch {batch} (uniform inputs, seed {batch}): {report.explain()}")
+    assert not failures, "\n".join(failures)
+    gate.check()  # --accuracy-baseline: isclose/MAE drift, per batch (a record's key holds its batch and seed)

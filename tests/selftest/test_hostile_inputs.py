@@ -953,6 +953,33 @@ CASES: list[Case] = [
                               r"failed")),
 ]
 
+# ---- issue 23, "No green over a wrong answer" ---------------------------------------------------------------------
+W = "tests.selftest.wrong_answer_models"
+#: One network twice, its exported graph 1.5x wrong from batch 40 on (eager right): m with a dynamic profile 1..48,
+#: ms with static_batch (an engine per batch). Dataset parity takes 6 rows, generated parity batch 4, latency times
+#: batches 1 and 4: before issue 23 no test compared either at batch 48, and the run was green.
+_UNCOMPARED_BATCH = Run(
+    "uncompared-batch",
+    config(factory=f'"{W}:wrong_from_batch_40"', batch_sizes="[1, 4, 48]", latency_batch_sizes="[1, 4]",
+           parity_samples="6", parity_dataset=TINY_DATA)
+    + model_table("ms", factory=f'"{W}:wrong_from_batch_40"', batch_sizes="[1, 4, 48]", latency_batch_sizes="[1, 4]",
+                  parity_samples="6", parity_dataset=TINY_DATA, static_batch="true"),
+    tests=(PARITY, LATENCY))
+CASES += [
+    Case("dynamic-engine-wrong-at-its-largest-batch",
+         "a dynamic engine 1.5x wrong from batch 40 alone (profile 1..48; parity on 6 rows and batch 4, latency at 1 "
+         "and 4)", _UNCOMPARED_BATCH, 1,
+         (r"VERDICT: FAILED", r"m-onnxruntime-fp32 at batch 48 \(uniform inputs, seed 48\): output 'out' \(48, 5\): "
+                              r"isclose 0\.00% < 99\.00% required"),
+         lines=failing(2)),
+    Case("static-engine-never-compared",
+         "`static_batch = true`: the batch-48 engine (the opt batch's) 1.5x wrong, the others right",
+         _UNCOMPARED_BATCH, 1,
+         (r"VERDICT: FAILED", r"ms-onnxruntime-fp32 at batch 48 \(uniform inputs, seed 48\): output 'out' \(48, 5\): "
+                              r"isclose 0\.00% < 99\.00% required"),
+         lines=failing(2)),
+]
+
 _BY_ID = {case.id: case for case in CASES}
 assert len(_BY_ID) == len(CASES), "case ids must be unique"
 # green_today names the problem of a known gap: on a case without its xfail it would only take the case out of
