@@ -11,8 +11,9 @@ from tests.selftest.tiny_models import TwoInputNet
 
 class WrongFromBatch40(TwoInputNet):
     """Right in eager PyTorch (the reference); the exported graph (ONNX Runtime's engines) returns 1.5x the logits
-    for a batch of 40 rows or more (beyond generated parity's batch 32). The batch is counted with tensor ops, so a dynamic-batch export computes it
-    per call and a static-batch export at 40 or more is wrong at every call: a 1.5x-wrong engine at one batch."""
+    for a batch of 40 rows or more (beyond generated parity's batch 32). The batch is counted with tensor ops, so a
+    dynamic-batch export computes it per call and a static-batch export at 40 or more is wrong at every call: a
+    1.5x-wrong engine at one batch."""
 
     def forward(self, image: torch.Tensor, extra: torch.Tensor) -> torch.Tensor:
         out = super().forward(image, extra)
