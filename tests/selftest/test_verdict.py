@@ -366,3 +366,8 @@ def test_the_verdict_file_holds_every_field_by_its_name() -> None:
                                                 "detail": "others used 80%"}]}]
     assert [c["id"] for c in data["not_judged"]["interrupted"]] == ["t::e"]
     assert [c["id"] for c in data["not_judged"]["unsupported"]] == ["t::d"]
+    assert list(data["states"].items()) == [  # every check's end by id, sorted (tools/compare_runs.py)
+        ("t::a", "not judged (busy)"), ("t::b", "failed"), ("t::c", "failed (known failure)"),
+        ("t::d", "not judged (unsupported)"), ("t::e", "not judged (interrupted)")]
+    ledger.add("t::0", PASSED)
+    assert ledger.as_dict()["states"]["t::0"] == "passed" and next(iter(ledger.as_dict()["states"])) == "t::0"
