@@ -22,6 +22,8 @@ import numpy.typing as npt
 from .embedding import retrieval_agreement, row_cosines
 
 __all__ = [
+    "NONFINITE",
+    "PARITY_METRICS",
     "ParityReport",
     "RankStat",
     "Tolerance",
@@ -37,6 +39,30 @@ IntArray = npt.NDArray[np.intp]
 TOPK_AGREEMENT_KS: tuple[int, ...] = (1, 5)
 #: Depth of the rank table attached to 2-D reports (capped at #columns).
 RANK_TABLE_DEPTH = 10
+
+#: The figures a parity check judges, named as in ``ParityReport`` and its ``as_dict``: what a failure says
+#: failed, and what a known failure may declare (suite/config.py). NaN/Inf is no figure (``NONFINITE``): nothing
+#: may excuse it.
+PARITY_METRICS: tuple[str, ...] = ("isclose_pct", "max_abs_error", "cosine", "top1_agreement_pct",
+                                   "worst_row_cosine", "retrieval_agreement_pct")
+NONFINITE = "nonfinite"
+#: How each entry of ``ParityReport.failures`` starts (compare_arrays writes them), and the figure it is about.
+_FAILURE_STARTS: tuple[tuple[str, str], ...] = (
+    ("reference has ", NONFINITE),
+    ("engine output has ", NONFINITE),
+    ("isclose ", "isclose_pct"),
+    ("max abs error ", "max_abs_error"),
+    ("cosine ", "cosine"),
+    ("top-1 agreement ", "top1_agreement_pct"),
+    ("worst row cosine ", "worst_row_cosine"),
+    ("retrieval agreement ", "retrieval_agreement_pct"),
+)
+
+
+def failed_metric(failure: str) -> str | None:
+    """The figure one entry of ``ParityReport.failures`` is about (one of PARITY_METRICS, or NONFINITE); None
+    for text compare_arrays does not write."""
+    return next((metric for start, metric in _FAILURE_STARTS if failure.startswith(start)), None)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ import numpy as np
 
 from engines.base import BATCH_AXIS, INPUT_ROLES, ONNX_EXPORTERS, PRECISIONS, AxisRange, InputSpec, ShapeProfile
 from metrics import AccuracyThreshold, Tolerance
+from metrics.parity import NONFINITE, PARITY_METRICS, failed_metric
 from suite.inputs import DISTRIBUTIONS
 from suite.timing import PATHS
 from suite.verdict import NotJudgedReasonError, check_reasons
@@ -67,7 +68,7 @@ _ACCURACY_KEYS = set(AccuracyThreshold.__dataclass_fields__) - {"min_top1", "min
 _INT8_KEYS = {"method", "samples", "percentile", "per_channel"}
 _LATENCY_KEYS = {"rounds", "warmup_fraction"}
 _RUN_KEYS = {"requires", "accept_not_judged"}
-_KNOWN_FAILURE_KEYS = {"reason", "match", "checks"}
+_KNOWN_FAILURE_KEYS = {"reason", "match", "checks", "outputs", "metrics"}
 # What each backend reads from [engine_options.ENGINE] (README "Configuration reference"); a typo is an error,
 # not an option silently ignored.
 _ENGINE_OPTION_KEYS = {
@@ -80,8 +81,8 @@ _ENGINE_OPTION_KEYS = {
 _REMOVED_KEYS = {
     "min_time_s": "min_time_s was removed: it was never read (a latency case runs [latency].rounds rounds)",
 }
-_KNOWN_FAILURE_FORM = ('{ reason = "what fails, measured how, since when", match = "REGEX over the failure '
-                       'message", checks = ["parity"] }')
+_KNOWN_FAILURE_FORM = ('{ reason = "what fails, measured how, since when", outputs = ["logits"], metrics = '
+                       '["top1_agreement_pct"], match = "REGEX over the failure message", checks = ["parity"] }')
 #: The most one batch of a model's inputs may take at its largest batch (each named axis at its max): a batch
 #: size beyond it is a typo (10000000000) that fails every latency case with "Unable to allocate 4.66 TiB".
 MAX_BATCH_INPUT_BYTES = 16 * 2**30
@@ -129,31 +130,90 @@ KNOWN_FAILURE_CANARIES: tuple[str, ...] = (
     "OutputShapeError: output 'out' has shape (1, 5), expected (4, 5)",
     "OutputDtypeError: output 'out' is float16, the reference's is float32",
 )
+#: The figures an accuracy check judges, named as in metrics.accuracy.AccuracyVerdict: ``top1`` (its floor, its
+#: drop and its ratio against the reference) and ``top5`` (its floor and its drop).
+ACCURACY_METRICS: tuple[str, ...] = ("top1", "top5")
+#: The figures a known failure may name in ``metrics``, per kind of check.
+KNOWN_FAILURE_METRICS: dict[str, tuple[str, ...]] = {"accuracy": ACCURACY_METRICS, "parity": PARITY_METRICS}
+#: How each entry of ``AccuracyVerdict.failures`` starts (metrics.accuracy.judge_accuracy writes them).
+_ACCURACY_FAILURE_STARTS: tuple[tuple[str, str], ...] = (
+    ("engine logits have ", NONFINITE), ("reference logits have ", NONFINITE), ("top-1 ", "top1"), ("top-5 ", "top5"))
+#: A parity failure's headline in a test's message (metrics.parity.ParityReport.explain's first line).
+_PARITY_HEADLINE = re.compile(r"output '([^']*)' \([0-9, ]*\): (.+)$", re.M)
+
+
+def accuracy_failed_metric(failure: str) -> str | None:
+    """The figure one entry of ``AccuracyVerdict.failures`` is about (top1, top5 or NONFINITE); None for text
+    judge_accuracy does not write."""
+    return next((metric for start, metric in _ACCURACY_FAILURE_STARTS if failure.startswith(start)), None)
+
+
+#: What failed in a check, figure by figure: (output, the figure's name, or None where it cannot be named).
+FailedFigures = tuple[tuple[str, "str | None"], ...]
+
+
+def parity_failures_in(message: str) -> FailedFigures:
+    """The failed figures a parity message states, read from its headlines (``output 'x' (64, 5): cosine ...;
+    isclose ...``). Only for a guess where no records are at hand (whether to localize a failure); the verdict
+    reads the figures the test recorded (suite/plugin.py)."""
+    return tuple((name, failed_metric(f)) for name, text in _PARITY_HEADLINE.findall(message) for f in text.split("; "))
 
 
 @dataclass(frozen=True)
 class KnownFailure:
-    """A cell expected to fail in a stated way: only a failure whose message matches ``match`` (a regular
-    expression, searched) in one of ``checks`` is the known one; any other failure of the cell counts, and so
-    does a NaN/Inf or an output of the wrong shape or dtype (``NEVER_KNOWN``) whatever ``match`` says."""
+    """A cell expected to fail in a stated way: named figures (``metrics``) failing on named ``outputs``, in one
+    of ``checks``, with a message that matches ``match`` (a regular expression, searched). Only an assertion of
+    failed figures, every one of them declared, is the known one; any other failure of the cell counts: another
+    output or figure, an exception (a shape mismatch's ValueError, an engine that does not build), a NaN/Inf or an
+    output of the wrong shape or dtype (``NEVER_KNOWN``), whatever ``match`` says."""
 
     reason: str
     match: str
     checks: tuple[str, ...] = KNOWN_FAILURE_CHECKS
+    outputs: tuple[str, ...] = ()
+    metrics: tuple[str, ...] = ()
 
-    def covers(self, check: str, message: str) -> bool:
-        """Is this failure message, from this kind of check, the one declared?"""
-        return (check in self.checks and NEVER_KNOWN.search(message) is None
-                and re.search(self.match, message) is not None)
+    def covers(self, check: str, message: str, failed: FailedFigures | None = None,
+               exception: str = "AssertionError") -> bool:
+        """Is this failure, from this kind of check, the one declared? ``failed``: the figures that failed (by
+        default read from a parity message); ``exception``: the name of the exception's type."""
+        return self.refusal(check, message, failed, exception) is None
 
-    def refusal(self, check: str, message: str) -> str:
-        """Why this failure is not the known one (for the report of a failure ``covers`` refused)."""
+    def refusal(self, check: str, message: str, failed: FailedFigures | None = None,
+                exception: str = "AssertionError") -> str | None:
+        """Why this failure is not the known one (for its report), or None where it is."""
         if check not in self.checks:
             return f"the entry covers {', '.join(self.checks)}, not {check}"
+        if exception != "AssertionError":
+            return (f"it is an exception ({exception}), not a check's failed figures: a known failure absorbs only the "
+                    "figures it names")
         never = NEVER_KNOWN.search(message)
-        if never is not None:
-            return f"it says {never.group(0)!r}, which no known failure may absorb (a broken engine or model)"
-        return f"it does not match /{self.match}/"
+        if failed is None:
+            failed = parity_failures_in(message) if check == "parity" else ()
+        if never is not None or any(metric == NONFINITE for _, metric in failed):
+            what = never.group(0) if never is not None else "NaN/Inf"
+            return f"it says {what!r}, which no known failure may absorb (a broken engine or model)"
+        if not failed:
+            return "it states no failed figure of an output, so it is not the declared failure"
+        unnamed = sorted({output for output, metric in failed if metric is None})
+        if unnamed:
+            return f"it has a failure of output {unnamed[0]!r} that names no figure, which no known failure may absorb"
+        other: dict[str, list[str]] = {}
+        for output, metric in failed:
+            if output not in self.outputs or metric not in self.metrics:
+                other.setdefault(output, []).append(str(metric))
+        if other:
+            listed = "; ".join(f"output {o!r}: {', '.join(dict.fromkeys(ms))}" for o, ms in other.items())
+            return (f"it has failed figures the entry does not declare ({listed}; declared: outputs "
+                    f"{list(self.outputs)}, metrics {list(self.metrics)})")
+        if re.search(self.match, message) is None:
+            return f"it does not match /{self.match}/"
+        return None
+
+    def describe(self) -> str:
+        """What the entry declares, for a report."""
+        return (f"{', '.join(self.metrics)} on output(s) {', '.join(self.outputs)} in {', '.join(self.checks)}, "
+                f"matching /{self.match}/")
 
 
 @dataclass(frozen=True)
@@ -698,7 +758,7 @@ def _parse_model(
                           "(calibration runs the graph on chunks of any size); drop one of them")
     export = _parse_export(f"{where}.export", entry.get("export", {}), batch_sizes, static_batch)
     known = _parse_known_failures(f"{where}.known_failures", entry.get("known_failures", {}), engines, precisions,
-                                  datasets["accuracy_dataset"])
+                                  datasets["accuracy_dataset"], outputs)
     unsupported = _parse_unsupported(f"{where}.unsupported", entry.get("unsupported", {}), engines, precisions)
     return ModelConfig(
         name=name,
@@ -805,8 +865,9 @@ def _parse_export(where: str, table: Any, batch_sizes: tuple[int, ...], static_b
 
 
 def _parse_known_failures(where: str, table: Any, engines: tuple[str, ...], precisions: tuple[str, ...],
-                          accuracy_dataset: str | None) -> dict[str, KnownFailure]:
-    """Each entry says what is expected to fail and how, so that it cannot hide another failure."""
+                          accuracy_dataset: str | None, outputs: tuple[str, ...] = ()) -> dict[str, KnownFailure]:
+    """Each entry says what is expected to fail and how (which figures of which outputs, and the message's
+    pattern), so that it cannot hide another failure."""
     out: dict[str, KnownFailure] = {}
     for cell_key, spec in _table(where, table).items():
         at = f"{where}.{cell_key}"
@@ -824,6 +885,12 @@ def _parse_known_failures(where: str, table: Any, engines: tuple[str, ...], prec
         for required in ("reason", "match"):
             if required not in spec:
                 raise ConfigError(f"{at}: missing required key {required!r}; the form is {_KNOWN_FAILURE_FORM}")
+        missing = [k for k in ("outputs", "metrics") if k not in spec]
+        if missing:
+            raise ConfigError(f"{at}: missing {' and '.join(map(repr, missing))}: a known failure names the outputs "
+                              "and the figures that fail on them, and absorbs no other failure of the cell (its match "
+                              f"alone once absorbed another output's garbage); add outputs = [one or more of "
+                              f"{list(outputs)}], metrics = [one or more of {', '.join(_metric_names())}]")
         reason = _string(f"{at}.reason", spec["reason"])
         pattern = _string(f"{at}.match", spec["match"])
         try:
@@ -843,8 +910,22 @@ def _parse_known_failures(where: str, table: Any, engines: tuple[str, ...], prec
         if "checks" in spec and "accuracy" in checks and accuracy_dataset is None:
             raise ConfigError(f"{at}.checks: 'accuracy' listed, but the model has no accuracy_dataset, so it has "
                               "no accuracy check")
-        out[cell_key] = KnownFailure(reason=reason, match=pattern, checks=checks)
+        declared_outputs = _choice_list(f"{at}.outputs", spec["outputs"], outputs)
+        metrics = _choice_list(f"{at}.metrics", spec["metrics"], _metric_names())
+        for i, metric in enumerate(metrics):
+            if not any(metric in KNOWN_FAILURE_METRICS[c] for c in checks):
+                kinds = [c for c in KNOWN_FAILURE_CHECKS if metric in KNOWN_FAILURE_METRICS[c]]
+                raise ConfigError(f"{at}.metrics[{i}]: {metric!r} is a figure of the {kinds[0]} check, which the entry "
+                                  f"does not cover (checks {list(checks)}); figures of those: "
+                                  f"{', '.join(m for c in checks for m in KNOWN_FAILURE_METRICS[c])}")
+        out[cell_key] = KnownFailure(reason=reason, match=pattern, checks=checks, outputs=declared_outputs,
+                                     metrics=metrics)
     return out
+
+
+def _metric_names() -> tuple[str, ...]:
+    """Every figure a known failure may name, parity's first."""
+    return (*PARITY_METRICS, *ACCURACY_METRICS)
 
 
 def _parse_unsupported(where: str, table: Any, engines: tuple[str, ...],

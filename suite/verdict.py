@@ -11,8 +11,8 @@ fact (an interruption, pytest-benchmark's own compare). Its state:
 
 * ``passed``: it ran and every figure was within its limits;
 * ``failed``: it ran and something was wrong, or something it needed and the user required could
-  not run. A *known failure* (declared in the config, with the pattern it must match) that fails as
-  declared is counted apart and does not fail the run;
+  not run. A *known failure* (declared in the config: the figures that fail, on which outputs, and the
+  pattern of its message) that fails as declared, and in no other way, is counted apart and does not fail the run;
 * ``not judged``: it did not produce a verdict, for one of ``REASONS``. A run with a not-judged
   check exits non-zero unless the user accepted that reason by name (``--accept-not-judged``, or
   ``[run] accept_not_judged`` in the config). A run that judged nothing never exits 0.

@@ -28,7 +28,8 @@ MINIMAL = {
     },
 }
 DATA = "fixtures.data.digits:digits_test"
-KNOWN = {"reason": "kernel bug, cosine 0.5", "match": r"cosine 0\.5\d* < 0\.98 required"}
+KNOWN = {"reason": "kernel bug, cosine 0.5", "match": r"cosine 0\.5\d* < 0\.98 required", "outputs": ["logits"],
+         "metrics": ["cosine"]}
 
 
 def _with(**changes):
@@ -429,12 +430,77 @@ def test_known_failure_says_what_fails_and_how():
     m = parse_config(_with(engines=["onnxruntime"], known_failures={"onnxruntime-fp32": {**KNOWN,
                                                                                          "checks": ["parity"]}}))
     entry = m.models["m"].known_failures["onnxruntime-fp32"]
-    assert entry == KnownFailure(KNOWN["reason"], KNOWN["match"], ("parity",))
+    assert entry == KnownFailure(KNOWN["reason"], KNOWN["match"], ("parity",), ("logits",), ("cosine",))
     assert entry.covers("parity", "m-onnxruntime-fp32: output 'logits' (32, 10): cosine 0.51 < 0.98 required")
     assert not entry.covers("accuracy", "cosine 0.51 < 0.98 required")
     assert not entry.covers("parity", "EngineBuildError: int8 calibration of 'm' (minmax, 256 rows) failed")
     default = parse_config(_with(known_failures={"onnxruntime-fp32": KNOWN})).models["m"].known_failures
     assert default["onnxruntime-fp32"].checks == ("accuracy", "parity")
+
+
+def test_a_known_failure_absorbs_only_its_figures_on_its_outputs():
+    """Issue 23: an entry for output a also absorbed output b's garbage (cosine -1), because its pattern was
+    searched in the whole failure text; and a plain ValueError (mismatched shapes) whose text matched."""
+    entry = KnownFailure("r", r"isclose [0-9.]+% < ", ("parity",), ("a",), ("isclose_pct",))
+    ours = "m-onnxruntime-fp32 on d[:64]: output 'a' (64, 5): isclose 0.00% < 99.00% required (rtol=0.001, atol=1e-05)"
+    garbage = "m-onnxruntime-fp32 on d[:64]: output 'b' (64, 5): isclose 0.00% < 99.00% required; cosine -1.00000 < "
+    assert entry.covers("parity", ours)
+    assert entry.covers("parity", ours, (("a", "isclose_pct"),))
+    # The figures decide, not the text: another output, another figure, a figure without a name, none at all.
+    assert not entry.covers("parity", ours, (("a", "isclose_pct"), ("b", "isclose_pct"), ("b", "cosine")))
+    assert "output 'b': isclose_pct, cosine; declared: outputs ['a'], metrics ['isclose_pct']" in entry.refusal(
+        "parity", ours, (("a", "isclose_pct"), ("b", "isclose_pct"), ("b", "cosine")))
+    assert not entry.covers("parity", ours, (("a", "cosine"),))
+    assert not entry.covers("parity", ours, (("a", None),))
+    assert entry.refusal("parity", ours, ()) == ("it states no failed figure of an output, so it is not the declared "
+                                                 "failure")
+    assert not entry.covers("parity", ours, (("a", "nonfinite"),))
+    # Read from a parity message where no figures are given (tests/parity's choice to localize).
+    assert not entry.covers("parity", f"{ours}\n{garbage}")
+    assert not entry.covers("parity", "isclose 0.00% < 99.00% required")  # no output named: no figure
+    # An exception is never a known failure, whatever its text.
+    mismatch = "ValueError: output 'a': shape mismatch: reference (64, 1, 5) vs engine (64, 5); isclose 0% < "
+    assert not entry.covers("parity", mismatch, (("a", "isclose_pct"),), exception="ValueError")
+    assert entry.refusal("parity", mismatch, (), exception="ValueError") == (
+        "it is an exception (ValueError), not a check's failed figures: a known failure absorbs only the figures it "
+        "names")
+    # The pattern still has to match.
+    assert entry.refusal("parity", "output 'a' (64, 5): isclose", (("a", "isclose_pct"),)) == (
+        "it does not match /isclose [0-9.]+% < /")
+
+
+def test_every_failure_the_metrics_write_names_its_figure():
+    """A failure the comparators write must name a figure (else no known failure could ever declare it, and a new
+    check would silently be one no entry absorbs): every check of compare_arrays and judge_accuracy, failed."""
+    from metrics import AccuracyThreshold, Tolerance
+    from metrics.parity import NONFINITE, PARITY_METRICS, compare_arrays, failed_metric
+    from suite.config import ACCURACY_METRICS, accuracy_failed_metric
+
+    rng = np.random.default_rng(0)
+    ref = rng.normal(size=(64, 8))
+    tol = Tolerance(min_isclose_pct=99.0, max_abs_error=0.1, min_cosine=0.99, min_top1_agreement_pct=99.0,
+                    min_row_cosine=0.99)
+    bad = -ref
+    bad[0, 0] = np.nan
+    report = compare_arrays("x", ref, bad, tol)
+    named = [failed_metric(f) for f in report.failures]
+    assert sorted(set(named)) == sorted({NONFINITE, "isclose_pct", "max_abs_error", "cosine", "top1_agreement_pct",
+                                         "worst_row_cosine"}), report.failures
+    embedding = compare_arrays("e", ref, rng.normal(size=ref.shape), Tolerance(min_isclose_pct=0.0,
+                                                                                min_retrieval_agreement_pct=99.0))
+    assert [failed_metric(f) for f in embedding.failures] == ["retrieval_agreement_pct"], embedding.failures
+    assert set(named) | {"retrieval_agreement_pct"} == {*PARITY_METRICS, NONFINITE}
+    assert failed_metric("output 'x' changed") is None
+    labels = np.arange(64) % 8
+    logits = np.eye(8)[labels]
+    wrong = np.roll(logits, 1, axis=1)
+    wrong[0] = np.nan
+    threshold = AccuracyThreshold(min_top1=0.9, min_top5=0.99, max_top1_drop=0.01, min_top1_ratio=0.99,
+                                  max_top5_drop=0.01)
+    accuracy = judge_accuracy(wrong, labels, logits, threshold)
+    assert len(accuracy.failures) == 6, accuracy.failures
+    assert sorted({accuracy_failed_metric(f) for f in accuracy.failures}) == sorted({*ACCURACY_METRICS, NONFINITE})
+    assert accuracy_failed_metric("accuracy moved") is None
 
 
 KF = rf"^{M}\.known_failures\.onnxruntime-fp32"
@@ -443,7 +509,8 @@ KF = rf"^{M}\.known_failures\.onnxruntime-fp32"
 @pytest.mark.parametrize("entry,match", [
     ("kernel bug, cosine 0.5", KF + r" = 'kernel bug, cosine 0.5': a plain reason is the old form, which hid any "
      r"failure of the cell; write onnxruntime-fp32 = \{ reason = \"what fails, measured how, since when\", "
-     r"match = \"REGEX over the failure message\", checks = \[\"parity\"\] \}$"),
+     r"outputs = \[\"logits\"\], metrics = \[\"top1_agreement_pct\"\], match = \"REGEX over the failure message\", "
+     r"checks = \[\"parity\"\] \}$"),
     ({**KNOWN, "match": "cosine (0.5"}, KF + r"\.match = 'cosine \(0.5': not a valid regular expression"),
     ({**KNOWN, "match": ".*"}, KF + r"\.match = '\.\*': matches an empty message, so it would match any failure"),
     ({**KNOWN, "match": ""}, KF + r"\.match: expected a non-empty string"),
@@ -453,11 +520,25 @@ KF = rf"^{M}\.known_failures\.onnxruntime-fp32"
     ({**KNOWN, "match": r"shape \("},
      KF + r"\.match = 'shape \\\\\(': matches \"OutputShapeError: output 'out' has shape"),
     ({"reason": "x"}, KF + r": missing required key 'match'; the form is \{ reason ="),
+    ({"reason": "x", "match": "cosine 0"}, KF + r": missing 'outputs' and 'metrics': a known failure names the outputs "
+     r"and the figures that fail on them, and absorbs no other failure of the cell \(its match alone once absorbed "
+     r"another output's garbage\); add outputs = \[one or more of \['logits'\]\], metrics = \[one or more of "
+     r"isclose_pct, max_abs_error, cosine, top1_agreement_pct, worst_row_cosine, retrieval_agreement_pct, top1, "
+     r"top5\]$"),
+    ({"reason": "x", "match": "cosine 0", "outputs": ["logits"]}, KF + r": missing 'metrics': "),
+    ({**KNOWN, "outputs": ["probs"]}, KF + r"\.outputs\[0\]: unknown 'probs'; valid: logits$"),
+    ({**KNOWN, "outputs": []}, KF + r"\.outputs: must not be empty"),
+    ({**KNOWN, "metrics": ["cosine_sim"]}, KF + r"\.metrics\[0\]: unknown 'cosine_sim'; valid: isclose_pct, "),
+    ({**KNOWN, "metrics": []}, KF + r"\.metrics: must not be empty"),
+    ({**KNOWN, "metrics": ["nonfinite"]}, KF + r"\.metrics\[0\]: unknown 'nonfinite'"),
+    ({**KNOWN, "metrics": ["top1"], "checks": ["parity"]},
+     KF + r"\.metrics\[0\]: 'top1' is a figure of the accuracy check, which the entry does not cover \(checks "
+     r"\['parity'\]\); figures of those: isclose_pct, "),
     ({**KNOWN, "reason": " "}, KF + r"\.reason: expected a non-empty string"),
     ({**KNOWN, "checks": ["latency"]}, KF + r"\.checks\[0\]: unknown 'latency'; valid: accuracy, parity$"),
     ({**KNOWN, "checks": []}, KF + r"\.checks: must not be empty"),
     ({**KNOWN, "checks": ["accuracy"]}, KF + r"\.checks: 'accuracy' listed, but the model has no accuracy_dataset"),
-    ({**KNOWN, "since": "today"}, KF + r": unknown key\(s\) since; valid: checks, match, reason$"),
+    ({**KNOWN, "since": "today"}, KF + r": unknown key\(s\) since; valid: checks, match, metrics, outputs, reason$"),
 ])
 def test_broken_known_failure_is_a_clear_error(entry, match):
     with pytest.raises(ConfigError, match=match):
@@ -466,11 +547,11 @@ def test_broken_known_failure_is_a_clear_error(entry, match):
 
 def test_a_known_failure_never_absorbs_nan_inf_or_a_wrong_output_shape_or_dtype():
     """Whatever its pattern matches: these say the engine or model is broken, not that a figure moved."""
-    entry = KnownFailure("r", "onnxruntime-fp32 on", ("accuracy", "parity"))
+    entry = KnownFailure("r", "onnxruntime-fp32 on", ("accuracy", "parity"), ("out",), ("cosine", "top1"))
     figure = "m-onnxruntime-fp32 on d[:64]: output 'out' (64, 5): cosine 0.51 < 0.98 required"
     accuracy = ("m-onnxruntime-fp32 on d: accuracy over n=64: top-1 60.00% < 70.00% required\n  rows with NaN/Inf "
                 "(counted wrong): engine 0, reference 0")
-    assert entry.covers("parity", figure) and entry.covers("accuracy", accuracy)
+    assert entry.covers("parity", figure) and entry.covers("accuracy", accuracy, (("out", "top1"),))
     for message in ("m-onnxruntime-fp32 on d[:64]: output 'out' (64, 5): engine output has 60 NaN/Inf values",
                     "m-onnxruntime-fp32 on d[:64]: output 'out' (64, 5): reference has 2 NaN/Inf values",
                     "m-onnxruntime-fp32 on d: accuracy over n=64: engine logits have 3 rows with NaN/Inf (counted "
@@ -479,7 +560,7 @@ def test_a_known_failure_never_absorbs_nan_inf_or_a_wrong_output_shape_or_dtype(
                     "engines.feeds.OutputDtypeError: m-onnxruntime-fp32 on d: output 'out' is float16"):
         assert not entry.covers("parity", message), message
         assert "no known failure may absorb" in entry.refusal("parity", message), message
-    assert entry.refusal("parity", "cosine 0.5") == "it does not match /onnxruntime-fp32 on/"
+    assert entry.refusal("parity", "cosine 0.5", (("out", "cosine"),)) == "it does not match /onnxruntime-fp32 on/"
 
 
 def test_known_failure_must_name_a_cell_the_model_runs():

@@ -95,6 +95,14 @@ def model_table(name: str, **model: str | None) -> str:
 TORCH_ONLY = config(head={"run": 'requires = ["torch"]\naccept_not_judged = ["no-data", "unsupported"]'},
                     engines='["torch"]')
 
+#: Issue 23's known failures: an entry of output a's isclose, and one whose pattern is a shape mismatch's word.
+KF = "tests.selftest.known_failure_models"
+KNOWN_A_ISCLOSE = ('\n[models.m.known_failures]\nonnxruntime-fp32 = { reason = "r", outputs = ["a"], metrics = '
+                   '["isclose_pct"], match = \'\\(\\d+, 5\\): isclose [0-9.]+% < \', checks = ["parity"] }\n')
+KNOWN_MISMATCH = ('\n[models.m.known_failures]\nonnxruntime-fp32 = { reason = "r", outputs = ["out"], metrics = '
+                  '["isclose_pct"], match = "mismatch" }\n')
+
+
 # =========================================================================== runs and cases
 
 LATENCY = "tests/latency/test_latency.py"
@@ -449,6 +457,10 @@ def _absent(*patterns: str) -> Callable[[Result], list[str]]:
     return check
 
 
+#: A failure that a known failure must not absorb: the run does not count it as the known one.
+_not_absorbed = _absent(r"known failures? \(as declared\)")
+
+
 def _verdict_error(says: str) -> Callable[[Result], list[str]]:
     """The --suite-results file (WORK/results.json) carries the start-up error in its verdict."""
     def check(result: Result) -> list[str]:
@@ -781,12 +793,14 @@ CASES: list[Case] = [
            says=(r"\[models\.m\]\.engine_options\.tensorrt: set, but the model's engines \['torch', 'onnxruntime'\] "
                  r"have no tensorrt",)),
     _usage("known-failure-bad-regex", "a known_failures `match` that is not a regular expression",
-           config(tables='\n[models.m.known_failures]\nonnxruntime-fp32 = { reason = "r", match = "cosine (0.5" }\n'),
+           config(tables='\n[models.m.known_failures]\nonnxruntime-fp32 = { reason = "r", match = "cosine (0.5", '
+                         'outputs = ["out"], metrics = ["cosine"] }\n'),
            says=(r"\[models\.m\]\.known_failures\.onnxruntime-fp32\.match = 'cosine \(0\.5': not a valid regular "
                  r"expression",)),
     _usage("known-failure-matches-anything", 'a known failure with `match = "."` on an engine producing +Inf',
            config(factory=f'"{H}:inf_when_exported"', parity_dataset=TINY_DATA,
-                  tables='\n[models.m.known_failures]\nonnxruntime-fp32 = { reason = "r", match = "." }\n'),
+                  tables='\n[models.m.known_failures]\nonnxruntime-fp32 = { reason = "r", match = ".", '
+                         'outputs = ["out"], metrics = ["cosine"] }\n'),
            tests=(PARITY_DATASET,),
            says=(r"\[models\.m\]\.known_failures\.onnxruntime-fp32\.match = '\.': matches 'EngineBuildError', what a "
                  r"broken engine says in any cell",)),
@@ -794,7 +808,9 @@ CASES: list[Case] = [
                                             "+Inf",
          Run("known-failure-inf", config(factory=f'"{H}:inf_when_exported"', parity_dataset=TINY_DATA,
                                          tables='\n[models.m.known_failures]\nonnxruntime-fp32 = { reason = "r", '
-                                                'match = "onnxruntime-fp32 on" }\n'),
+                                                'match = "onnxruntime-fp32 on", outputs = ["out"], metrics = '
+                                                '["isclose_pct", "cosine", "top1_agreement_pct", '
+                                                '"worst_row_cosine"] }\n'),
              tests=(PARITY_DATASET,)), 1,
          (r"VERDICT: FAILED", r"m-onnxruntime-fp32 on \S+: output 'out' \(64, 5\): engine output has \d+ NaN/Inf"),
          lines=failing(1), check=lambda r: ["counted as a known failure"] if "known failure (as declared)" in r.stdout
@@ -802,6 +818,41 @@ CASES: list[Case] = [
     _usage("known-failure-plain-string", "a known failure in the old form, a plain string",
            config(tables='\n[models.m.known_failures]\nonnxruntime-fp32 = "flaky"\n'),
            says=(r"\[models\.m\]\.known_failures\.onnxruntime-fp32 = 'flaky': a plain reason is the old form",)),
+    # issue 23, item 1: a known failure absorbs only the figures it names on the outputs it names
+    Case("known-failure-other-output",
+         "a known failure of output `a` (`isclose_pct`) on an engine whose output `b` is garbage of the right shape "
+         "(cosine -1)",
+         Run("known-failure-other-output", config(factory=f'"{KF}:output_b_garbage_when_exported"',
+                                                  outputs='["a", "b"]', parity_dataset=TINY_DATA,
+                                                  tables=KNOWN_A_ISCLOSE), tests=(PARITY_DATASET,)), 1,
+         (r"VERDICT: FAILED", r"output 'b' \(64, 5\): isclose [0-9.]+% < .*; cosine -1(\.0+)? < ",
+          r"this failure has failed figures the entry does not declare \(output 'b': isclose_pct, cosine"),
+         lines=failing(1), check=_not_absorbed, shows=r"this failure has failed figures the entry does not declare"),
+    _usage("known-failure-old-form-other-output",
+           "a known failure in the form of the shipped EfficientNet entry before issue 23 (`match` alone), for "
+           "output `a`, on an engine whose output `b` is garbage (main: absorbed, exit 0)",
+           config(factory=f'"{KF}:output_b_garbage_when_exported"', outputs='["a", "b"]', parity_dataset=TINY_DATA,
+                  tables='\n[models.m.known_failures]\nonnxruntime-fp32 = { reason = "r", match = '
+                         "'\\(\\d+, 5\\): isclose [0-9.]+% < ', checks = [\"parity\"] }\n"),
+           tests=(PARITY_DATASET,),
+           says=(r"\[models\.m\]\.known_failures\.onnxruntime-fp32: missing 'outputs' and 'metrics': a known "
+                 r"failure names the outputs and the figures that fail on them",
+                 r"add outputs = \[one or more of \['a', 'b'\]\], metrics = ")),
+    Case("known-failure-shape-mismatch",
+         "a known failure `match = 'mismatch'` on an engine output of shape (64, 5) against a reference of "
+         "(64, 1, 5) (a ValueError)",
+         Run("known-failure-shape-mismatch", config(factory=f'"{KF}:shape_when_exported"', parity_dataset=TINY_DATA,
+                                                    tables=KNOWN_MISMATCH), tests=(PARITY_DATASET,)), 1,
+         (r"VERDICT: FAILED", r"ValueError: output 'out': shape mismatch: reference \(64, 1, 5\) vs engine \(64, 5\)",
+          r"this failure is an exception \(ValueError\), not a check's failed figures"),
+         lines=failing(1), check=_not_absorbed),
+    _usage("known-failure-old-form-shape-mismatch",
+           "a known failure `match = 'mismatch'` without `outputs`/`metrics`, on an engine output of shape (64, 5) "
+           "against a reference of (64, 1, 5) (main: absorbed, exit 0)",
+           config(factory=f'"{KF}:shape_when_exported"', parity_dataset=TINY_DATA,
+                  tables='\n[models.m.known_failures]\nonnxruntime-fp32 = { reason = "r", match = "mismatch" }\n'),
+           tests=(PARITY_DATASET,),
+           says=(r"\[models\.m\]\.known_failures\.onnxruntime-fp32: missing 'outputs' and 'metrics'",)),
     _usage("requires-cuda-on-cpu", '`[run] requires = ["cuda"]` without `--device cuda:N`',
            config(head={"run": 'requires = ["cuda"]'}),
            says=(r"suite\.toml requires a CUDA device \(\[run\] requires\)",)),
