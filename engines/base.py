@@ -314,12 +314,30 @@ class StaticBatchRunner:
         call: Callable[[], object] = self._prepared[path].raw_call(path)
         return call
 
+    def path_outputs(self, path: str) -> dict[str, np.ndarray]:
+        return path_outputs(self._prepared[path], path)
+
     def close(self) -> None:
         """Close every engine's runner that can be closed (TensorRT's hold device buffers and a stream)."""
         for loaded in self.engines.values():
             close = getattr(loaded.runner, "close", None)
             if close is not None:
                 close()
+
+
+def path_outputs(runner: Any, path: str) -> dict[str, np.ndarray]:
+    """What the last ``run_path(path)`` call left in the runner's bound outputs, copied to host arrays: the runner's
+    ``path_outputs(path)``, or TensorRT's ``staged_outputs()``. A runner with neither cannot show what its timed
+    calls returned, which a latency case must check (a stale output of a reused buffer passes every timing): an
+    error, not a pass."""
+    read = getattr(runner, "path_outputs", None)
+    if read is not None:
+        return dict(read(path))
+    staged = getattr(runner, "staged_outputs", None)
+    if staged is not None:
+        return dict(staged())
+    raise NotImplementedError(f"latency-{path}: {type(runner).__name__} has no path_outputs(path), so the outputs "
+                              "of its timed calls cannot be checked")
 
 
 def static_batch_engine(profile: ShapeProfile, load: Callable[[ShapeProfile], LoadedEngine],

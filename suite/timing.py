@@ -14,7 +14,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from engines.base import UNSUPPORTED, CellUnavailable, Feed, Runner
+import numpy as np
+
+from engines.base import UNSUPPORTED, CellUnavailable, Feed, Runner, path_outputs
 from suite.gpu_memory import nvml_handle
 
 PATHS: tuple[str, ...] = ("all", "model", "graph")
@@ -22,14 +24,25 @@ HOST_CLOCK = "host perf_counter (outputs copied back to host, so the call has co
 
 
 class TimedCall:
-    """The callable handed to ``benchmark.pedantic``; ``samples_s`` holds every round's time."""
+    """The callable handed to ``benchmark.pedantic``; ``samples_s`` holds every round's time.
+
+    It also keeps what the timed calls returned (issue 23: a CUDA-graph replay or an IO binding reuses static
+    buffers, where a stale output is a known failure mode): ``first_outputs``, a host copy of the outputs of round
+    ``first_timed_round`` (the first timed round: set it to the number of warm-up rounds), taken after that
+    round's sample, and ``last_outputs()``, those of the last call made. The ``all`` path keeps what ``infer``
+    returned; the device paths read the runner's bound outputs (engines.base.path_outputs) outside the timed
+    region."""
 
     def __init__(self, runner: Runner, path: str, feed: Feed) -> None:
         self.samples_s: list[float] = []
         self.path = path
+        self.first_timed_round = 0
+        self.first_outputs: dict[str, np.ndarray] | None = None
+        self._last: dict[str, np.ndarray] | None = None
+        self._runner = runner
         if path == "all":
             self.clock = HOST_CLOCK
-            self._call: Callable[[], float] = lambda: _host_timed(lambda: runner.infer(feed))
+            self._call: Callable[[], float] = lambda: self._timed_infer(lambda: runner.infer(feed))
             return
         prepare = getattr(runner, "prepare_path", None)
         if prepare is None:
@@ -41,6 +54,29 @@ class TimedCall:
 
     def __call__(self) -> None:
         self.samples_s.append(self._call())
+        if len(self.samples_s) == self.first_timed_round + 1:
+            self.first_outputs = _host_copy(self.last_outputs())
+
+    def _timed_infer(self, infer: Callable[[], dict[str, np.ndarray]]) -> float:
+        start = time.perf_counter()
+        outputs = infer()
+        elapsed = time.perf_counter() - start
+        self._last = outputs
+        return elapsed
+
+    def last_outputs(self) -> dict[str, np.ndarray]:
+        """The outputs of the last call made, as host arrays."""
+        if not self.samples_s:
+            raise RuntimeError(f"latency-{self.path}: no call was made yet, so there are no outputs to read")
+        if self.path == "all":
+            assert self._last is not None
+            return _host_copy(self._last)
+        return path_outputs(self._runner, self.path)
+
+
+def _host_copy(outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Host arrays that no later call can overwrite (a runner may hand out views of buffers it reuses)."""
+    return {name: np.array(value, copy=True) for name, value in outputs.items()}
 
 
 def _host_timed(fn: Callable[[], Any]) -> float:

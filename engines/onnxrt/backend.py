@@ -150,6 +150,13 @@ class OnnxRuntimeRunner:
         session.run_with_iobinding(binding)
         return time.perf_counter() - start
 
+    def path_outputs(self, path: str) -> dict[str, np.ndarray]:
+        """The bound output OrtValues after the last ``run_path(path)``, copied to host arrays: what the timed IO-bound
+        run (or CUDA graph replay) left there, stale or not (suite.timing.TimedCall)."""
+        _, _, values = self._bound[path]
+        outputs = values[len(self.input_names):]
+        return {name: np.asarray(value.numpy()) for name, value in zip(self.output_names, outputs, strict=True)}
+
     def raw_call(self, path: str) -> Callable[[], object]:
         """The bare engine call that ``run_path`` times, for the harness-overhead self-check."""
         session, binding, _ = self._bound[path]

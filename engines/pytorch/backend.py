@@ -131,10 +131,15 @@ class TorchRunner:
             if path == "graph":
                 self._graph.replay()
             else:
-                self.module(*self._static)
+                self._path_out = self.module(*self._static)
             end.record()
         end.synchronize()
         return float(start.elapsed_time(end)) / 1e3
+
+    def path_outputs(self, path: str) -> dict[str, np.ndarray]:
+        """What the last ``run_path(path)`` returned, as host arrays: the CUDA graph's static output tensors after
+        its replay, or the eager call's outputs (a stale buffer must show, suite.timing.TimedCall)."""
+        return name_outputs(self._graph_out if path == "graph" else self._path_out, self.output_names, self.label)
 
     def raw_call(self, path: str) -> Callable[[], object]:
         """The bare engine call that ``run_path`` times, for the harness-overhead self-check."""

@@ -1029,6 +1029,17 @@ CASES += [
          (r"VERDICT: FAILED", r"ms-onnxruntime-fp32 at batch 48 \(uniform inputs, seed 48\): output 'out' \(48, 5\): "
                               r"isclose 0\.00% < 99\.00% required"),
          lines=failing(2)),
+    Case("timed-output-goes-stale",
+         "torch fp16 returning zeros from the 5th call in a row on one feed (a buffer the replay stopped writing): "
+         "right in parity, wrong in the latency rounds",
+         Run("timed-output-goes-stale",
+             config(head={"run": 'requires = ["torch"]\naccept_not_judged = ["no-data"]'},
+                    factory=f'"{W}:stale_when_repeated"', precisions='["fp32", "fp16"]', engines='["torch"]'),
+             tests=(LATENCY,)), 1,
+         (r"VERDICT: FAILED", r"m-torch-fp16-bs4-all: the last call \(round 5\) returned outputs that differ from the "
+                              r"reference's for this feed; the engine's own untimed run on this feed agrees with the "
+                              r"reference, so the timed path returned something else"),
+         lines=failing(2)),
 ]
 
 _BY_ID = {case.id: case for case in CASES}
