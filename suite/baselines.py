@@ -143,10 +143,15 @@ def _saved_runs(storage: Path) -> list[Path]:
     """Saved runs of this machine's folder, else of the first folder that has any; oldest first."""
     folders = [storage / _machine_id()] + sorted(p for p in storage.glob("*") if p.is_dir())
     for folder in folders:
-        files = sorted(folder.glob("[0-9][0-9][0-9][0-9]_*.json"))
+        files = sorted((f for f in folder.glob("*_*.json") if _RUN_ID.match(f.name)),
+                       key=lambda f: (int(_RUN_ID.match(f.name).group(1)), f.name))  # type: ignore[union-attr]
         if files:
             return files
     return []
+
+
+#: A saved run's file name: its number (pytest-benchmark counts on past 9999: 10000_x.json), then its name.
+_RUN_ID = re.compile(r"^(\d{4,})_.*\.json$")
 
 
 def resolve_latency_baselines(spec: str, storage: Path) -> list[Path]:
@@ -159,9 +164,11 @@ def resolve_latency_baselines(spec: str, storage: Path) -> list[Path]:
             paths.append(candidate)
             continue
         match = re.fullmatch(r"(?:last|latest):(\d+)", part)
-        if part != "latest" and not match and not re.fullmatch(r"\d{4}(_.*)?", part):
+        if part != "latest" and not match and not re.fullmatch(r"\d{4,}(_.*)?", part):
             raise BaselineError(f"--latency-baseline {part!r}: no such file, and not a run id (0001), "
                                 "'latest' or 'last:K'")
+        if match and int(match.group(1)) < 1:
+            raise BaselineError(f"--latency-baseline {part!r}: K must be at least 1 (last:0 would name no run)")
         saved = _saved_runs(storage)
         if part == "latest" or match:
             chosen = saved[-(int(match.group(1)) if match else 1):] if saved else []
@@ -173,6 +180,13 @@ def resolve_latency_baselines(spec: str, storage: Path) -> list[Path]:
         paths.extend(chosen)
     if not paths:
         raise BaselineError("--latency-baseline: empty")
+    seen: dict[Path, int] = {}
+    for path in paths:
+        seen[path.resolve()] = seen.get(path.resolve(), 0) + 1
+    twice = [str(p) for p, n in seen.items() if n > 1]
+    if twice:
+        raise BaselineError(f"--latency-baseline {spec!r} names the same run more than once ({', '.join(twice)}): "
+                            "it would count as several runs and narrow the baseline's spread; name each run once")
     return paths
 
 
@@ -181,6 +195,25 @@ def _refuse_incomplete(path: Path, data: dict[str, Any], accept: bool, what: str
     if why and not accept:
         raise BaselineError(f"{what} {path} was saved by a run that did not end ({why}): the cases it never reached "
                             "would become 'no baseline'; use a complete run, or pass --accept-incomplete-baseline")
+    refuse_self_test_run(path, data, what)
+
+
+def self_test_knobs(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The self-test knobs (--inject-slowdown, --inject-accuracy-drop) a saved run was made with: the ``suite``
+    block of a pytest-benchmark file, the top level of a --suite-results file."""
+    block = data.get("suite") if "benchmarks" in data else data
+    knobs = block.get("self_test_knobs") if isinstance(block, Mapping) else None
+    return dict(knobs) if isinstance(knobs, Mapping) else {}
+
+
+def refuse_self_test_run(path: Path, data: Mapping[str, Any], what: str) -> None:
+    """A run made with a self-test knob measured the knob, not the engine: as a baseline it would make a real
+    slowdown read as an improvement (a 50 % injected slowdown saved, then a real +30 % read as -22 %)."""
+    knobs = self_test_knobs(data)
+    if knobs:
+        said = ", ".join(f"{k} {v * 100:g}%" if isinstance(v, int | float) else f"{k} {v}" for k, v in knobs.items())
+        raise BaselineError(f"{what} {path} was made with a self-test knob ({said}): its figures are the knob's, "
+                            "not the engine's; use a run made without one")
 
 
 def load_latency_baselines(paths: list[Path], accept_incomplete: bool = False) -> LatencyBaseline:
@@ -287,6 +320,11 @@ def load_results_baseline(path: Path, accept_incomplete: bool = False) -> Result
     if not isinstance(data, dict) or not isinstance(data.get("records"), list):
         raise BaselineError(f"accuracy baseline {path}: not a --suite-results file (no 'records' list)")
     _refuse_incomplete(Path(path), data, accept_incomplete, "accuracy baseline")
+    verdict = (data.get("verdict") or {}).get("verdict") if isinstance(data.get("verdict"), dict) else None
+    if "verdict" in data and verdict != "passed":
+        raise BaselineError(f"accuracy baseline {path}: its run's verdict was {verdict or 'missing'}, not passed: "
+                            "figures that failed (or were not judged) would become the standard a later run is held "
+                            "to; use the results of a run that passed")
     records = RecordsByCase()
     memory: dict[str, dict[str, Any]] = {}
     for record in data["records"]:

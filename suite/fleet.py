@@ -419,7 +419,8 @@ def atomic_benchmark_files(config: pytest.Config) -> None:
 
 
 def write_benchmark_json(config: pytest.Config, benchmarks: list[dict[str, Any]], environment: dict[str, Any],
-                         complete: bool, incomplete_reason: str | None) -> list[Path]:
+                         complete: bool, incomplete_reason: str | None,
+                         self_test_knobs: dict[str, Any] | None = None) -> list[Path]:
     """The controller's one pytest-benchmark file (storage entry and/or --benchmark-json), from every worker's
     cases, written atomically; as loadable by --latency-baseline and --benchmark-compare as a single run's."""
     from datetime import datetime
@@ -437,7 +438,8 @@ def write_benchmark_json(config: pytest.Config, benchmarks: list[dict[str, Any]]
            "commit_info": config.hook.pytest_benchmark_generate_commit_info(config=config),
            "benchmarks": sorted(benchmarks, key=lambda b: str(b.get("fullname"))),
            "datetime": datetime.now(UTC).isoformat(), "version": pytest_benchmark.__version__,
-           "suite": {"complete": complete, "incomplete_reason": incomplete_reason, "merged_from_workers": True}}
+           "suite": {"complete": complete, "incomplete_reason": incomplete_reason, "merged_from_workers": True,
+                     **({"self_test_knobs": self_test_knobs} if self_test_knobs else {})}}
     written = []
     name = bench.save or bench.autosave
     if name:

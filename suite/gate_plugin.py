@@ -58,9 +58,11 @@ from suite.baselines import (
     parse_drift,
     parse_fraction,
     record_key,
+    refuse_self_test_run,
     resolve_latency_baselines,
 )
 from suite.environment import differences, fingerprint
+from suite.results import incompleteness
 
 GATE_KEY = pytest.StashKey["Gate"]()
 _METER_KEY = pytest.StashKey["CpuMeter"]()
@@ -490,6 +492,36 @@ def pytest_configure(config: pytest.Config) -> None:
     except BaselineError as exc:
         raise pytest.UsageError(str(exc)) from exc
     config.stash[GATE_KEY] = gate
+
+
+def self_test_knobs(config: pytest.Config) -> dict[str, float]:
+    """The self-test knobs this run is made with, by option: written into every file the run saves (results,
+    pytest-benchmark's JSON and storage), where suite.baselines refuses such a file as a baseline."""
+    gate = gate_of(config)
+    if gate is None:
+        return {}
+    knobs = {"--inject-slowdown": gate.inject_slowdown, "--inject-accuracy-drop": gate.inject_accuracy_drop}
+    return {k: v for k, v in knobs.items() if v}
+
+
+def pytest_benchmark_compare_machine_info(config: pytest.Config, benchmarksession: Any, machine_info: Any,
+                                          compared_benchmark: dict[str, Any]) -> None:
+    """``--benchmark-compare`` loads the run it compares with itself: it is refused on the same grounds as a
+    --latency-baseline (a run that did not end, a run made with a self-test knob)."""
+    try:
+        _refuse_incomplete_compared(compared_benchmark, bool(config.getoption("--accept-incomplete-baseline")))
+        refuse_self_test_run(Path(str(config.getoption("benchmark_compare"))), compared_benchmark,
+                             "--benchmark-compare's run")
+    except BaselineError as exc:
+        raise pytest.UsageError(str(exc)) from exc
+
+
+def _refuse_incomplete_compared(data: dict[str, Any], accept: bool) -> None:
+    why = incompleteness(data)
+    if why and not accept:
+        raise BaselineError(f"--benchmark-compare: the compared run did not end ({why}): the cases it never reached "
+                            "would compare with nothing; compare with a complete run, or pass "
+                            "--accept-incomplete-baseline")
 
 
 def _runs_shortfall(spec: str, found: int, confidence: float) -> list[str]:

@@ -341,7 +341,10 @@ def pytest_benchmark_update_json(config: pytest.Config, benchmarks: Any, output_
     """A saved pytest-benchmark run says whether the run ended; the gate refuses an incomplete baseline."""
     ledger = config.stash.get(LEDGER_KEY, None)
     interrupted = ledger.interrupted if ledger is not None else None
-    output_json["suite"] = {"complete": interrupted is None, "incomplete_reason": interrupted}
+    from suite.gate_plugin import self_test_knobs
+
+    output_json["suite"] = {"complete": interrupted is None, "incomplete_reason": interrupted,
+                            **({"self_test_knobs": knobs} if (knobs := self_test_knobs(config)) else {})}
 
 
 def suite_session(config: pytest.Config) -> SuiteSession:
@@ -437,12 +440,14 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Any:
 def _not_a_resource_error(item: pytest.Item, exc: BaseException) -> None:
     """An out-of-memory error, an arena's failed allocation or a CUDA error fails its check, whatever raised it
     (an engine's build, a capture, a run), naming the cell, the GPU memory in use and the engines alive."""
+    cell = cell_of(item)
+    if cell is None or isinstance(exc, AssertionError):  # a test of no engine; a judgement (its text may quote one)
+        return
     found = resource_error(exc)
     if found is None:
         return
     lifetime = item.config.stash[_LIFETIME_KEY]
-    cell = cell_of(item)
-    pytest.fail(f"resource error in {cell.id if cell else item.name}: {found}\n  GPU memory in use: "
+    pytest.fail(f"resource error in {cell.id}: {found}\n  GPU memory in use: "
                 f"{in_use(lifetime.session.device, lifetime.meter)}\n  engines alive in this process: "
                 f"{', '.join(lifetime.session.alive()) or 'none'}", pytrace=False)
 
@@ -752,9 +757,12 @@ class _VerdictPlugin:
         config._suite_run_info = run_info(config)  # type: ignore[attr-defined]
         suite = suite_session(config)
         environment = run_environment(config)
+        from suite.gate_plugin import self_test_knobs
+
+        knobs = self_test_knobs(config)
         if plugin.benchmarks:  # an xdist run: the one pytest-benchmark file, from every worker's cases
             fleet.write_benchmark_json(config, plugin.benchmarks, environment, ledger.interrupted is None,
-                                       ledger.interrupted)
+                                       ledger.interrupted, knobs)
         fleet.save_durations(suite.cache.root, plugin.clock.per_unit)
         path = config.getoption("--suite-results")
         if path:
@@ -764,7 +772,8 @@ class _VerdictPlugin:
             write_json_atomic(path, results_document(
                 environment=environment, records=records, engines=suite.engine_facts(),
                 verdict=config._suite_verdict, complete=ledger.interrupted is None,  # type: ignore[attr-defined]
-                incomplete_reason=ledger.interrupted, run=config._suite_run_info))  # type: ignore[attr-defined]
+                incomplete_reason=ledger.interrupted, run=config._suite_run_info,  # type: ignore[attr-defined]
+                self_test_knobs=knobs))
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

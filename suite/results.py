@@ -35,9 +35,11 @@ def write_json_atomic(path: Path | str, data: Any) -> None:
 
 def results_document(*, environment: dict[str, Any], records: list[dict[str, Any]], engines: dict[str, Any],
                      verdict: dict[str, Any], complete: bool, incomplete_reason: str | None,
-                     run: dict[str, Any]) -> dict[str, Any]:
-    """The --suite-results file: what the run measured, the verdict, and whether it ran to its end."""
+                     run: dict[str, Any], self_test_knobs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The --suite-results file: what the run measured, the verdict, whether it ran to its end, and the
+    self-test knobs it was made with (a file that has them is refused as a baseline: suite.baselines)."""
     return {"format": FORMAT, "complete": complete, "incomplete_reason": incomplete_reason,
+            **({"self_test_knobs": self_test_knobs} if self_test_knobs else {}),
             "environment": environment, "run": run, "verdict": verdict, "records": records, "engines": engines}
 
 

@@ -500,6 +500,32 @@ _INT8_179 = Run(
 _LATENCY_BASELINE = json.dumps({"benchmarks": [{"name": "test_latency[m-torch-fp32-bs1]", "extra_info": {
     "model": "m", "engine": "torch", "precision": "fp32", "batch_size": 1, "path": "latency-all",
     "samples_s": "0.1 0.1 0.1"}}]})
+def _knob_baseline(knobs: bool = True, complete: bool = True) -> str:
+    """A pytest-benchmark file with one valid case of m, saved by a run with --inject-slowdown 50% (or not)."""
+    suite = {"complete": complete, **({} if complete else {"incomplete_reason": "SIGTERM"}),
+             **({"self_test_knobs": {"--inject-slowdown": 0.5}} if knobs else {})}
+    return json.dumps({"suite": suite, "machine_info": {}, "commit_info": {}, "benchmarks": [{
+        "name": "test_latency[m-torch-fp32-bs1]",
+        "fullname": "tests/latency/test_latency.py::test_latency[m-torch-fp32-bs1]",
+        "group": None, "params": None, "param": None, "options": {}, "extra_info": {
+            "model": "m", "engine": "torch", "precision": "fp32", "batch_size": 1, "path": "latency-all",
+            "samples_s": [0.001] * 8},
+        "stats": {"min": 0.001, "max": 0.001, "mean": 0.001, "stddev": 0.0, "rounds": 8, "median": 0.001,
+                  "iqr": 0.0, "q1": 0.001, "q3": 0.001, "iqr_outliers": 0, "stddev_outliers": 0, "outliers": "0;0",
+                  "ld15iqr": 0.001, "hd15iqr": 0.001, "ops": 1000.0, "total": 0.008, "iterations": 1}}]})
+
+
+def _saved_run(name: str, knobs: bool = False, complete: bool = True) -> Callable[[Path, Path], None]:
+    """A run saved in the work directory's pytest-benchmark storage, as --benchmark-save would leave it."""
+    def prepare(work: Path, root: Path) -> None:
+        from suite.baselines import _machine_id
+
+        folder = work / "benchmarks" / _machine_id()
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(_knob_baseline(knobs=knobs, complete=complete))
+    return prepare
+
+
 _ACCURACY_BASELINE = json.dumps({"complete": True, "records": [{"kind": "accuracy"},
                                                                {"kind": "parity", "cell": "m-onnxruntime-fp32"}]})
 _MODELS_TYPO = Run("models-typo", config(name="digits_cnn"), ("--models", "digit_cnn"))
@@ -920,6 +946,33 @@ CASES: list[Case] = [
     _usage("accuracy-baseline-missing", "`--accuracy-baseline` naming a file that does not exist", config(),
            "--accuracy-baseline", "{work}/nope.json",
            says=(r"accuracy baseline \S*nope\.json: cannot read JSON \(\[Errno 2\] No such file",)),
+    # ------------------------------------------------------------------ baselines that lie (issue 23)
+    _usage("latency-baseline-from-knob-run", "`--latency-baseline` saved by a run with `--inject-slowdown 50%`",
+           config(), "--latency-baseline", "{work}/base.json", tests=(LATENCY,),
+           prepare=_write("base.json", _knob_baseline()),
+           says=(r"latency baseline \S*base\.json was made with a self-test knob \(--inject-slowdown 50%\)",)),
+    _usage("accuracy-baseline-from-knob-run", "`--accuracy-baseline` from a run with `--inject-accuracy-drop 100%`",
+           config(), "--accuracy-baseline", "{work}/base.json", tests=(PARITY,),
+           prepare=_write("base.json", json.dumps({"complete": True, "self_test_knobs": {
+               "--inject-accuracy-drop": 1.0}, "verdict": {"verdict": "failed"}, "records": []})),
+           says=(r"accuracy baseline \S*base\.json was made with a self-test knob \(--inject-accuracy-drop 100%\)",)),
+    _usage("accuracy-baseline-from-failed-run", "`--accuracy-baseline` from a run whose verdict was failed",
+           config(), "--accuracy-baseline", "{work}/base.json", tests=(PARITY,),
+           prepare=_write("base.json", json.dumps({"complete": True, "verdict": {"verdict": "failed"}, "records": [
+               {"kind": "parity", "cell": "m-onnxruntime-fp32", "dataset": "x", "name": "out"}]})),
+           says=(r"accuracy baseline \S*base\.json: its run's verdict was failed, not passed",)),
+    _usage("latency-baseline-last-0", "`--latency-baseline last:0`", config(), "--latency-baseline", "last:0",
+           tests=(LATENCY,), says=(r"--latency-baseline 'last:0': K must be at least 1",)),
+    _usage("latency-baseline-same-run-twice", "`--latency-baseline` naming one run twice", config(),
+           "--latency-baseline", "{work}/base.json,{work}/base.json", tests=(LATENCY,),
+           prepare=_write("base.json", _knob_baseline(knobs=False)),
+           says=(r"--latency-baseline \S+ names the same run more than once",)),
+    _usage("benchmark-compare-incomplete", "`--benchmark-compare 0001` where run 0001 did not end", config(),
+           "--benchmark-compare", "0001", tests=(LATENCY,), prepare=_saved_run("0001_cut.json", complete=False),
+           says=(r"--benchmark-compare: the compared run did not end \(SIGTERM\)",)),
+    _usage("benchmark-compare-knob-run", "`--benchmark-compare 0001` where run 0001 had `--inject-slowdown 50%`",
+           config(), "--benchmark-compare", "0001", tests=(LATENCY,), prepare=_saved_run("0001_knob.json", knobs=True),
+           says=(r"--benchmark-compare's run 0001 was made with a self-test knob \(--inject-slowdown 50%\)",)),
     # ------------------------------------------------------------------ first contact: a second audit
     _usage("overhead-only-broken-model", "only tests/latency/test_harness_overhead.py selected, its model broken "
            "(`shape = [10]` for a `Linear(16, 4)`)",
