@@ -17,4 +17,4 @@ if [ "${GPU:-0}" = 1 ]; then
   "$VENV/bin/python" -m pip uninstall -y -q onnxruntime || true
   "${pip[@]}" --extra-index-url https://pypi.nvidia.com -e ".[gpu]"
 fi
-"$VENV/bin/python" -c "import torch, onnxruntime; print('ready: torch', torch.__version__, '| onnxruntime', onnxruntime.__version__, onnxruntime.get_available_providers())"
+ORT_DISABLE_TELEMETRY=1 "$VENV/bin/python" -c "import torch, onnxruntime; print('ready: torch', torch.__version__, '| onnxruntime', onnxruntime.__version__, onnxruntime.get_available_providers())"

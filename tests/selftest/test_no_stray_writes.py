@@ -164,3 +164,17 @@ def test_onnxruntime_through_the_engines_writes_no_telemetry(tmp_path: Path) -> 
     ours = _writes_of("from engines.onnxrt.backend import import_onnxruntime\nort = import_onnxruntime()",
                       tmp_path / "engines")
     assert not ours, f"telemetry written although the engines imported onnxruntime: {ours} (plain import: {plain})"
+
+
+def test_the_set_up_scripts_last_check_writes_nothing_into_home(tmp_path: Path) -> None:
+    """setup.sh ends by importing torch and onnxruntime to say it is ready; onnxruntime's import writes a device
+    id and a database under ~/.cache/Microsoft unless ORT_DISABLE_TELEMETRY is set (checked: it does)."""
+    last = [line for line in (ROOT / "setup.sh").read_text().splitlines() if line.strip()][-1]
+    assert "import torch, onnxruntime" in last, last  # the line this test is about
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("ORT_DISABLE_TELEMETRY", "XDG_CACHE_HOME")}
+    done = subprocess.run(["bash", "-c", last], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={**env, "HOME": str(home), "VENV": str(Path(sys.executable).parent.parent)})
+    assert done.returncode == 0 and "ready: torch" in done.stdout, done.stderr
+    assert not [str(p.relative_to(home)) for p in home.rglob("*")], "setup.sh's check wrote into HOME"
