@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from engines.base import UNAVAILABLE, CellUnavailable
-from suite import fleet, verdict
+from suite import fleet, sigterm, verdict
 from suite.cache import ArtifactCache, CacheEvent, CacheUnusable
 from suite.cmdline import check_rootdir
 from suite.config import (
@@ -125,9 +125,14 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
     wrapper, so that this happens before pytest's capture takes over the terminal's file descriptors."""
     check_rootdir(early_config, parser, _ROOT)
     # A CI timeout sends SIGTERM: end like Ctrl-C does, with the summary, the verdict and marked results (or,
-    # this early, the old results file untouched). Installed before the imports and checks of start-up.
-    if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None) and not _SIGTERM_BEFORE:
-        _SIGTERM_BEFORE.append(signal.signal(signal.SIGTERM, _sigterm))
+    # this early, the old results file untouched). Installed before the checks of start-up; one that came while
+    # pytest imported the plugins was held (suite/sigterm.py) and interrupts the run now.
+    current = signal.getsignal(signal.SIGTERM)
+    if current in (signal.SIG_DFL, None, sigterm.hold) and not _SIGTERM_BEFORE:
+        signal.signal(signal.SIGTERM, _sigterm)
+        _SIGTERM_BEFORE.append(signal.SIG_DFL if current is sigterm.hold else current)
+        _INTERRUPTED.extend(sigterm.RECEIVED)
+        sigterm.RECEIVED.clear()
     return (yield)
 
 
