@@ -789,14 +789,33 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> Any:
     bench = getattr(session.config, "_benchmarksession", None)
     if bench is not None and getattr(bench, "benchmarks", None):
         bench.benchmarks[:] = [b for b in bench.benchmarks if b]
-    result = yield
+    cut_short = None
+    try:
+        result = yield
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM while the plugins below wrote their files
+        result, cut_short = None, str(exc) or "SIGINT (Ctrl-C)"
+        session.exitstatus = pytest.ExitCode.INTERRUPTED
     stopped_early = (session.exitstatus in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR)
                      or session.config.option.collectonly)  # --collect-only judges nothing, by request
     if not _is_worker(session.config) and LEDGER_KEY in session.config.stash and not stopped_early:
         from suite.summary import print_verdict
 
+        if cut_short is not None:
+            _interrupted_while_writing(session.config, cut_short)
         print_verdict(session.config)  # (a usage error's own ERROR line is the last word: nothing was judged)
     return result
+
+
+def _interrupted_while_writing(config: pytest.Config, why: str) -> None:
+    """An interruption after every test, while the run's files were written: the verdict still ends the run,
+    after one line on what may be missing (the results file is written first, before pytest-html renders)."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    html = getattr(config.option, "htmlpath", None)
+    if reporter is not None:
+        reporter.write_line(f"suite: interrupted ({why}) while the run's files were written, after every test: "
+                            + (f"the HTML report {html} may be missing or old; " if html else "")
+                            + "the verdict below stands for the tests; the exit status is 2 (interrupted)",
+                            yellow=True)
 
 
 def _required_engines_judged(state: RunState, ledger: verdict.Ledger) -> None:

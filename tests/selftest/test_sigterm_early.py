@@ -68,3 +68,17 @@ def test_a_sigterm_held_at_start_up_ends_the_run_as_interrupted(tmp_path: Path) 
     assert "suite: interrupted (SIGTERM) during start-up, before any test: nothing was judged" in done.stderr, \
         explain(done)
     assert not (tmp_path / "r.json").exists()  # a results file is left as it was (here: none)
+
+
+def test_an_interruption_while_the_report_is_written_still_ends_with_the_verdict(tmp_path: Path) -> None:
+    """main: a Ctrl-C or SIGTERM while pytest-html wrote the report gave a traceback, exit 130, no verdict."""
+    from tests.selftest.suite_runs import explain, run_suite
+
+    done = run_suite(tmp_path, "-p", "tests.selftest.interrupt_while_writing", "--models", "tiny",
+                     "--html", str(tmp_path / "r.html"), "--suite-results", str(tmp_path / "r.json"),
+                     tests=(str(ROOT / "tests" / "accuracy"),), env={"PYTHONPATH": str(ROOT)})
+    assert done.returncode == 2, explain(done)
+    out = done.stdout
+    assert "suite: interrupted (SIGTERM) while the run's files were written, after every test" in out, explain(done)
+    assert "VERDICT: PASSED" in out and "Traceback" not in out + done.stderr, explain(done)
+    assert json.loads((tmp_path / "r.json").read_text())["complete"] is True  # written before the report
