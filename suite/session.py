@@ -48,6 +48,11 @@ class Cell:
         return self.engine == REFERENCE_ENGINE and self.precision == REFERENCE_PRECISION
 
 
+def own_copy(feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A feed of fresh, writable arrays: what one engine call may change without another seeing it."""
+    return {name: np.array(value, copy=True) for name, value in feed.items()}
+
+
 class SuiteSession:
     def __init__(self, config: SuiteConfig, cache: ArtifactCache, device: str = "cpu") -> None:
         self.config = config
@@ -208,13 +213,17 @@ class SuiteSession:
         outputs must have one row per input row, for the reference and every engine alike: a model that
         reduces or repeats the batch would otherwise pass parity against a reference doing the same. An
         engine's outputs must also have the reference's kind of value and at least its float width
-        (engines.feeds.check_output_dtypes): compared as float64, a float16 output would pass unseen."""
+        (engines.feeds.check_output_dtypes): compared as float64, a float16 output would pass unseen.
+
+        Each call gets its own copy of its chunk: a model that changes its input in place (torch hands the
+        runner's arrays to the module as they are) would otherwise change the feed every later engine sees, and
+        the engine would be blamed for the reference's doing (issue 23)."""
         runner = self.engine(cell).runner
         n = len(next(iter(feeds.values())))
         step = self.model(cell.model).profile.max_batch
         chunks = []
         for i in range(0, n, step):
-            chunk = {k: v[i:i + step] for k, v in feeds.items()}
+            chunk = own_copy({k: v[i:i + step] for k, v in feeds.items()})
             outputs = runner.infer(chunk)
             check_outputs(outputs, len(next(iter(chunk.values()))), cell.id)
             self._check_dtypes(cell, chunk, outputs)

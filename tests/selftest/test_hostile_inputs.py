@@ -1093,6 +1093,17 @@ CASES += [
                               r"reference's for this feed; the engine's own untimed run on this feed agrees with the "
                               r"reference, so the timed path returned something else"),
          lines=failing(2)),
+    Case("input-changed-in-place-blames-the-engine",
+         "a model doubling its input in place (`image.mul_(2)`), right on torch and ONNX Runtime",
+         Run("input-changed-in-place", config(factory=f'"{W}:doubles_its_input"', parity_dataset=TINY_DATA),
+             tests=(PARITY, LATENCY)), 0,
+         (r"VERDICT: PASSED",), lines=PASSING),
+    Case("input-clamped-in-place-hides-a-wrong-engine",
+         "a model clamping its input in place to [0, 0.5], its ONNX graph to [0, 0.9] (wrong above 0.5)",
+         Run("input-clamped-in-place", config(factory=f'"{W}:clamps_its_input"', parity_dataset=TINY_DATA),
+             tests=(PARITY_DATASET,)), 1,
+         (r"VERDICT: FAILED", r"m-onnxruntime-fp32 on \S+tiny_data\[:64\]: output 'out' \(64, 5\): isclose"),
+         lines=failing(1)),
 ]
 
 _BY_ID = {case.id: case for case in CASES}

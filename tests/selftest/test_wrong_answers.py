@@ -195,3 +195,58 @@ def test_path_outputs_of_runners_without_their_own(tmp_path):
     static = StaticBatchRunner(ShapeProfile(4, 4, 4, static_batch=True), lambda profile: loaded, "s")
     call = _timed(static, "graph", feed, rounds=2, warmup=0)
     np.testing.assert_array_equal(call.last_outputs()["out"], reference.infer(feed)["out"])
+
+
+# ---- each engine gets its own copy of the feeds --------------------------------------------------------------------
+
+class DoublesInPlace:
+    """A runner whose model changes its input in place, as torch's does with ``x.mul_(2)`` (TorchRunner hands the
+    module the arrays as they are); it records the arrays it was given."""
+
+    input_names, output_names = ("x",), ("y",)
+
+    def __init__(self):
+        self.given = []
+
+    def infer(self, feed):
+        self.given.append(feed["x"])
+        feed["x"] *= 2
+        return {"y": feed["x"].sum(axis=1, keepdims=True)}
+
+
+def test_run_batched_gives_each_call_its_own_copy_of_the_feed(tmp_path, monkeypatch):
+    """The reference's in-place change reaches neither the caller's feed nor the engine run after it."""
+    suite = _session(tmp_path, batch_sizes=[1, 4])
+    runner = DoublesInPlace()
+    monkeypatch.setattr(suite, "engine", lambda cell: LoadedEngine(runner, EngineFacts()))
+    monkeypatch.setattr(suite, "_check_dtypes", lambda *a: None)
+    feed = {"x": np.ones((6, 2), np.float32)}
+    first = suite.run_batched(Cell("m", "torch", "fp32"), feed)
+    second = suite.run_batched(Cell("m", "onnxruntime", "fp32"), feed)
+    assert np.all(feed["x"] == 1)
+    np.testing.assert_array_equal(first["y"], second["y"])
+    np.testing.assert_array_equal(first["y"], np.full((6, 1), 4.0))
+
+
+def test_a_timed_round_runs_on_its_own_feed_once_a_call_changes_it():
+    """The all path: the caller's feed is never changed; a runner that changes its input gets a fresh copy each
+    round after the first (so every round sees the case's feed), and one that does not gets the same arrays every
+    round (nothing is copied: the case times what it timed before)."""
+    feed = {"x": np.ones((4, 2), np.float32)}
+    runner = DoublesInPlace()
+    call = _timed(runner, "all", feed, rounds=4, warmup=1)
+    assert np.all(feed["x"] == 1)
+    np.testing.assert_array_equal(call.first_outputs["y"], np.full((4, 1), 4.0))
+    np.testing.assert_array_equal(call.last_outputs()["y"], np.full((4, 1), 4.0))
+    assert len({id(a) for a in runner.given}) == 4
+
+    class Reads:
+        input_names, output_names, given = ("x",), ("y",), []
+
+        def infer(self, feed):
+            self.given.append(feed["x"])
+            return {"y": feed["x"].sum(axis=1, keepdims=True)}
+
+    reads = Reads()
+    _timed(reads, "all", feed, rounds=4, warmup=1)
+    assert len({id(a) for a in reads.given}) == 1 and reads.given[0] is not feed["x"]

@@ -53,3 +53,36 @@ class StaleWhenRepeated(TwoInputNet):
 def stale_when_repeated(cache=None) -> torch.nn.Module:
     torch.manual_seed(0)
     return StaleWhenRepeated().eval()
+
+
+class DoublesItsInput(TwoInputNet):
+    """Doubles its image in place (``image.mul_(2)``), then computes: right, as its exported graph (which doubles a
+    copy) is. Torch hands the runner's arrays to the module as they are, so before issue 23 the reference doubled
+    the feed that ONNX Runtime then got, doubled again, and ONNX Runtime was blamed."""
+
+    def forward(self, image: torch.Tensor, extra: torch.Tensor) -> torch.Tensor:
+        image = image * 2 if torch.onnx.is_in_onnx_export() else image.mul_(2)
+        return super().forward(image, extra)
+
+
+def doubles_its_input(cache=None) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return DoublesItsInput().eval()
+
+
+class ClampsItsInput(TwoInputNet):
+    """Clamps its image to [0, 0.5] in place, then computes; its exported graph clamps to [0, 0.9]: ONNX Runtime is
+    wrong on every image with a pixel above 0.5. Before issue 23 the reference clamped the feed ONNX Runtime then
+    got, where the engine's clamp changes nothing: green over a wrong engine."""
+
+    def forward(self, image: torch.Tensor, extra: torch.Tensor) -> torch.Tensor:
+        if torch.onnx.is_in_onnx_export():
+            image = torch.minimum(image, torch.full_like(image, 0.9)).relu()  # clamp(0, 0.9)
+        else:
+            image = image.clamp_(0, 0.5)
+        return super().forward(image, extra)
+
+
+def clamps_its_input(cache=None) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return ClampsItsInput().eval()
