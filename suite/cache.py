@@ -29,6 +29,7 @@ Lock files are left in place: removing one while another process waits on it wou
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -94,6 +95,23 @@ class CacheEntryCorrupt(Exception):
 
 class CacheUnusable(ValueError):
     """The cache root cannot hold entries (a file, not creatable, not writable): a usage error, not a bug."""
+
+
+class CacheFull(CacheUnusable):
+    """The disk under the cache filled up while an entry was built: one line naming the entry and the space left,
+    not a traceback (a full disk gave 73 INTERNALERROR lines)."""
+
+
+def disk_full(exc: BaseException) -> OSError | None:
+    """The out-of-space error (ENOSPC, EDQUOT) behind ``exc``, whatever wrapped it (an exporter's own error)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in (errno.ENOSPC, errno.EDQUOT):
+            return current
+        current = current.__cause__ or current.__context__
+    return None
 
 
 @dataclass
@@ -276,8 +294,14 @@ class ArtifactCache:
                     raise
                 verify_entry(final)
                 _remove(tmp)
-        except BaseException:
+        except BaseException as exc:
             _remove(tmp)
+            full = disk_full(exc)
+            if full is not None:
+                free = shutil.disk_usage(final.parent).free / 2**20
+                raise CacheFull(f"engine cache {self.root}: no space left on the device while building {label} "
+                                f"({free:.1f} MiB free after removing the half-built entry): free some space or "
+                                f"point --engine-cache at another disk ({full.strerror})") from exc
             raise
         seconds = time.perf_counter() - start
         self.stats.builds += 1

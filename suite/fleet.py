@@ -404,18 +404,37 @@ def atomic_benchmark_files(config: pytest.Config) -> None:
         return
     storage = bench.storage
 
+    failed: list[tuple[str, str, OSError]] = []
+    config.stash[_UNWRITTEN_KEY] = failed
+
     def save_json(output_json: dict[str, Any]) -> None:
-        write_json_atomic(Path(bench.json), output_json)
+        try:
+            write_json_atomic(Path(bench.json), output_json)
+        except OSError as exc:  # a full disk: one line and a failed check (suite/plugin.py), not a traceback
+            failed.append(("--benchmark-json", str(bench.json), exc))
+            return
         bench.logger.info(f"Wrote benchmark data in: {bench.json}", purple=True)
 
     def save(output_json: dict[str, Any], name: str) -> None:
         path = storage.get(f"{storage._next_num}_{name}.json")
-        write_json_atomic(path, output_json)
+        try:
+            write_json_atomic(path, output_json)
+        except OSError as exc:
+            failed.append(("pytest-benchmark's storage entry", str(path), exc))
+            return
         bench.logger.info(f"Saved benchmark data in: {path}")
 
     bench.save_json = save_json
     if hasattr(storage, "get") and hasattr(storage, "_next_num"):  # file storage (not elasticsearch)
         storage.save = save
+
+
+_UNWRITTEN_KEY = pytest.StashKey[list[tuple[str, str, OSError]]]()
+
+
+def unwritten_benchmark_files(config: pytest.Config) -> list[tuple[str, str, OSError]]:
+    """(what, where, error) of each pytest-benchmark file this run could not write (atomic_benchmark_files)."""
+    return list(config.stash.get(_UNWRITTEN_KEY, []))
 
 
 def write_benchmark_json(config: pytest.Config, benchmarks: list[dict[str, Any]], environment: dict[str, Any],

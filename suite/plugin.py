@@ -12,6 +12,7 @@ passes only when it fails the declared way, and the run's exit code and last blo
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -116,6 +117,7 @@ class RunState:
         self.required_by = required_by
         self.collected: list[str] = []
         self.started = time.time()
+        self.unwritten: list[str] = []  # files the run could not write (suite/plugin.py _file_not_written)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -707,6 +709,8 @@ def _preflight(config: pytest.Config, nodeids: list[str]) -> None:
                      dataset_for=suite.dataset, progress=progress, warn=warn)
     except ConfigError as exc:
         raise pytest.UsageError(startup_message(exc, state.config.path.name)) from exc
+    except CacheUnusable as exc:  # the disk filled up under the start-up check's cache entries
+        raise pytest.UsageError(f"--engine-cache: {exc}") from exc
 
 
 class _VerdictPlugin:
@@ -766,19 +770,27 @@ class _VerdictPlugin:
 
         knobs = self_test_knobs(config)
         if plugin.benchmarks:  # an xdist run: the one pytest-benchmark file, from every worker's cases
-            fleet.write_benchmark_json(config, plugin.benchmarks, environment, ledger.interrupted is None,
-                                       ledger.interrupted, knobs)
-        fleet.save_durations(suite.cache.root, plugin.clock.per_unit)
+            with _unwritten(config, ledger, "pytest-benchmark's JSON", "the merged file"):
+                fleet.write_benchmark_json(config, plugin.benchmarks, environment, ledger.interrupted is None,
+                                           ledger.interrupted, knobs)
+        try:
+            fleet.save_durations(suite.cache.root, plugin.clock.per_unit)
+        except OSError as exc:  # only the next run's scheduling order needs it
+            log.warning("the per-cell durations for the next run's scheduling were not saved: %s", exc)
         path = config.getoption("--suite-results")
         if path:
             records = suite.records
             if ledger.interrupted:  # xdist workers stopped before sending theirs: what they streamed survives
                 records = merge_streamed(records, Path(f"{path}.partial.jsonl"))
-            write_json_atomic(path, results_document(
-                environment=environment, records=records, engines=suite.engine_facts(),
-                verdict=config._suite_verdict, complete=ledger.interrupted is None,  # type: ignore[attr-defined]
-                incomplete_reason=ledger.interrupted, run=config._suite_run_info,  # type: ignore[attr-defined]
-                self_test_knobs=knobs))
+            with _unwritten(config, ledger, "--suite-results", path):
+                write_json_atomic(path, results_document(
+                    environment=environment, records=records, engines=suite.engine_facts(),
+                    verdict=config._suite_verdict, complete=ledger.interrupted is None,  # type: ignore[attr-defined]
+                    incomplete_reason=ledger.interrupted, run=config._suite_run_info,  # type: ignore[attr-defined]
+                    self_test_knobs=knobs))
+        for what, where, error in fleet.unwritten_benchmark_files(config):
+            _file_not_written(config, ledger, what, where, error)
+        session.exitstatus = ledger.exit_status(int(session.exitstatus))  # a file not written fails the run
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -795,6 +807,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> Any:
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM while the plugins below wrote their files
         result, cut_short = None, str(exc) or "SIGINT (Ctrl-C)"
         session.exitstatus = pytest.ExitCode.INTERRUPTED
+    except OSError as exc:  # pytest-html could not write its report (a full disk): one line, a failed check
+        if LEDGER_KEY not in session.config.stash or _is_worker(session.config):
+            raise
+        result, ledger = None, ledger_of(session.config)
+        _file_not_written(session.config, ledger, "the HTML report", str(getattr(session.config.option, "htmlpath",
+                                                                                  None) or "?"), exc)
+        session.exitstatus = ledger.exit_status(int(session.exitstatus))
     stopped_early = (session.exitstatus in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR)
                      or session.config.option.collectonly)  # --collect-only judges nothing, by request
     if not _is_worker(session.config) and LEDGER_KEY in session.config.stash and not stopped_early:
@@ -804,6 +823,28 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> Any:
             _interrupted_while_writing(session.config, cut_short)
         print_verdict(session.config)  # (a usage error's own ERROR line is the last word: nothing was judged)
     return result
+
+
+@contextlib.contextmanager
+def _unwritten(config: pytest.Config, ledger: verdict.Ledger, what: str, where: str) -> Any:
+    """A file the run was asked to write and could not (a full disk): one line and a failed run-level check, and
+    the files after it are still written (the HTML report)."""
+    try:
+        yield
+    except OSError as exc:
+        _file_not_written(config, ledger, what, where, exc)
+
+
+def _file_not_written(config: pytest.Config, ledger: verdict.Ledger, what: str, where: str,
+                      error: OSError) -> None:
+    text = f"{what} {where} was not written: {error.strerror or error}"
+    ledger.add(f"{what} written", verdict.FAILED, detail=text)
+    config._suite_verdict = ledger.as_dict()  # type: ignore[attr-defined]  # the report says so too
+    config.stash[_RUN_KEY].unwritten.append(text)
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.ensure_newline()
+        reporter.write_line(f"suite: {text}", red=True)
 
 
 def _interrupted_while_writing(config: pytest.Config, why: str) -> None:

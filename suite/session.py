@@ -293,6 +293,10 @@ class SuiteSession:
             entry["worker"] = os.environ["PYTEST_XDIST_WORKER"]
         self.records.append(entry)
         if self._stream is not None:
-            with open(self._stream, "a") as f:
-                f.write(json.dumps(entry, default=str) + "\n")
+            try:
+                with open(self._stream, "a") as f:
+                    f.write(json.dumps(entry, default=str) + "\n")
+            except OSError as exc:  # a full disk: stop streaming; the final write (or its failure) says the rest
+                log.warning("stopped streaming records to %s: %s", self._stream, exc)
+                self._stream = None
         return entry
