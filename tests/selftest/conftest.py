@@ -10,6 +10,12 @@ import pytest
 from tests.selftest.suite_runs import explain, run_suite
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "timing: a self-test whose outcome depends on how busy the machine is (it "
+                            "times real runs); left out of the default self-test command (-m 'not timing'), run "
+                            "by the nightly workflow")
+
+
 @pytest.fixture(scope="session")
 def suite_baseline(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A work directory holding benchmarks/*/0001_base.json (pytest-benchmark) and base.json (--suite-results)."""

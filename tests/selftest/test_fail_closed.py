@@ -172,6 +172,7 @@ def test_a_baseline_that_matches_nothing_is_a_usage_error(suite_baseline: Path) 
     assert "accuracy/parity records has a counterpart" in done.stdout + done.stderr, explain(done)
 
 
+@pytest.mark.timing  # times real runs: the outcome depends on how busy the machine is
 def test_missing_cases_are_not_judged_and_coverage_is_stated(suite_baseline: Path) -> None:
     """A baseline that covers part of the run: the rest is 'no-baseline', not a silent pass."""
     done = run_suite(suite_baseline, "--models", "steady,tiny", "--latency-baseline", "latest",

@@ -258,6 +258,7 @@ ACCURACY = (str(ROOT / "tests" / "accuracy"), str(ROOT / "tests" / "parity" / "t
 STEADY = ("--models", "steady", "--latency-busy-limit", "100%")
 
 
+@pytest.mark.timing  # times real runs: the outcome depends on how busy the machine is
 def test_aa_latency_run_passes_the_gate(suite_baseline: Path) -> None:
     # A burst on a shared machine can widen one case's interval to "inconclusive": not judged, and here
     # accepted by name, since what this test shows is that an A/A run finds no regression.
@@ -271,6 +272,7 @@ def test_aa_latency_run_passes_the_gate(suite_baseline: Path) -> None:
     assert set(verdicts) <= {"unchanged", "inconclusive"} and sum(map(int, verdicts.values())) == 2, verdicts
 
 
+@pytest.mark.timing  # times real runs: the outcome depends on how busy the machine is
 def test_injected_five_percent_slowdown_fails_the_latency_gate(suite_baseline: Path) -> None:
     done = run_suite(suite_baseline, *STEADY, "--latency-baseline", "latest", "--inject-slowdown", "5%", tests=LATENCY)
     assert done.returncode == 1, explain(done)
