@@ -75,8 +75,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--engine-cache", default=str(_ROOT / ".engine-cache"),
                     help="directory of the content-addressed engine/artifact cache (default: .engine-cache/)")
     group.addoption("--device", default="cpu",
-                    help="device to run engines on: cpu (default) or cuda:N; CUDA must initialise or the run "
-                         "stops before any test")
+                    help="device to run engines on: cpu (default), cuda:N (one GPU), or cuda (every visible GPU, "
+                         "one pytest-xdist worker each, with -n auto); CUDA must initialise or the run stops before "
+                         "any test")
     group.addoption("--latency-rounds", type=int, default=None,
                     help="timed rounds per latency case (default: [latency].rounds in the config)")
     group.addoption("--latency-batch-sizes", default=None,
@@ -690,6 +691,8 @@ def _preflight(config: pytest.Config, nodeids: list[str]) -> None:
     from suite.preflight import startup_message
 
     state, suite = config.stash[_RUN_KEY], suite_session(config)
+    if config.option.collectonly:  # --collect-only lists tests: it builds and runs no model (it took 1 min 41 s)
+        return
     overhead = config.getoption("--overhead-model") or next(iter(state.config.models), None)
     used = models_of(nodeids, state.config.models, overhead_model=overhead)
     if not used:

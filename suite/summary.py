@@ -38,14 +38,14 @@ def print_verdict(config: pytest.Config) -> None:
         tr.write_line("failed:", red=True)
         for check in failed[:SHOWN * 2]:
             tr.write_line(f"  {check.id}: {check.detail}"[:240], red=True)
-        _more(tr, len(failed) - SHOWN * 2)
+        _more(tr, len(failed) - SHOWN * 2, config)
     for reason, checks in ledger.not_judged_by_reason().items():
         accepted = reason in ledger.accepted
         label = "accepted" if accepted else "NOT accepted"
         tr.write_line(f"not judged ({reason}, {label}): {len(checks)}: {verdict.REASONS[reason]}", yellow=not accepted)
         for check in checks[:SHOWN if not accepted else 3]:
             tr.write_line(f"  {check.id}: {check.detail}"[:240])
-        _more(tr, len(checks) - (SHOWN if not accepted else 3))
+        _more(tr, len(checks) - (SHOWN if not accepted else 3), config)
     for check in ledger.by_state(verdict.FAILED, known_failure=True):
         tr.write_line(f"known failure (as declared): {check.id}: {check.detail}"[:240])
     for text, style in verdict_lines(config):
@@ -56,6 +56,13 @@ def print_verdict(config: pytest.Config) -> None:
         tr.write_line(f"to accept these reasons by name: --accept-not-judged={names} (or [run] accept_not_judged)")
 
 
-def _more(tr: Any, n: int) -> None:
-    if n > 0:
-        tr.write_line(f"  ... and {n} more (all of them in --suite-results and the HTML report)")
+def _more(tr: Any, n: int, config: pytest.Config) -> None:
+    """'... and N more', saying where all of them are: the files this run was asked to write, or how to get them
+    (a run that wrote neither was told all of them were there, issue 24)."""
+    if n <= 0:
+        return
+    files = [f"--suite-results {config.getoption('--suite-results')}"] * bool(config.getoption("--suite-results"))
+    files += [f"the HTML report {config.option.htmlpath}"] * bool(getattr(config.option, "htmlpath", None))
+    where = (f"all of them in {' and '.join(files)}" if files
+             else "to list all of them, run with --suite-results FILE or --html FILE")
+    tr.write_line(f"  ... and {n} more ({where})")

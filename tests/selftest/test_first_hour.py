@@ -1,0 +1,50 @@
+"""A newcomer's first hour (issue 24): what a first run says must hold. --collect-only lists tests and builds or
+runs no model; '... and N more' points at the files that hold all of them, or says how to get them; --device's
+help names every device form the suite takes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.selftest.suite_runs import ROOT, explain, run_suite
+
+pytestmark = pytest.mark.selftest
+
+
+def test_collect_only_builds_and_runs_no_model(tmp_path: Path) -> None:
+    done = run_suite(tmp_path, "--collect-only")
+    assert done.returncode == 0, explain(done)
+    assert "engine cache: 0 hits, 0 builds" in done.stdout, explain(done)
+    assert not [p for p in (tmp_path / "cache").rglob("*") if p.is_dir() and p.name == "preflight"], explain(done)
+
+
+def test_and_n_more_says_where_all_of_them_are(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from suite.summary import _more
+
+    lines: list[str] = []
+    tr = SimpleNamespace(write_line=lines.append)
+    for options, says in (({"--suite-results": None}, "to list all of them, run with --suite-results FILE or "
+                                                      "--html FILE"),
+                          ({"--suite-results": "r.json"}, "all of them in --suite-results r.json"),
+                          ({"--suite-results": "r.json", "html": "r.html"},
+                           "all of them in --suite-results r.json and the HTML report r.html")):
+        config = SimpleNamespace(getoption=lambda name, o=options: o.get(name),
+                                 option=SimpleNamespace(htmlpath=options.get("html")))
+        _more(tr, 3, config)
+        assert lines[-1] == f"  ... and 3 more ({says})", lines[-1]
+    _more(tr, 0, config)
+    assert len(lines) == 3  # nothing more: no line
+
+
+def test_device_help_names_every_form() -> None:
+    done = subprocess.run([sys.executable, "-m", "pytest", "--help"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    text = " ".join(done.stdout.split())
+    start = text.index("--device=DEVICE")
+    assert "cuda:N (one GPU)" in text[start:start + 400] and "cuda (every visible GPU" in text[start:start + 400]
