@@ -48,3 +48,12 @@ def test_device_help_names_every_form() -> None:
     text = " ".join(done.stdout.split())
     start = text.index("--device=DEVICE")
     assert "cuda:N (one GPU)" in text[start:start + 400] and "cuda (every visible GPU" in text[start:start + 400]
+
+
+def test_benchmark_histogram_writes_its_svgs(tmp_path: Path) -> None:
+    """main: --benchmark-histogram ended the run with an ImportError (pygal missing): no summary, no verdict."""
+    done = run_suite(tmp_path, "--models", "steady", "--latency-rounds", "3", "--benchmark-histogram",
+                     str(tmp_path / "hist"), tests=(str(ROOT / "tests" / "latency" / "test_latency.py"),))
+    assert done.returncode in (0, 1) and "VERDICT:" in done.stdout, explain(done)
+    assert sorted(p.name for p in tmp_path.glob("hist-*.svg")) == ["hist-steady-bs1-all.svg",
+                                                                     "hist-steady-bs4-all.svg"], explain(done)
