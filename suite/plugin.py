@@ -30,6 +30,7 @@ from suite import fleet, sigterm, verdict
 from suite.cache import ArtifactCache, CacheEvent, CacheUnusable
 from suite.cmdline import check_rootdir
 from suite.config import (
+    ENGINES,
     ConfigError,
     LatencyShape,
     ModelConfig,
@@ -119,6 +120,8 @@ class RunState:
         self.collected: list[str] = []
         self.started = time.time()
         self.unwritten: list[str] = []  # files the run could not write (suite/plugin.py _file_not_written)
+        #: engines the config requires that this run leaves out, and why (an explicit --engines, or --models)
+        self.left_out: dict[str, str] = {}
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -210,9 +213,9 @@ def pytest_configure(config: pytest.Config) -> None:
                     else suite_config.accept_not_judged)
     except verdict.NotJudgedReasonError as exc:
         raise pytest.UsageError(str(exc)) from exc
-    required_by = {e: f"[run] requires in {suite_config.path.name}" for e in requires if e != "cuda"}
-    required_by.update({e: "--engines" for e in engines_option or ()})
+    required_by, left_out = required_engines(loaded, suite_config, engines_option)
     state = RunState(suite_config, set(required_by), required_by)
+    state.left_out = left_out
     config.stash[_RUN_KEY] = state
     config.stash[LEDGER_KEY] = verdict.Ledger(accepted=accepted)
     config.pluginmanager.register(_VerdictPlugin(config), "suite-verdict")
@@ -250,6 +253,35 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_SESSION_KEY] = session
     config.stash[_LIFETIME_KEY] = EngineLifetime(session, list(suite_config.models), _overhead_model(config))
     fleet.take_thread_share(session)
+
+
+def required_engines(loaded: SuiteConfig, selected: SuiteConfig,
+                     engines_option: list[str] | None) -> tuple[dict[str, str], dict[str, str]]:
+    """The engines this run must judge, each with why ({engine: why}), and the config's required engines it
+    leaves out, each with how ({engine: how}), said in the header and the results' verdict.
+
+    An engine named with --engines is required, and must be listed by some selected model: one that no selected
+    model lists would never be judged (a usage error). A config-required engine ([run] requires) is required
+    unless the run narrows it away in the open: an explicit --engines that does not name it, or --models that
+    selects no model listing it. Nothing else narrows it: a -k or -m that collects none of its checks fails the
+    run (_required_engines_judged)."""
+    listed = {e for m in selected.models.values() for e in m.engines}
+    for engine in engines_option or ():
+        if engine not in listed:
+            engines = "; ".join(f"{n}: {', '.join(loaded.models[n].engines)}" for n in selected.models)
+            raise pytest.UsageError(f"--engines {','.join(engines_option or ())}: no selected model lists {engine}, "
+                                    f"so it would never be judged (the models' engines: {engines})")
+    required_by: dict[str, str] = {}
+    left_out: dict[str, str] = {}
+    for engine in (e for e in selected.requires if e != "cuda"):
+        if engines_option and engine not in engines_option:
+            left_out[engine] = f"left out by --engines {','.join(engines_option)}"
+        elif engine not in listed:
+            left_out[engine] = f"no selected model lists it ({', '.join(selected.models)})"
+        else:
+            required_by[engine] = f"[run] requires in {selected.path.name}"
+    required_by.update({e: "--engines" for e in engines_option or ()})
+    return required_by, left_out
 
 
 def _overhead_model(config: pytest.Config) -> str | None:
@@ -333,6 +365,9 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     if state is None or ledger is None:
         return []
     required = ", ".join(f"{e} ({why})" for e, why in sorted(state.required_by.items())) or "nothing"
+    if state.left_out:
+        required += "; not judged in this run, although the config requires them: " + ", ".join(
+            f"{e} ({how})" for e, how in sorted(state.left_out.items()))
     accepted = ", ".join(ledger.accepted) or "no reason"
     return [f"suite: config {state.config.path}, device {config.getoption('--device')}; required engines: {required}",
             f"suite: a check may end not judged, and the run still pass, for: {accepted}"
@@ -864,14 +899,25 @@ def _interrupted_while_writing(config: pytest.Config, why: str) -> None:
 
 def _required_engines_judged(state: RunState, ledger: verdict.Ledger) -> None:
     """A required engine none of whose collected checks could run (e.g. ``--engines tensorrt`` on a CPU,
-    where every cell is 'unsupported') fails the run: it was asked for by name and ran nowhere."""
+    where every cell is 'unsupported') fails the run: it was asked for by name and ran nowhere. So does one none
+    of whose checks was collected at all (-k, -m), in a run that collected checks of engines: a run narrows its
+    required engines only with --engines or --models (required_engines). The config's engines this run left
+    out are recorded with the verdict."""
+    ledger.left_out = dict(state.left_out)
+    any_engine = re.compile(rf"-(?:{'|'.join(map(re.escape, ENGINES))})-(?:fp32|tf32|fp16|bf16|int8)\b")
+    judges_engines = any(any_engine.search(i) for i in state.collected)
     for engine, why in sorted(state.required_by.items()):
         token = re.compile(rf"-{re.escape(engine)}-(?:fp32|tf32|fp16|bf16|int8)\b")
         if engine == REFERENCE_ENGINE and any(c.state != verdict.NOT_JUDGED for c in ledger.checks.values()
                                               if "/test_accuracy.py::" in c.id or "/test_parity.py::" in c.id):
             continue  # torch ran as the reference of every judged accuracy and parity check
-        ledger.require(f"engine {engine}", [i for i in state.collected if token.search(i)],
-                       f"{engine} is required ({why})")
+        ids = [i for i in state.collected if token.search(i)]
+        if not ids and judges_engines and not ledger.interrupted:
+            ledger.add(f"required engine {engine}", verdict.FAILED,
+                       detail=f"{engine} is required ({why}) and none of its checks was collected (-k or -m left "
+                              "them all out); to leave a required engine out, name the engines to run with --engines")
+            continue
+        ledger.require(f"engine {engine}", ids, f"{engine} is required ({why})")
 
 
 def _take_benchmark_regressions(config: pytest.Config, ledger: verdict.Ledger) -> None:

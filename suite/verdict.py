@@ -137,6 +137,8 @@ class Ledger:
     expected: int | None = None  # checks collected; those never reported end 'interrupted' if the run stops
     interrupted: str | None = None
     error: str | None = None  # what ended the run before any test: a start-up usage error, an internal error
+    #: engines the config requires that this run left out in the open (--engines, --models), and how
+    left_out: dict[str, str] = field(default_factory=dict)
 
     # ---- reporting --------------------------------------------------------------------------------
     def add(self, check_id: str, state: str, reason: str | None = None, detail: str = "",
@@ -268,6 +270,7 @@ class Ledger:
             "states": {i: c.state + (f" ({c.reason})" if c.reason else "") + (" (known failure)" * c.known_failure)
                        for i, c in sorted(self.checks.items())},
             **({"error": self.error} if self.error else {}),
+            **({"required_engines_left_out": dict(sorted(self.left_out.items()))} if self.left_out else {}),
         }
 
 

@@ -128,6 +128,40 @@ def test_an_engine_named_on_the_command_line_must_be_judged(tmp_path: Path) -> N
                      r"could run \(not judged: [a-z, -]*unsupported", _tail(done.stdout)), explain(done)
 
 
+def test_an_engine_no_selected_model_lists_is_a_usage_error(tmp_path: Path) -> None:
+    """Issue 23: '--engines torch,tensorrt' on a model without tensorrt (which also left out the required
+    onnxruntime): VERDICT: PASSED, exit 0. Now a usage error naming the engine and the models' engines."""
+    done = run_suite(tmp_path, "--models", "tiny", "--engines", "torch,tensorrt", tests=ACCURACY)
+    assert done.returncode == 4, explain(done)
+    assert ("--engines torch,tensorrt: no selected model lists tensorrt, so it would never be judged (the models' "
+            "engines: tiny: torch, onnxruntime)") in done.stderr, explain(done)
+
+
+def test_a_required_engine_left_out_by_k_fails_and_by_engines_is_said(tmp_path: Path) -> None:
+    """Issue 23: a config-required engine none of whose checks was collected passed in silence. -k (or -m) does
+    not narrow what the config requires: the run fails. An explicit --engines does, and the header and the
+    results say so."""
+    results = tmp_path / "results.json"
+    done = run_suite(tmp_path, "--models", "tiny", "-k", "torch", "--suite-results", str(results), tests=ACCURACY)
+    assert done.returncode == 1, explain(done)
+    assert ("required engine onnxruntime: onnxruntime is required ([run] requires in tiny_suite.toml) and none of its "
+            "checks was collected (-k or -m left them all out)") in _tail(done.stdout), explain(done)
+    done = run_suite(tmp_path, "--models", "tiny", "--engines", "torch", "--suite-results", str(results),
+                     "-v", tests=(str(ROOT / "tests" / "accuracy"),))  # (-v cancels -q: pytest prints the header)
+    assert done.returncode == 0, explain(done)
+    assert ("required engines: torch (--engines); not judged in this run, although the config requires them: "
+            "onnxruntime (left out by --engines torch)") in done.stdout, explain(done)
+    assert json.loads(results.read_text())["verdict"]["required_engines_left_out"] == {
+        "onnxruntime": "left out by --engines torch"}
+    # A model that does not list a required engine: --models leaves it out, in the open too.
+    done = run_suite(tmp_path, "--models", "steady", "-v", tests=LATENCY)
+    assert "onnxruntime (no selected model lists it (steady))" in done.stdout, explain(done)
+    assert "required engine onnxruntime" not in _tail(done.stdout), explain(done)
+    # A run of no engine at all (the suite's own self-tests) requires none.
+    done = run_suite(tmp_path, tests=(str(ROOT / "tests" / "selftest" / "test_bound.py"),))
+    assert done.returncode == 0 and "required engine" not in done.stdout, explain(done)
+
+
 def test_a_reference_that_cannot_run_fails_instead_of_skipping(tmp_path: Path) -> None:
     """main: 'the fp32 reference included' in the 58 skips. Simulated: torch's fp32 cells report their
     library missing (as torch without CUDA does on --device cuda)."""

@@ -879,6 +879,18 @@ CASES: list[Case] = [
                   tables='\n[models.m.known_failures]\nonnxruntime-fp32 = { reason = "r", match = "mismatch" }\n'),
            tests=(PARITY_DATASET,),
            says=(r"\[models\.m\]\.known_failures\.onnxruntime-fp32: missing 'outputs' and 'metrics'",)),
+    # issue 23, item 2: an engine named but never judged
+    _usage("engines-no-selected-model-lists",
+           "`--engines torch,tensorrt` on a model without tensorrt, which also leaves out the required onnxruntime "
+           "(main: VERDICT: PASSED, exit 0)", config(accuracy_dataset=TINY_DATA), "--engines", "torch,tensorrt",
+           says=(r"--engines torch,tensorrt: no selected model lists tensorrt, so it would never be judged \(the "
+                 r"models' engines: m: torch, onnxruntime\)",)),
+    Case("required-engine-deselected-by-k",
+         "`-k torch` on a config that requires onnxruntime: none of its checks collected (main: VERDICT: PASSED)",
+         Run("required-engine-deselected-by-k", config(), ("-k", "torch"), tests=(LATENCY,)), 1,
+         (r"required engine onnxruntime: onnxruntime is required \(\[run\] requires in suite\.toml\) and none of "
+          r"its checks was collected \(-k or -m left them all out\)",), lines=PASSING,
+         shows=r"^  required engine onnxruntime: "),
     _usage("requires-cuda-on-cpu", '`[run] requires = ["cuda"]` without `--device cuda:N`',
            config(head={"run": 'requires = ["cuda"]'}),
            says=(r"suite\.toml requires a CUDA device \(\[run\] requires\)",)),
