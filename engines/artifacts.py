@@ -11,12 +11,15 @@ size), one chain per batch, for the engines of a ``static_batch`` model.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
+import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+import numpy as np
 import torch
 
 from engines.base import InputSpec
@@ -68,6 +71,7 @@ class ModelBuild:
         self._export_overrides = dict(export_overrides or {})  # [models.NAME.export]
         self.export_options = export_options(self._export_overrides)
         self._module: torch.nn.Module | None = None
+        self._state: dict[str, Any] | None = None
         self._digest: str | None = None
         self._paths: dict[tuple[str, str | None, int | None], Path] = {}
         self._keys: dict[tuple[str, str | None, int | None], str] = {}
@@ -77,11 +81,18 @@ class ModelBuild:
             from suite.preflight import make_module  # make() or make(cache), as preflight calls it
 
             self._module = make_module(self._factory, self.cache, self.name)
+            self._state = module_state(self._module)  # as the factory made it, before any forward runs
         return self._module
 
     def model_digest(self) -> str:
+        """The root of every cache key built from this model: its weights and architecture (engines.pytorch's
+        model_digest) and its non-parameter state (``module_state``: plain attributes such as ``m.variant = "v2"``,
+        hooks), as the factory made it. A plain attribute can change what the export computes while the eager outputs
+        stay equal (issue 23: a warm cache reused the old ONNX and passed); it changes every key now."""
         if self._digest is None:
-            self._digest = model_digest(self.torch_module())
+            module = self.torch_module()
+            state = json.dumps(self._state if self._state is not None else module_state(module), sort_keys=True)
+            self._digest = hashlib.sha256(f"{model_digest(module)}\n{state}".encode()).hexdigest()
         return self._digest
 
     def onnx_path(self, precision: str, fusion: str | None = None, batch: int | None = None) -> Path:
@@ -167,6 +178,75 @@ class ModelBuild:
             quantize_qdq(source, d / ONNX_FILE, data.feeds, self.int8_options, self.name)
 
         return parts, build, f"calibrate {self.name}{fused} int8 ({self.int8_options.get('method')})"
+
+
+#: nn.Module's own bookkeeping: parameters, buffers and submodules are in the weight digest and the module's repr;
+#: state-dict and backward hooks change no forward. Forward hooks (and every other attribute) are module state.
+_MODULE_INTERNALS = frozenset({
+    "_parameters", "_buffers", "_modules", "_non_persistent_buffers_set", "_backward_hooks", "_backward_pre_hooks",
+    "_is_full_backward_hook", "_state_dict_hooks", "_state_dict_pre_hooks", "_load_state_dict_pre_hooks",
+    "_load_state_dict_post_hooks", "_forward_hooks_with_kwargs", "_forward_hooks_always_called",
+    "_forward_pre_hooks_with_kwargs", "training",
+})
+#: Where a model was loaded from, not what it computes: a Hugging Face config's ``_name_or_path`` is the directory of
+#: the installed weights (which the weight digest covers), so keying it would tie every key to one host's paths.
+_PROVENANCE = frozenset({"_name_or_path", "name_or_path", "_commit_hash"})
+#: Forward hooks, kept by nn.Module under their handles' ids (a process-wide counter): only the hooks themselves, in
+#: order, are state.
+_HOOKS = frozenset({"_forward_hooks", "_forward_pre_hooks"})
+
+
+def module_state(module: torch.nn.Module) -> dict[str, Any]:
+    """Every submodule's non-parameter state, as JSON-able values that are the same in every process: its plain
+    attributes (``variant = "v2"``, a flag an attention implementation or ``set_swish(memory_efficient=False)``
+    sets, a config object's fields, a tensor kept as a plain attribute) and its forward hooks. Functions and classes
+    are named by module and qualified name, other objects by their type and attributes; never by ``repr``, which
+    can hold a memory address. Keys are the submodules' names ("" the root)."""
+    def value(key: str, v: Any) -> Any:
+        return [_state_value(hook, 1, set()) for hook in v.values()] if key in _HOOKS else _state_value(v, 0, set())
+
+    return {name: {k: value(k, v) for k, v in sorted(vars(sub).items()) if k not in _MODULE_INTERNALS | _PROVENANCE}
+            for name, sub in module.named_modules()}
+
+
+def _state_value(value: Any, depth: int, seen: set[int]) -> Any:
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return repr(value)  # nan and inf stay comparable
+    if isinstance(value, (torch.Tensor, np.ndarray)):
+        array = value.detach().cpu().contiguous() if isinstance(value, torch.Tensor) else np.ascontiguousarray(value)
+        flat = array.reshape(-1)
+        data = flat.view(torch.uint8).numpy() if isinstance(flat, torch.Tensor) else flat.view(np.uint8)
+        return {"tensor": str(array.dtype), "shape": list(array.shape), "sha256": hashlib.sha256(data).hexdigest()}
+    if isinstance(value, (torch.dtype, torch.device)):
+        return str(value)
+    if isinstance(value, torch.nn.Module):  # a module kept where nn.Module does not register it (a list, a dict)
+        return {"module": _qualname(type(value)), "repr": repr(value)}
+    if callable(value) and hasattr(value, "__qualname__"):  # a function, method or class
+        return {"callable": _qualname(value)}
+    if id(value) in seen or depth >= 4:
+        return {"object": _qualname(type(value))}
+    seen = seen | {id(value)}
+    if isinstance(value, (list, tuple)):
+        return [_state_value(v, depth + 1, seen) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted((_state_value(v, depth + 1, seen) for v in value), key=lambda v: json.dumps(v, sort_keys=True))
+    if isinstance(value, dict):
+        return {json.dumps(_state_value(k, depth + 1, seen), sort_keys=True): _state_value(v, depth + 1, seen)
+                for k, v in value.items()}
+    attributes = getattr(value, "__dict__", None)
+    out: dict[str, Any] = {"object": _qualname(type(value))}
+    if isinstance(attributes, dict):
+        out["attributes"] = {str(k): _state_value(v, depth + 1, seen) for k, v in sorted(attributes.items())
+                             if k not in _PROVENANCE}
+    elif hasattr(type(value), "__members__"):  # an enum
+        out["value"] = str(value)
+    return out
+
+
+def _qualname(obj: Any) -> str:
+    return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', type(obj).__qualname__)}"
 
 
 def _onnx_stage(precision: str) -> str:

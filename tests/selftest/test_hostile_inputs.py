@@ -1081,6 +1081,16 @@ _UNCOMPARED_BATCH = Run(
     + model_table("ms", factory=f'"{W}:wrong_from_batch_40"', batch_sizes="[1, 4, 48]", latency_batch_sizes="[1, 4]",
                   parity_samples="6", parity_dataset=TINY_DATA, static_batch="true"),
     tests=(PARITY, LATENCY))
+
+
+def _cache_of_variant_v1(work: Path, root: Path) -> None:
+    """The engine cache of one run of m with the factory variant_v1: its export (variant "v1") is in the cache."""
+    (work / "v1.toml").write_text(config(factory=f'"{W}:variant_v1"', parity_dataset=TINY_DATA))
+    code, stdout, _, _ = suite_run(work, "--suite-config", str(work / "v1.toml"), tests=(str(ROOT / PARITY_DATASET),))
+    if code != 0:
+        raise RuntimeError(f"the run with variant v1 failed (exit {code}): {stdout[-2000:]}")
+
+
 CASES += [
     Case("dynamic-engine-wrong-at-its-largest-batch",
          "a dynamic engine 1.5x wrong from batch 40 alone (profile 1..48; parity on 6 rows and batch 4, latency at 1 "
@@ -1115,6 +1125,13 @@ CASES += [
          Run("input-clamped-in-place", config(factory=f'"{W}:clamps_its_input"', parity_dataset=TINY_DATA),
              tests=(PARITY_DATASET,)), 1,
          (r"VERDICT: FAILED", r"m-onnxruntime-fp32 on \S+tiny_data\[:64\]: output 'out' \(64, 5\): isclose"),
+         lines=failing(1)),
+    Case("factory-attribute-changes-the-export",
+         'a factory that sets `m.variant = "v2"` (the export 1.5x wrong, eager unchanged), on the cache of a run with '
+         '"v1"', Run("variant-on-a-warm-cache", config(factory=f'"{W}:variant_v2"', parity_dataset=TINY_DATA),
+                     tests=(PARITY_DATASET,), prepare=_cache_of_variant_v1), 1,
+         (r"VERDICT: FAILED", r"m-onnxruntime-fp32 on \S+tiny_data\[:64\]: output 'out' \(64, 5\): isclose 0\.00%",
+          r"engine cache: \d+ hits, [1-9]\d* builds"),
          lines=failing(1)),
 ]
 

@@ -86,3 +86,29 @@ class ClampsItsInput(TwoInputNet):
 def clamps_its_input(cache=None) -> torch.nn.Module:
     torch.manual_seed(0)
     return ClampsItsInput().eval()
+
+
+class VariantNet(TwoInputNet):
+    """A plain attribute picks what the export computes (as ``set_swish(memory_efficient=False)`` or an attention
+    implementation does): variant "v2" exports 1.5x the logits; eager PyTorch computes the same for both."""
+
+    def __init__(self, variant: str) -> None:
+        super().__init__()
+        self.variant = variant
+
+    def forward(self, image: torch.Tensor, extra: torch.Tensor) -> torch.Tensor:
+        out = super().forward(image, extra)
+        if torch.onnx.is_in_onnx_export() and self.variant == "v2":
+            out = out * 1.5
+        return out
+
+
+def variant_v1(cache=None) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return VariantNet("v1").eval()
+
+
+def variant_v2(cache=None) -> torch.nn.Module:
+    m = variant_v1()
+    m.variant = "v2"
+    return m
