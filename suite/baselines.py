@@ -168,7 +168,7 @@ def resolve_latency_baselines(spec: str, storage: Path) -> list[Path]:
             raise BaselineError(f"--latency-baseline {part!r}: no such file, and not a run id (0001), "
                                 "'latest' or 'last:K'")
         if match and int(match.group(1)) < 1:
-            raise BaselineError(f"--latency-baseline {part!r}: K must be at least 1 (last:0 would name no run)")
+            raise BaselineError(f"--latency-baseline {part!r}: K must be at least 1 (the K newest saved runs)")
         saved = _saved_runs(storage)
         if part == "latest" or match:
             chosen = saved[-(int(match.group(1)) if match else 1):] if saved else []
