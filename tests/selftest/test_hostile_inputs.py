@@ -103,6 +103,30 @@ KNOWN_MISMATCH = ('\n[models.m.known_failures]\nonnxruntime-fp32 = { reason = "r
                   '["isclose_pct"], match = "mismatch" }\n')
 
 
+#: The gate self-tests' steady model (a forward that spins 20 ms on the wall clock), on torch alone.
+STEADY_CONFIG = config(head={"run": 'requires = ["torch"]\naccept_not_judged = ["no-data"]'},
+                       factory='"tests.selftest.gate_models:steady_net"', engines='["torch"]',
+                       accuracy_dataset=TINY_DATA)
+
+
+def _busy_steady_baseline(interference: float) -> str:
+    """A pytest-benchmark file with the steady model's bs1 case as an unhurried run times it (20.6 ms a round),
+    saved while other processes used ``interference`` of the CPUs."""
+    import numpy as np
+
+    samples = list(0.0206 * np.random.default_rng(0).lognormal(0, 0.003, 40))
+    return json.dumps({"suite": {"complete": True}, "machine_info": {}, "commit_info": {}, "benchmarks": [{
+        "name": "test_latency[m-torch-fp32-bs1]",
+        "fullname": "tests/latency/test_latency.py::test_latency[m-torch-fp32-bs1]",
+        "group": None, "params": None, "param": None, "options": {}, "extra_info": {
+            "model": "m", "engine": "torch", "precision": "fp32", "batch_size": 1, "path": "latency-all",
+            "samples_s": samples, "gate": {"interference": interference}},
+        "stats": {"min": min(samples), "max": max(samples), "mean": sum(samples) / 40, "stddev": 0.0, "rounds": 40,
+                  "median": sorted(samples)[20], "iqr": 0.0, "q1": 0.0206, "q3": 0.0206, "iqr_outliers": 0,
+                  "stddev_outliers": 0, "outliers": "0;0", "ld15iqr": 0.0206, "hd15iqr": 0.0206, "ops": 48.5,
+                  "total": sum(samples), "iterations": 1}}]})
+
+
 # =========================================================================== runs and cases
 
 LATENCY = "tests/latency/test_latency.py"
@@ -891,6 +915,16 @@ CASES: list[Case] = [
          (r"required engine onnxruntime: onnxruntime is required \(\[run\] requires in suite\.toml\) and none of "
           r"its checks was collected \(-k or -m left them all out\)",), lines=PASSING,
          shows=r"^  required engine onnxruntime: "),
+    # issue 23, item 4: busy excuses only what the difference in interference can explain
+    Case("busy-excuses-only-what-load-explains",
+         "a +50% slowdown of a steady model measured busy (`--latency-busy-limit 0%`) against a baseline saved while "
+         "others used 95% of the CPUs, `busy` accepted as the README suggested (main: set aside as busy, exit 0)",
+         Run("busy-excuses-only-what-load-explains", STEADY_CONFIG,
+             ("--latency-baseline", "{work}/base.json", "--inject-slowdown", "50%", "--latency-busy-limit", "0%",
+              "--latency-rounds", "40", "--latency-batch-sizes", "1", "--accept-not-judged", "no-data,busy"),
+             tests=(LATENCY, ACCURACY), prepare=_write("base.json", _busy_steady_baseline(0.95))), 1,
+         (r"VERDICT: FAILED", r"m-torch-fp32-bs1-all: latency regression: median"), lines=failing(1),
+         shows=r"m-torch-fp32-bs1-all: latency regression: median"),
     _usage("requires-cuda-on-cpu", '`[run] requires = ["cuda"]` without `--device cuda:N`',
            config(head={"run": 'requires = ["cuda"]'}),
            says=(r"suite\.toml requires a CUDA device \(\[run\] requires\)",)),
