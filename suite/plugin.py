@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -904,20 +903,34 @@ def _required_engines_judged(state: RunState, ledger: verdict.Ledger) -> None:
     required engines only with --engines or --models (required_engines). The config's engines this run left
     out are recorded with the verdict."""
     ledger.left_out = dict(state.left_out)
-    any_engine = re.compile(rf"-(?:{'|'.join(map(re.escape, ENGINES))})-(?:fp32|tf32|fp16|bf16|int8)\b")
-    judges_engines = any(any_engine.search(i) for i in state.collected)
+    by_engine: dict[str, list[str]] = {}
+    for nodeid in state.collected:
+        engine = _engine_of(nodeid, state.config)
+        if engine is not None:
+            by_engine.setdefault(engine, []).append(nodeid)
     for engine, why in sorted(state.required_by.items()):
-        token = re.compile(rf"-{re.escape(engine)}-(?:fp32|tf32|fp16|bf16|int8)\b")
         if engine == REFERENCE_ENGINE and any(c.state != verdict.NOT_JUDGED for c in ledger.checks.values()
                                               if "/test_accuracy.py::" in c.id or "/test_parity.py::" in c.id):
             continue  # torch ran as the reference of every judged accuracy and parity check
-        ids = [i for i in state.collected if token.search(i)]
-        if not ids and judges_engines and not ledger.interrupted:
+        ids = by_engine.get(engine, [])
+        if not ids and by_engine and not ledger.interrupted:
             ledger.add(f"required engine {engine}", verdict.FAILED,
                        detail=f"{engine} is required ({why}) and none of its checks was collected (-k or -m left "
                               "them all out); to leave a required engine out, name the engines to run with --engines")
             continue
         ledger.require(f"engine {engine}", ids, f"{engine} is required ({why})")
+
+
+def _engine_of(nodeid: str, config: SuiteConfig) -> str | None:
+    """The engine whose check this test is: its parameters start with a selected model's cell
+    (``MODEL-ENGINE-PRECISION``, Cell.id), as the accuracy, parity and latency tests' do; None for any other test
+    (the suite's self-tests, the harness-overhead check)."""
+    param = nodeid.partition("[")[2]
+    for model in sorted(config.models, key=len, reverse=True):
+        if param.startswith(model + "-"):
+            engine = param[len(model) + 1:].partition("-")[0]
+            return engine if engine in ENGINES else None
+    return None
 
 
 def _take_benchmark_regressions(config: pytest.Config, ledger: verdict.Ledger) -> None:

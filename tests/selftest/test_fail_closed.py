@@ -137,6 +137,30 @@ def test_an_engine_no_selected_model_lists_is_a_usage_error(tmp_path: Path) -> N
             "engines: tiny: torch, onnxruntime)") in done.stderr, explain(done)
 
 
+def test_a_check_belongs_to_an_engine_only_through_a_selected_model_s_cell() -> None:
+    from suite.config import load_config, parse_config
+    from suite.plugin import _engine_of
+
+    config = load_config(ROOT / "suite.toml").select(["digits_cnn", "minilm_l6", "minilm_l6_fused"], None, None)
+    assert _engine_of("tests/latency/test_latency.py::test_latency[digits_cnn-onnxruntime-fp32-bs1]", config) == \
+        "onnxruntime"
+    assert _engine_of("tests/parity/test_parity.py::test_x[minilm_l6_fused-torch-fp16-uniform]", config) == "torch"
+    assert _engine_of("tests/parity/test_parity.py::test_x[minilm_l6-onnxruntime-fp16]", config) == "onnxruntime"
+    for nodeid in ("tests/selftest/test_config.py::test_y[raw1-^\\[models\\.x-torch-fp32\\]: the name]",
+                   "tests/parity/test_parity.py::test_x[resnet18-torch-fp16]",  # not selected
+                   "tests/accuracy/test_accuracy.py::test_top1_top5[minilm_l6]",  # no-data: no cell
+                   "tests/parity/test_parity.py::test_x[digits_cnn-tensorflow-fp32]",
+                   "tests/latency/test_harness_overhead.py::test_harness_overhead[bs32-model]"):
+        assert _engine_of(nodeid, config) is None, nodeid
+    # A model name that ends another's, or starts it, as a name with a dash may: the longest name that starts it.
+    assert _engine_of("tests/parity/test_parity.py::test_x[old_digits_cnn-torch-fp32]", config) is None
+    model = {"factory": "fixtures.models.digits:digits_cnn", "outputs": ["logits"],
+             "inputs": [{"name": "image", "shape": [1, 28, 28]}]}
+    dashed = parse_config({"models": {"my": model, "my-net": model}})
+    assert _engine_of("tests/parity/test_parity.py::test_x[my-net-onnxruntime-fp32]", dashed) == "onnxruntime"
+    assert _engine_of("tests/parity/test_parity.py::test_x[my-torch-fp32]", dashed) == "torch"
+
+
 def test_a_required_engine_left_out_by_k_fails_and_by_engines_is_said(tmp_path: Path) -> None:
     """Issue 23: a config-required engine none of whose checks was collected passed in silence. -k (or -m) does
     not narrow what the config requires: the run fails. An explicit --engines does, and the header and the
@@ -157,8 +181,10 @@ def test_a_required_engine_left_out_by_k_fails_and_by_engines_is_said(tmp_path: 
     done = run_suite(tmp_path, "--models", "steady", "-v", tests=LATENCY)
     assert "onnxruntime (no selected model lists it (steady))" in done.stdout, explain(done)
     assert "required engine onnxruntime" not in _tail(done.stdout), explain(done)
-    # A run of no engine at all (the suite's own self-tests) requires none.
-    done = run_suite(tmp_path, tests=(str(ROOT / "tests" / "selftest" / "test_bound.py"),))
+    # A run of no engine at all (the suite's own self-tests) requires none, even where a test's parameters read
+    # like a cell ("x-torch-fp32", a model name test_config refuses): only a selected model's cells count.
+    done = run_suite(tmp_path, tests=(str(ROOT / "tests" / "selftest" / "test_config.py") + "::"
+                                      "test_broken_config_is_a_clear_error",))
     assert done.returncode == 0 and "required engine" not in done.stdout, explain(done)
 
 
