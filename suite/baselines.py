@@ -295,11 +295,21 @@ class RecordsByCase(dict):  # type: ignore[type-arg]
     generated case's batch and seed too): found only when those agree as well; one drawn at another batch or seed
     is no counterpart (not judged, no-baseline)."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.by_key: dict[RecordKey, dict[str, Any]] = {}  # every record by its full key
+
+    def add(self, record: dict[str, Any]) -> None:
+        """A record of the baseline: under its case, and by its full key. One case may hold several records (a
+        cell's generated:batches parity has one per batch): each stays its own counterpart."""
+        key = record_key(record)
+        if key is None:
+            return
+        self[case_key(key)] = record
+        self.by_key[tuple(key)] = record
+
     def counterpart(self, key: RecordKey) -> dict[str, Any] | None:
-        record = self.get(case_key(key))
-        if record is None or record_key(record) != tuple(key):
-            return None
-        return record
+        return self.by_key.get(tuple(key))
 
 
 @dataclass(frozen=True)
@@ -330,7 +340,7 @@ def load_results_baseline(path: Path, accept_incomplete: bool = False) -> Result
     for record in data["records"]:
         key = record_key(record) if isinstance(record, dict) else None
         if key is not None:
-            records[case_key(key)] = record
+            records.add(record)
         elif isinstance(record, dict) and record.get("kind") == "gpu_memory":
             memory[str(record.get("cell"))] = record
     return ResultsBaseline(source=Path(path), environment=dict(data.get("environment") or {}), records=records,

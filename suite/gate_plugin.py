@@ -76,6 +76,7 @@ _LATENCY_ID = re.compile(rf"test_latency\[{_CELL}-(?P<shape>bs\d+(?:-[A-Za-z_]+\
 _ACCURACY_ID = re.compile(rf"test_top1_top5\[{_CELL}\]$")
 _PARITY_ID = re.compile(rf"test_parity_on_dataset\[{_CELL}\]$")
 _GENERATED_ID = re.compile(rf"test_parity_on_generated_inputs\[{_CELL}-(?P<distribution>[a-z]+)\]$")
+_BATCHES_ID = re.compile(rf"test_parity_at_every_engine_batch\[{_CELL}\]$")  # data set generated:batches
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -273,7 +274,9 @@ class Gate:
         """Cases the gate judged: compared and decided (busy, inconclusive and no-baseline are not)."""
         if which == "latency":
             return sum(1 for o in self.latency if _STATE[o.status] != verdict.NOT_JUDGED)
-        return len(self.drift_results)
+        # A case may hold several records (a cell's generated:batches parity: one per batch): count the case once,
+        # by its test and its label without the batch and seed (cell / dataset / output).
+        return len({(o.nodeid, " / ".join(o.label.split(" / ")[:3])) for o in self.drift_results})
 
     # ---- latency -----------------------------------------------------------------------------------
     def compare(self, record: dict[str, Any]) -> LatencyComparison | None:
@@ -463,7 +466,8 @@ def latency_key_of_nodeid(nodeid: str) -> tuple[str, str, str, str, str] | None:
 
 def record_keys_of_nodeid(nodeid: str, models: dict[str, Any]) -> list[tuple[str, ...]]:
     """The accuracy/parity record keys (suite.baselines.record_key) a test will produce, from its id."""
-    for pattern, kind in ((_ACCURACY_ID, "accuracy"), (_PARITY_ID, "parity"), (_GENERATED_ID, "generated")):
+    for pattern, kind in ((_ACCURACY_ID, "accuracy"), (_PARITY_ID, "parity"), (_GENERATED_ID, "generated"),
+                          (_BATCHES_ID, "batches")):
         match = pattern.search(nodeid)
         if match is None or match["model"] not in models:
             continue
@@ -471,7 +475,8 @@ def record_keys_of_nodeid(nodeid: str, models: dict[str, Any]) -> list[tuple[str
         cell = f"{match['model']}-{match['engine']}-{match['precision']}"
         if kind == "accuracy":
             return [("accuracy", cell, str(model.accuracy_dataset))]
-        dataset = str(model.parity_dataset) if kind == "parity" else f"generated:{match['distribution']}"
+        dataset = {"parity": str(model.parity_dataset), "batches": "generated:batches"}.get(
+            kind, f"generated:{match.groupdict().get('distribution')}")
         return [("parity", cell, dataset, name) for name in model.outputs]
     return []
 
