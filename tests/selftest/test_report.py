@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -485,10 +486,14 @@ def _chromium(tmp_path: Path, check: Callable[[subprocess.CompletedProcess[str]]
     file, so one good render judges it fully; a report that does not render fails every start."""
     assert CHROMIUM
     failures: list[str] = []
+    # TMPDIR short: Chromium's singleton socket lives there, and a Unix socket's path has at most 107 characters;
+    # pytest's numbered base directory grows (.../pytest-3762/test_report_renders_in_headles0/org.chromium.Chromium
+    # .XXXXXX/SingletonSocket was too long: "Socket path too long", exit -6 on every start).
+    short_tmp = tempfile.mkdtemp(prefix="cr", dir="/tmp")
     for start in range(1, CHROMIUM_STARTS + 1):
         home = tmp_path / f"chromium-{start}"
         env = {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / "config"),
-               "XDG_CACHE_HOME": str(home / "cache"), "TMPDIR": str(tmp_path)}
+               "XDG_CACHE_HOME": str(home / "cache"), "TMPDIR": short_tmp}
         cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update",
                "--disable-sync", "--disable-extensions", "--disable-crash-reporter",
@@ -502,11 +507,13 @@ def _chromium(tmp_path: Path, check: Callable[[subprocess.CompletedProcess[str]]
             continue
         problem = check(done)
         if problem is None:
+            shutil.rmtree(short_tmp, ignore_errors=True)
             if failures:
                 warnings.warn("chromium needed another start:\n" + "\n".join(failures), stacklevel=2)
             return done
         failures.append(f"start {start}: {problem}; exit {done.returncode}; stdout {len(done.stdout)} chars; "
                         f"stderr ends: {done.stderr[-800:]!r}")
+    shutil.rmtree(short_tmp, ignore_errors=True)
     pytest.fail(f"{CHROMIUM} failed {CHROMIUM_STARTS} starts with {' '.join(args)}:\n" + "\n".join(failures))
 
 
