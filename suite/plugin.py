@@ -158,7 +158,6 @@ def pytest_configure(config: pytest.Config) -> None:
         ("accuracy", "top-1/top-5 on labelled data against thresholds and the PyTorch reference"),
         ("parity", "output agreement with the PyTorch reference on the same inputs"),
         ("latency", "pytest-benchmark latency/throughput cases (gate with --latency-baseline)"),
-        ("selftest", "tests of the suite's own machinery; CPU only, no engines"),
         ("rebuild", "--rebuild-check N: each engine built N times from scratch; collected only with the option"),
     ):
         config.addinivalue_line("markers", f"{name}: {text}")

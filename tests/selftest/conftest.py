@@ -11,6 +11,9 @@ from tests.selftest.suite_runs import explain, run_suite
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    """The self-tests' markers, registered here (not by the suite's plugin: tools/mutation.sh runs these tests
+    with the plugins switched off)."""
+    config.addinivalue_line("markers", "selftest: tests of the suite's own machinery; CPU only, no engines")
     config.addinivalue_line("markers", "timing: a self-test whose outcome depends on how busy the machine is (it "
                             "times real runs); left out of the default self-test command (-m 'not timing'), run "
                             "by the nightly workflow")
