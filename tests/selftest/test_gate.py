@@ -161,6 +161,7 @@ def test_the_load_explains_only_the_cpu_time_others_took() -> None:
     (0.75, 0.76, 1.94, "regression"),  # issue 23: +94 % at the baseline's interference was set aside as busy
     (0.60, 0.60, 2.13, "regression"),  # ... and +113 % (ORT threads 2 -> 1) under load on both sides
     (0.00, 0.50, 1.94, "busy"),        # others took half the CPUs now, none then: up to 2x is theirs
+    (0.00, 0.50, 2.00, "busy"),        # ... a 2x slowdown too (its ratio of medians: 1.9999999999999984)
     (0.00, 0.40, 1.94, "regression"),  # they took 40 %: 1.67x at most, not 1.94x
     (None, 0.50, 1.50, "busy"),        # a baseline without the figure counts as quiet
     (0.90, 0.50, 1.20, "regression"),  # the baseline was the busier: the load explains no slowdown
@@ -183,6 +184,9 @@ def test_busy_excuses_only_a_slowdown_the_difference_in_interference_explains(
     (0.50, 0.50, "unchanged"),
     (0.75, 0.70, "busy"),       # the baseline busier by 5 points could hide 20 %: more than the 2.5 % flagged
     (0.90, 0.00, "busy"),       # a baseline slowed by a neighbour may hide a real slowdown: not judged
+    (0.24, 0.221, "busy"),      # busier by enough to hide exactly 2.5 % (half the 5 % threshold): set aside
+    (0.40, 0.38, "busy"),       # could hide 3.3 %
+    (0.40, 0.388, "unchanged"),  # could hide 2 % only: less than the gate must catch, so judged
 ])
 def test_a_busy_baseline_sets_aside_only_what_its_extra_load_could_hide(
         tmp_path: Path, base_share: float, share: float, status: str) -> None:

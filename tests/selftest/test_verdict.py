@@ -371,3 +371,14 @@ def test_the_verdict_file_holds_every_field_by_its_name() -> None:
         ("t::d", "not judged (unsupported)"), ("t::e", "not judged (interrupted)")]
     ledger.add("t::0", PASSED)
     assert ledger.as_dict()["states"]["t::0"] == "passed" and next(iter(ledger.as_dict()["states"])) == "t::0"
+
+
+def test_the_verdict_file_names_the_required_engines_a_run_left_out() -> None:
+    """A run that narrowed a config-required engine away in the open (--engines, --models) says so in its verdict,
+    sorted by engine; a run that left none out has no such key."""
+    ledger = verdict.Ledger()
+    ledger.add("a", verdict.PASSED)
+    assert "required_engines_left_out" not in ledger.as_dict()
+    ledger.left_out = {"tensorrt": "left out by --engines torch", "onnxruntime": "no selected model lists it"}
+    assert list(ledger.as_dict()["required_engines_left_out"].items()) == [
+        ("onnxruntime", "no selected model lists it"), ("tensorrt", "left out by --engines torch")]
