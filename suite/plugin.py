@@ -41,7 +41,7 @@ from suite.config import (
 from suite.device import DeviceError, check_device
 from suite.environment import fingerprint
 from suite.gpu_memory import in_use, memory_summary, resource_error
-from suite.lifetime import EngineLifetime, cell_of, run_order
+from suite.lifetime import EngineLifetime, cell_of, model_of_nodeid, run_order
 from suite.preflight import PROGRESS_PREFIX, check_models
 from suite.results import merge_streamed, results_document, write_json_atomic
 from suite.session import REFERENCE_ENGINE, Cell, SuiteSession
@@ -690,22 +690,12 @@ def pytest_internalerror(excrepr: Any, excinfo: Any) -> None:
         ledger.note_error(f"internal error: {getattr(crash, 'message', None) or str(excinfo.value)[:300]}")
 
 
-#: Tests whose ids name no model: the one model each uses (the harness-overhead check's is --overhead-model).
-_OVERHEAD_TEST = "test_harness_overhead.py::test_harness_overhead["
-
-
 def models_of(nodeids: list[str], models: Any, overhead_model: str | None = None) -> list[str]:
-    """The configured models that these test ids exercise (ids start with the model's name: Cell.id). The
-    harness-overhead check's ids name a batch and a path, not a model: it uses ``overhead_model`` (given: the
-    --overhead-model option, or the first configured model), which counts where it is given."""
-    names = sorted(models, key=len, reverse=True)
-    used = set()
-    for nodeid in nodeids:
-        if overhead_model is not None and _OVERHEAD_TEST in nodeid.replace("\\", "/"):
-            used.add(overhead_model)
-            continue
-        param = nodeid.partition("[")[2]
-        used.update(next(([n] for n in names if param == n + "]" or param.startswith(n + "-")), []))
+    """The configured models that these test ids exercise (suite.lifetime.model_of_nodeid: ids start with the
+    model's name, Cell.id). The harness-overhead check's ids name a batch and a path, not a model: it uses
+    ``overhead_model`` (given: the --overhead-model option, or the first configured model)."""
+    names = list(models)
+    used = {model_of_nodeid(nodeid, names, overhead_model) for nodeid in nodeids}
     return [n for n in models if n in used]
 
 
