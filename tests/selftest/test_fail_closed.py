@@ -51,6 +51,7 @@ def _cpu_hogs(n: int = 2) -> Iterator[None]:
 # ----------------------------------------------------------------------------------------------- busy
 
 
+@pytest.mark.timing  # CPU hogs: its outcome depends on the load now and when the shared baseline was saved
 def test_a_slowdown_measured_busy_is_re_measured_and_then_not_judged(suite_baseline: Path) -> None:
     """main: '+50.0% ... busy', 'cases: 2 busy', exit 0. Now: re-measured, still busy, not judged: exit 1."""
     with _cpu_hogs():
