@@ -10,8 +10,8 @@ hands out cells, not models) does not make them again.
 
 The order is the same in every process (xdist requires identical collections), and the xdist scheduler hands
 out whole cells (suite/fleet.py), so a cell's tests stay together in the process that runs them. A later test
-of a released cell (the order is the collection's, tests of one cell may come apart under ``-p no:randomly``
-plugins or by hand) loads it again from the engine cache: never a wrong answer, only a reload.
+of a released cell (a plugin that reorders tests after this sort, such as pytest-randomly, can split a cell's
+tests) loads it again from the engine cache: never a wrong answer, only a reload.
 """
 
 from __future__ import annotations
