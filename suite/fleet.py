@@ -136,22 +136,32 @@ def check_workers(device: str, numprocesses: Any, gpus: int) -> str | None:
 
 
 class CostQueue(OrderedDict):  # type: ignore[type-arg]
-    """LoadScope's work queue, handing out the costliest scope first, of the ``prefer``red model where it
-    has one left. (Reordering the collection instead would break xdist: workers run tests by their index in
-    their own collection.)"""
+    """LoadScope's work queue. A worker stays on its model (``prefer``) while that model has cells left: its
+    module, data and reference outputs are warm there. When it must change, it takes the model with the most
+    work left that no other worker is on (``elsewhere``), longest first, so that two workers rarely build the same
+    model's reference twice; only when every model left is another worker's does it join one. Within the model,
+    the costliest cell first. (Reordering the collection instead would break xdist: workers run tests by their
+    index in their own collection.)"""
 
     def __init__(self, cost: Any, model_of: Any = None) -> None:
         super().__init__()
         self.cost = cost
         self.model_of = model_of or (lambda scope: None)
         self.prefer: str | None = None
+        self.elsewhere: frozenset[str | None] = frozenset()  # the models other workers are on
 
     def popitem(self, last: bool = True) -> Any:
         if last or not self:
             return super().popitem(last)
         order = {s: i for i, s in enumerate(self)}
-        same = [s for s in self if self.prefer is not None and self.model_of(s) == self.prefer]
-        scope = max(same or self, key=lambda s: (self.cost(s, self[s]), -order[s]))
+        left: dict[str | None, float] = {}
+        for s in self:
+            left[self.model_of(s)] = left.get(self.model_of(s), 0.0) + self.cost(s, self[s])
+        model = self.prefer if self.prefer is not None and self.prefer in left else None
+        if model is None:
+            free = [m for m in left if m not in self.elsewhere] or list(left)
+            model = max(free, key=lambda m: (left[m], -min(order[s] for s in self if self.model_of(s) == m)))
+        scope = max((s for s in self if self.model_of(s) == model), key=lambda s: (self.cost(s, self[s]), -order[s]))
         return scope, self.pop(scope)
 
 
@@ -161,10 +171,9 @@ def _scheduler_class() -> Any:
     class CellScheduling(LoadScopeScheduling):  # type: ignore[misc]
         """LoadScope with the cell (model x engine x precision) as the scope: finer than a model, so that two
         GPUs share a night evenly, and whole, so that a cell's engine is loaded once in the one worker that
-        runs its tests (the engine cache's per-entry lock keeps each build single across workers). A worker
-        gets the costliest cell left of the model it is on (its module, data and reference stay warm there),
-        else the costliest cell left (longest processing time first): cost is the previous run's seconds for
-        the cell, else its number of tests."""
+        runs its tests (the engine cache's per-entry lock keeps each build single across workers). Which cell
+        goes where: CostQueue (a worker keeps to its model; a new model is the one with the most work left that
+        no other worker is on). Cost is the previous run's seconds for the cell, else its number of tests."""
 
         def __init__(self, config: pytest.Config, log: Any = None, models: Iterable[str] = (),
                      durations: dict[str, float] | None = None, place: Any = None) -> None:
@@ -184,6 +193,7 @@ def _scheduler_class() -> Any:
 
         def _assign_work_unit(self, node: Any) -> None:
             self.workqueue.prefer = self.node_model.get(node)
+            self.workqueue.elsewhere = frozenset(m for n, m in self.node_model.items() if n is not node)
             super()._assign_work_unit(node)
             scope = next(reversed(self.assigned_work[node]))  # the unit just assigned
             self.node_model[node] = self.scope_model.get(scope)

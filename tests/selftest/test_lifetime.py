@@ -284,6 +284,74 @@ def test_the_queue_hands_out_the_costliest_cell_of_the_workers_model_first() -> 
     assert queue.popitem(last=False)[0] == "b-torch-fp32"  # none of its model left: the costliest left
 
 
+def test_a_worker_changing_model_takes_the_most_work_left_that_no_other_worker_is_on() -> None:
+    """Two workers on one model build its module and reference twice (the 2-GPU night of 2026-11-26 spent far more
+    worker-seconds than one GPU's): a new model is chosen by the work it has left, among those no one is on."""
+    of_model = lambda scope: scope.split("-")[0]
+    cost = {"x-1": 12.0, "y-1": 8.0, "y-2": 8.0}
+    queue = fleet.CostQueue(lambda scope, tests: cost[scope], model_of=of_model)
+    for scope in cost:
+        queue[scope] = {}
+    assert queue.popitem(last=False)[0] == "y-1"  # model y has 16 s left, x 12: the model's work, not one cell's
+
+    cost = {"a-torch-fp32": 10.0, "a-onnxruntime-fp32": 10.0, "b-torch-fp32": 9.0, "c-torch-fp32": 3.0,
+            "c-onnxruntime-fp32": 3.0, "c-inductor-fp32": 3.0}
+    queue = fleet.CostQueue(lambda scope, tests: cost[scope], model_of=of_model)
+    for scope in cost:
+        queue[scope] = {}
+    assert queue.popitem(last=False)[0] == "a-torch-fp32"
+    queue.elsewhere = frozenset({"a"})  # the other worker is on a, which has the most left (10 s)
+    assert queue.popitem(last=False)[0] == "b-torch-fp32"  # b and c 9 s each: b, first in the queue
+    queue.elsewhere = frozenset({"a", "b"})
+    assert queue.popitem(last=False)[0] == "c-torch-fp32"  # c, the only model no one is on
+    queue.elsewhere, queue.prefer = frozenset({"c"}), "b"  # b has nothing left: its worker moves on
+    assert queue.popitem(last=False)[0] == "a-onnxruntime-fp32"  # a is free again (its worker went to c)
+    queue.elsewhere, queue.prefer = frozenset({"c"}), "a"
+    assert queue.popitem(last=False)[0] == "c-onnxruntime-fp32"  # every model left is another's: join it
+
+
+class _Node:
+    """A stand-in for xdist's WorkerController: records the test indexes it is sent."""
+
+    def __init__(self, name: str) -> None:
+        self.gateway, self.shutting_down = SimpleNamespace(id=name), False
+        self.sent: list[int] = []
+
+    def send_runtest_some(self, indexes: list[int]) -> None:
+        self.sent.extend(indexes)
+
+    def shutdown(self) -> None:
+        pass
+
+
+def test_two_workers_start_on_different_models_and_each_keeps_to_its_own() -> None:
+    """The scheduler as xdist drives it (nodes, their collections, schedule, tests completing): the second worker
+    does not start on the first one's model, and each worker's next unit is of its own model."""
+    units = {"a-torch-fp32": 3, "a-onnxruntime-fp32": 3, "a-inductor-fp32": 3, "b-torch-fp32": 3,
+             "b-onnxruntime-fp32": 3, "c-torch-fp32": 5}  # unit -> its tests; a has 9, b 6, c 5
+    tests = [f"t.py::test_x[{unit}-{i}]" for unit, count in units.items() for i in range(count)]
+    place = lambda nodeid: (nodeid.split("[")[1].rsplit("-", 1)[0], nodeid.split("[")[1].split("-")[0])
+    options = {"tx": ["2*popen"], "numprocesses": 2}
+    config = SimpleNamespace(getvalue=options.get, getoption=options.get,
+                             option=SimpleNamespace(loadscopereorder=False))
+    scheduler = fleet._scheduler_class()(config, durations={}, place=place)  # cost: each unit's number of tests
+    nodes = [_Node("gw0"), _Node("gw1")]
+    for node in nodes:
+        scheduler.add_node(node)
+    for node in nodes:
+        scheduler.add_node_collection(node, tests)
+    scheduler.schedule()
+    unit_of = lambda index: tests[index].split("[")[1].rsplit("-", 1)[0]
+    # a (9 tests) to the first worker; then a has 6 left, b 6 and c 5, and a is the first's: b
+    assert [[unit_of(i) for i in node.sent] for node in nodes] == [["a-torch-fp32"] * 3, ["b-torch-fp32"] * 3]
+    for index in list(nodes[1].sent):  # the second worker ends its unit: the rest of its model b, not c's 5 tests
+        scheduler.mark_test_complete(nodes[1], index, 1.0)
+    assert {unit_of(i) for i in nodes[1].sent[3:]} == {"b-onnxruntime-fp32"}
+    for index in list(nodes[0].sent):  # and the first worker's next is a's
+        scheduler.mark_test_complete(nodes[0], index, 1.0)
+    assert {unit_of(i) for i in nodes[0].sent[3:]} == {"a-onnxruntime-fp32"}
+
+
 def test_each_worker_gets_its_own_share_of_the_cores() -> None:
     cpus = list(range(32))
     shares = [fleet.cpu_share(cpus, f"gw{i}", 2) for i in range(2)]
