@@ -124,6 +124,15 @@ def report_component(node: Any, component: Component) -> None:
     node.user_properties.append((USER_PROPERTY, component.as_dict()))
 
 
+def check_of_report(report: Any) -> Check | None:
+    """The check as this one test report leaves it, by the ledger's own rules (its outcome, then the comparisons
+    it carries); None for a report that is no verdict (a setup or teardown that passed). What pytest's terminal
+    shows for each report, so that it never counts 'passed' what the verdict has as not judged."""
+    one = Ledger()
+    one.add_report(report)
+    return one.checks.get(report.nodeid)
+
+
 @dataclass
 class Check:
     id: str

@@ -317,6 +317,24 @@ def test_a_component_travels_on_the_test_report_and_back() -> None:
     assert ledger.checks["t::a"].components == [component]
 
 
+def test_one_reports_check_is_the_one_the_ledger_makes_of_it() -> None:
+    """What pytest's terminal shows for a report (suite/plugin.py's pytest_report_teststatus): the ledger's own
+    reading of that report alone, None for a report that is no verdict."""
+    busy = Component("latency gate m-torch-fp32-bs1-all", NOT_JUDGED, "busy", "others used 80%")
+    for report in (_report("t::a", "passed", props=[(verdict.USER_PROPERTY, busy.as_dict())]),
+                   _report("t::b", "passed"), _skip("t::c", verdict.skip_message("unavailable", "no tensorrt")),
+                   _report("t::d", "failed", longrepr="E   boom"),
+                   _report("t::e", "skipped", wasxfail="known failure: ort fusions")):
+        ledger = Ledger()
+        ledger.add_report(report)
+        check = verdict.check_of_report(report)
+        assert check is not None and check.as_dict() == ledger.checks[report.nodeid].as_dict(), report
+    check = verdict.check_of_report(_report("t::a", "passed", props=[(verdict.USER_PROPERTY, busy.as_dict())]))
+    assert check is not None and (check.state, check.reason) == (NOT_JUDGED, "busy")
+    assert verdict.check_of_report(_report("t::f", "passed", when="setup")) is None
+    assert verdict.check_of_report(_report("t::f", "passed", when="teardown")) is None
+
+
 def test_skip_raises_pytests_skip_with_the_reason_code_first() -> None:
     with pytest.raises(pytest.skip.Exception, match=r"^not judged \(no-data\): no accuracy_dataset$"):
         verdict.skip("no-data", "no accuracy_dataset")
