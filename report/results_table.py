@@ -8,9 +8,10 @@ table). pytest-html 4 knows a fixed set of results (its filters and sort), so th
 
 * a row of a check the verdict has as not judged is a not-judged row ("Not judged (busy)"), whatever pytest said,
   its log opening with the verdict's words;
-* skips with the same reason and words fold into one row that counts them and lists their tests;
 * a check of the verdict with no row (a required engine that never ran, pytest-benchmark's compare, a test an
   interruption left unrun) gets one, so the table is the verdict's whole list;
+* tests that did not run (skips, tests left unrun) with the same reason and words fold into one row that counts
+  them and lists their tests;
 * the counters are counted again from the rows, a folded row for each test in it: Passed, Not judged, and Failed
   plus Errors (failures in setup or teardown) are the verdict's counts, except that a test that passed and then
   failed in teardown keeps pytest-html's two rows (Passed, then Error).
@@ -51,10 +52,12 @@ def settle(tests: Rows, outcomes: MutableMapping[str, dict[str, Any]], checks: M
         for row in rows:
             if row["result"] in ("Passed", NOT_JUDGED_RESULT):
                 _not_judged(row, check)
-    folded = _fold(tests, checks, skips)
     for check_id, check in checks.items():
-        if not tests.get(check_id) and check_id not in folded and not check.get("known_failure"):
+        if not tests.get(check_id) and not check.get("known_failure"):
             tests[check_id] = [_row_of(check_id, check, template)]
+            if check["state"] == NOT_JUDGED:  # a test an interruption (or a usage error) left unrun
+                skips.append(check_id)
+    _fold(tests, checks, skips)
     for outcome in outcomes.values():
         outcome["value"] = 0
     for rows in tests.values():
@@ -75,10 +78,9 @@ def _not_judged(row: dict[str, Any], check: Mapping[str, Any]) -> None:
     row["log"] = f"{html.escape(_words(check))}\n\n{row.get('log', '')}"
 
 
-def _fold(tests: Rows, checks: Mapping[str, Mapping[str, Any]], skips: list[str]) -> set[str]:
-    """Skips (tests with one row, a skip) with the same reason and words: one row, counting them, its log listing
-    their tests. Returns the tests whose rows went into another's."""
-    gone: set[str] = set()
+def _fold(tests: Rows, checks: Mapping[str, Mapping[str, Any]], skips: list[str]) -> None:
+    """Tests that did not run (a skip, or never reported), one row each, with the same reason and words: one row,
+    counting them, its log listing their tests."""
     groups: dict[tuple[str, str], list[str]] = {}
     for nodeid in skips:
         groups.setdefault((str(checks[nodeid]["reason"]), str(checks[nodeid]["detail"])), []).append(nodeid)
@@ -93,8 +95,6 @@ def _fold(tests: Rows, checks: Mapping[str, Mapping[str, Any]], skips: list[str]
         for nodeid in ids[1:]:
             del tests[nodeid]
         tests[ids[0]] = [folded]
-        gone.update(ids[1:])
-    return gone
 
 
 def _row_of(check_id: str, check: Mapping[str, Any], template: list[str] | None) -> dict[str, Any]:

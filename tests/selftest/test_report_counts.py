@@ -86,7 +86,7 @@ def _cell(row: dict[str, Any], column: str) -> str:
 
 def test_the_html_table_and_counters_are_the_verdicts() -> None:
     """A run with a pass, a busy latency case, identical skips, one other skip, a failure in call, one in setup,
-    a known failure, a required engine that never ran and a test an interruption left unrun: every row says
+    a known failure, a required engine that never ran and two tests an interruption left unrun: every row says
     what the verdict says, identical skips are one row, and the counters are the verdict's counts."""
     ledger = Ledger()
     reports = [_report("t::pass", "passed"), _report("t::busy", "passed", props=[(verdict.USER_PROPERTY,
@@ -101,7 +101,7 @@ def test_the_html_table_and_counters_are_the_verdicts() -> None:
         ledger.add_report(report)
     ledger.add("required engine tensorrt", FAILED, detail="tensorrt is required (--engines) and none of its checks "
                                                           "could run")
-    ledger.mark_interrupted("SIGTERM", ["t::unrun"])
+    ledger.mark_interrupted("SIGTERM", ["t::unrun", "t::unrun2"])
     result_of = {"passed": "Passed", "failed": "Failed", "skipped": "Skipped"}
     tests: dict[str, list[dict[str, Any]]] = {
         r.nodeid: [_row(r.nodeid, "Error" if r.when == "setup" and r.failed else "XFailed"
@@ -126,9 +126,10 @@ def test_the_html_table_and_counters_are_the_verdicts() -> None:
     required = rows["required engine tensorrt"]
     assert required["result"] == "Failed" and _cell(required, "testId") == "required engine tensorrt"
     assert "none of its checks could run" in required["log"] and _cell(required, "result") == "Failed"
-    unrun = rows["t::unrun"]
+    unrun = rows["t::unrun"]  # never reported: a row each, folded as skips are
     assert unrun["result"] == "Skipped" and _cell(unrun, "result") == "Not judged (interrupted)"
-    assert unrun["log"] == "not judged (interrupted): SIGTERM"
+    assert unrun["log"] == "not judged (interrupted): SIGTERM\n\nt::unrun\nt::unrun2" and unrun["count"] == 2
+    assert "t::unrun2" not in tests
     assert [r["result"] for r in tests["t::known"]] == ["XFailed"]  # the known failure is not added again
     assert (rows["t::pass"]["result"], rows["t::fail"]["result"], rows["t::setup"]["result"]) == \
         ("Passed", "Failed", "Error")
@@ -137,7 +138,7 @@ def test_the_html_table_and_counters_are_the_verdicts() -> None:
     counts = ledger.as_dict()["counts"]
     value = {k: o["value"] for k, o in outcomes.items()}
     assert value["passed"] == counts["passed"] == 1
-    assert value["skipped"] == sum(counts["not_judged"].values()) == 7 and outcomes["skipped"]["label"] == \
+    assert value["skipped"] == sum(counts["not_judged"].values()) == 8 and outcomes["skipped"]["label"] == \
         NOT_JUDGED_LABEL
     assert value["failed"] + value["error"] == counts["failed"] == 3
     assert value["xfailed"] == counts["known_failures"] == 1 and value["xpassed"] == value["rerun"] == 0
