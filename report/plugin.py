@@ -14,6 +14,9 @@ with ``--metadata`` (and CI variables) and is hidden when that is nothing; the f
 report's own environment table. What is left is run metadata, not an environment: report/run_section.py
 (``RUN_METADATA``) moves the block under "The run" and retitles it "Run metadata (--metadata, CI
 variables)", so it no longer sits above the verdict under a second "Environment" heading.
+
+One count: pytest-html's results table and counters are settled from the verdict before the file is written
+(report/results_table.py), so no test the verdict has as not judged is a green "Passed" row.
 """
 
 from __future__ import annotations
@@ -23,9 +26,13 @@ from typing import Any
 import pytest
 
 from report.html import render_report
+from report.results_table import settle
 
 #: The keys pytest-metadata adds by itself that describe the environment (see the module docstring).
 PYTEST_METADATA_ENVIRONMENT = ("Python", "Platform", "Packages", "Plugins")
+
+#: pytest-html's ReportData (its rows and counters), kept from the one hook that hands it over.
+_HTML_DATA = pytest.StashKey[Any]()
 
 SuiteData = tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any] | None,
                   dict[str, Any] | None]
@@ -61,11 +68,22 @@ def pytest_metadata(metadata: dict[str, Any], config: pytest.Config) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_html_report_title(report: Any) -> None:
+    """The title; and pytest-html's ReportData, whose rows and counters the summary settles from the verdict."""
     report.title = "Inference regression suite"
+    config = getattr(report, "config", None)
+    if config is not None:
+        config.stash[_HTML_DATA] = report
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_html_results_summary(prefix: list[str], summary: list[str], postfix: list[str],
                                 session: pytest.Session) -> None:
+    """The suite's report above pytest-html's summary; then its rows and counters as the verdict has them (called
+    after the verdict is settled: pytest-html writes the file at the end of pytest_sessionfinish)."""
+    from suite.plugin import LEDGER_KEY
+
     records, engines, environment, gate, verdict, run_info = _suite_data(session.config)
     prefix.append(render_report(records, engines, environment, gate, verdict, run_info))
+    data, ledger = session.config.stash.get(_HTML_DATA, None), session.config.stash.get(LEDGER_KEY, None)
+    if data is not None and ledger is not None:
+        settle(data.data["tests"], data.outcomes, {i: c.as_dict() for i, c in ledger.checks.items()})

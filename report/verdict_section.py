@@ -108,10 +108,11 @@ def _counts(verdict: Mapping[str, Any]) -> str:
     text = '<p class="counts"><b>Checks:</b> ' + " &middot; ".join(items) + "."
     if accepted:
         text += " Accepted not-judged reasons: " + ", ".join(f"<code>{escape(str(a))}</code>" for a in accepted) + "."
-    return text + ('</p><p class="note counts-note">These count the suite\'s checks; pytest-html\'s counters below '
-                   "count pytest outcomes and can differ: a test pytest passed is not judged here when, e.g., its "
-                   "engine computed in another precision (precision-not-run), and a skip is not judged, with its "
-                   "reason.</p>")
+    return text + ('</p><p class="note counts-note">pytest-html\'s results table below shows each check as counted '
+                   "here (report/results_table.py): a test pytest passed whose check was not judged (busy, "
+                   "precision-not-run, ...) is a &quot;Not judged&quot; row, with its reason; skips with the same "
+                   "reason and words are one row that counts them; its &quot;Errors&quot; are failures in setup "
+                   "or teardown (a check whose test passed and whose teardown failed has both rows).</p>")
 
 
 def _reason_status(reason: str, ok: bool, stopped: bool) -> str:

@@ -757,6 +757,17 @@ class _VerdictPlugin:
             elif report.when == "call" and report.passed:
                 seen["passed"] += 1
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_report_teststatus(self, report: pytest.TestReport) -> tuple[str, str, Any] | None:
+        """A test whose check ended not judged is counted 'not judged' in pytest's stats line and shown so (-v's word,
+        the progress letter 's' for a skip, 'n' for a test that ran while its gate could not judge), never 'passed'
+        or 'skipped': the line's counts are the verdict's. Only the terminal's category: the report's outcome, which
+        the ledger and pytest-xdist read, is pytest's."""
+        check = verdict.check_of_report(report)
+        if check is None or check.state != verdict.NOT_JUDGED:
+            return None
+        return verdict.NOT_JUDGED, "s" if report.skipped else "n", ("NOT JUDGED", {"yellow": True})
+
     def _strict_known_failures(self, ledger: verdict.Ledger) -> None:
         """An entry none of whose tests failed as declared (and some passed): the engine was fixed."""
         for key, seen in sorted(self.known.items()):
@@ -787,6 +798,7 @@ class _VerdictPlugin:
         _take_benchmark_regressions(config, ledger)
         _required_engines_judged(config.stash[_RUN_KEY], ledger)
         self._strict_known_failures(ledger)
+        _count_as_the_verdict(config, ledger)
         session.exitstatus = ledger.exit_status(int(session.exitstatus))
         config._suite_verdict = ledger.as_dict()  # type: ignore[attr-defined]  # read by report/plugin.py
         config._suite_run_info = run_info(config)  # type: ignore[attr-defined]
@@ -883,6 +895,21 @@ def _interrupted_while_writing(config: pytest.Config, why: str) -> None:
                             + (f"the HTML report {html} may be missing or old; " if html else "")
                             + "the verdict below stands for the tests; the exit status is 2 (interrupted)",
                             yellow=True)
+
+
+def _count_as_the_verdict(config: pytest.Config, ledger: verdict.Ledger) -> None:
+    """A test pytest counted 'passed' whose check a comparison made after the last test left not judged
+    (pytest-benchmark's compare: a case the compared run lacks) is counted 'not judged' in the stats line printed
+    next, as the verdict has it (pytest_report_teststatus counted the others as they came)."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None:
+        return
+    passed = reporter.stats.get("passed", [])
+    late = [r for r in passed if r.when == "call" and r.nodeid in ledger.checks
+            and ledger.checks[r.nodeid].state == verdict.NOT_JUDGED]
+    if late:
+        reporter.stats["passed"] = [r for r in passed if r not in late]
+        reporter._add_stats(verdict.NOT_JUDGED, late)  # pytest's own bookkeeping: the line's colour follows
 
 
 def _required_engines_judged(state: RunState, ledger: verdict.Ledger) -> None:

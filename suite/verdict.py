@@ -14,8 +14,11 @@ fact (an interruption, pytest-benchmark's own compare). Its state:
   not run. A *known failure* (declared in the config: the figures that fail, on which outputs, and the
   pattern of its message) that fails as declared, and in no other way, is counted apart and does not fail the run;
 * ``not judged``: it did not produce a verdict, for one of ``REASONS``. A run with a not-judged
-  check exits non-zero unless the user accepted that reason by name (``--accept-not-judged``, or
-  ``[run] accept_not_judged`` in the config). A run that judged nothing never exits 0.
+  check exits ``EXIT_NOT_JUDGED`` (75) unless the user accepted that reason by name (``--accept-not-judged``,
+  or ``[run] accept_not_judged`` in the config). A run that judged nothing never exits 0.
+
+The exit status tells CI which, without reading the output: 1 (pytest's "tests failed") for a failed run, 75 for
+one that could not judge (retry it; a failure outranks it), and pytest's own codes for the rest (``EXIT_STATUS``).
 
 Skips carry their reason code in the message (``not judged (unavailable): ...``), so the verdict
 reads the same from a test report in this process and from one sent by a pytest-xdist worker.
@@ -50,6 +53,13 @@ REASONS: dict[str, str] = {
 #: Reasons that say the check's engine could not run here at all, as opposed to those where it ran (a gate could
 #: not decide, or it ran in another precision) and to 'interrupted', where the run stopped before it could tell.
 STRUCTURAL_REASONS = frozenset({"unsupported", "unavailable", "no-data", "skipped"})
+
+#: The exit status of each verdict. CI must tell a run that could not judge (retry it) from one that failed (page
+#: someone) without parsing its output, so not judged has a code of its own: 75, sysexits.h's EX_TEMPFAIL ("try
+#: again later"), far from pytest's own codes (0-6 in pytest 9, 6 being --max-warnings; pytest adds them one by
+#: one). Failed is pytest's 1, "tests failed".
+EXIT_NOT_JUDGED = 75
+EXIT_STATUS: dict[str, int] = {PASSED: 0, FAILED: 1, NOT_JUDGED: EXIT_NOT_JUDGED}
 
 USER_PROPERTY = "suite_check"
 _SKIP_TAG = re.compile(r"not judged \(([a-z0-9-]+)\)")
@@ -112,6 +122,15 @@ class Component:
 def report_component(node: Any, component: Component) -> None:
     """Attach a comparison to a test item; it travels with the item's report (also from xdist workers)."""
     node.user_properties.append((USER_PROPERTY, component.as_dict()))
+
+
+def check_of_report(report: Any) -> Check | None:
+    """The check as this one test report leaves it, by the ledger's own rules (its outcome, then the comparisons
+    it carries); None for a report that is no verdict (a setup or teardown that passed). What pytest's terminal
+    shows for each report, so that it never counts 'passed' what the verdict has as not judged."""
+    one = Ledger()
+    one.add_report(report)
+    return one.checks.get(report.nodeid)
 
 
 @dataclass
@@ -249,11 +268,15 @@ class Ledger:
         return PASSED, why
 
     def exit_status(self, pytest_status: int) -> int:
-        """pytest's status, raised to 1 (tests failed) when the verdict is not 'passed'. Interrupted (2),
-        internal (3) and usage (4) errors keep their codes; so does 'no tests collected' (5)."""
+        """The run's exit status: the verdict's (``EXIT_STATUS``: 0, 1 failed, 75 not judged) where pytest's is 0.
+        pytest's other codes stand: 1 (a failed collection reaches no check), interrupted (2), internal (3) and
+        usage (4) errors, 'no tests collected' (5). A status settled before (75) is settled again: a failed
+        check added since (a file not written) makes it 1."""
+        if pytest_status == EXIT_NOT_JUDGED:
+            pytest_status = 0
         if pytest_status != 0:
             return pytest_status
-        return 0 if self.outcome()[0] == PASSED else 1
+        return EXIT_STATUS[self.outcome()[0]]
 
     def as_dict(self) -> dict[str, Any]:
         verdict, why = self.outcome()

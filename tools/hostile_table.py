@@ -31,6 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from suite.verdict import EXIT_NOT_JUDGED  # noqa: E402
 from tests.selftest.test_hostile_inputs import CASES, Case, Result, headline, problems, run_corpus  # noqa: E402
 
 DOC = ROOT / "docs" / "reliability.md"
@@ -45,7 +46,7 @@ def status(case: Case, result: Result, found: list[str]) -> str:
         return "**fixed?** meets its expectation: remove the xfail"
     if found:
         return "**REGRESSION**: " + "; ".join(found)
-    if case.exit == 1 and "NOT JUDGED" in result.stdout:
+    if case.exit == EXIT_NOT_JUDGED:
         return "ok: not judged, saying why"
     return {4: "ok: one start-up error", 0: "ok: passes"}.get(case.exit, "ok: fails, naming it")
 

@@ -53,11 +53,11 @@ def _cpu_hogs(n: int = 2) -> Iterator[None]:
 
 @pytest.mark.timing  # CPU hogs: its outcome depends on the load now and when the shared baseline was saved
 def test_a_slowdown_measured_busy_is_re_measured_and_then_not_judged(suite_baseline: Path) -> None:
-    """main: '+50.0% ... busy', 'cases: 2 busy', exit 0. Now: re-measured, still busy, not judged: exit 1."""
+    """main: '+50.0% ... busy', 'cases: 2 busy', exit 0. Now: re-measured, still busy, not judged: exit 75."""
     with _cpu_hogs():
         done = run_suite(suite_baseline, *STEADY, "--latency-baseline", "latest", "--inject-slowdown", "50%",
                          "--latency-busy-retries", "1", tests=LATENCY)
-    assert done.returncode == 1, explain(done)
+    assert done.returncode == verdict.EXIT_NOT_JUDGED, explain(done)
     tail = _tail(done.stdout)
     assert "VERDICT: NOT JUDGED" in tail and "not judged (busy, NOT accepted): 2" in tail, explain(done)
     assert "in each of 2 attempt(s)" in tail, explain(done)
@@ -77,7 +77,7 @@ def test_a_busy_baseline_is_shown_and_cannot_pass_an_improvement(suite_baseline:
     # The limit sits between the baseline's 90% and what a quiet (or moderately shared) machine shows now.
     done = run_suite(suite_baseline, *STEADY, "--latency-baseline", str(busy), "--latency-busy-limit", "85%",
                      tests=LATENCY)
-    assert done.returncode == 1, explain(done)
+    assert done.returncode == verdict.EXIT_NOT_JUDGED, explain(done)
     out = done.stdout
     assert "2 of the baseline's cases were saved busy" in out, explain(done)
     assert "busy (baseline)" in out and "/ 90%" in out, explain(done)
@@ -404,7 +404,8 @@ def test_benchmark_compare_fail_against_a_run_without_these_cases_judges_nothing
     done = run_suite(tmp_path, "--models", "steady,tiny", "--latency-rounds", "10", "--latency-busy-limit", "100%",
                      "--benchmark-compare=0001", "--benchmark-compare-fail=median:50%", tests=LATENCY)
     tail = _tail(done.stdout)
-    assert done.returncode == 1 and "not judged (no-baseline, NOT accepted): 4" in tail, explain(done)
+    assert done.returncode == verdict.EXIT_NOT_JUDGED, explain(done)
+    assert "not judged (no-baseline, NOT accepted): 4" in tail, explain(done)
     assert "the compared run (0001) has no case named" in tail and "tiny-torch-fp32" in tail, explain(done)
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from suite import fleet
+from suite.verdict import EXIT_NOT_JUDGED
 from tests.selftest.suite_runs import ROOT, explain, run_suite
 
 pytestmark = pytest.mark.selftest
@@ -115,7 +116,7 @@ def test_two_workers_leave_one_result_of_every_kind(tmp_path: Path) -> None:
     # machine's two cores saved every case busy, which the run then says; it does not say 'no baseline'.)
     gated = run_suite(tmp_path, "--models", "steady", "--latency-baseline", str(saved[0]), "--latency-rounds", "12",
                       tests=TESTS[:1])
-    assert gated.returncode in (0, 1), explain(gated)
+    assert gated.returncode in (0, 1, EXIT_NOT_JUDGED), explain(gated)
     assert "latency gate coverage: 2 of 2 cases have a baseline; 0 without baseline; 4 baseline cases absent" \
         in gated.stdout, explain(gated)
     counts = re.search(r"^cases: (.*)$", gated.stdout, flags=re.M)

@@ -42,6 +42,7 @@ from pathlib import Path
 
 import pytest
 
+from suite.verdict import EXIT_NOT_JUDGED
 from tests.selftest.suite_runs import ROOT, Forker, make_unwritable, run_suite, shared_forker, suite_args
 
 pytestmark = pytest.mark.selftest
@@ -191,7 +192,7 @@ def failing(checks: int) -> int:
 class Case:
     """One bad input and what the user must see.
 
-    ``exit``: the expected exit code (0 passed, 1 a check failed or was not judged, 4 a usage error).
+    ``exit``: the expected exit code (0 passed, 1 a check failed, 75 a check was not judged, 4 a usage error).
     ``says``: regular expressions the output must hold (the key or option, the model, the figures).
     ``lines``: the budget. ``quiet``: no test may run (default: for exit 4, a start-up error stops the run
     before any check). ``check``: more problems to look for. ``shows``: the line the table quotes (a regular
@@ -708,7 +709,8 @@ CASES: list[Case] = [
            says=(r"\[models\.m\]\.accuracy_dataset = '\S+:label_mismatch': 63 labels for 64 rows",)),
     Case("no-accuracy-dataset", "a model without labels, tests/accuracy run, `no-data` not accepted",
          Run("no-accuracy-dataset", config(head={"run": 'requires = ["torch", "onnxruntime"]'}), tests=(ACCURACY,)),
-         1, (r"VERDICT: NOT JUDGED", r"test_top1_top5\[m\]: m declares no accuracy_dataset"), lines=PASSING),
+         EXIT_NOT_JUDGED, (r"VERDICT: NOT JUDGED", r"test_top1_top5\[m\]: m declares no accuracy_dataset"),
+         lines=PASSING),
     _usage("accuracy-dataset-unlabelled", "an accuracy_dataset without labels",
            config(accuracy_dataset=f'"{H}:unlabelled"'),
            says=(r"\[models\.m\]\.accuracy_dataset = '\S+:unlabelled': the dataset has no labels",)),

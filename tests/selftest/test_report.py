@@ -831,7 +831,8 @@ def test_first_screen_failed_and_unaccepted_open_accepted_folded_and_grouped_wit
             "latency-graph needs CUDA graphs).") in line
     assert "onnxruntime" not in line  # its cells ran (records), even with a busy case
     assert section.index('class="counts"') < section.index('class="not-tested"') < section.index("Failed checks")
-    assert "pytest-html's counters below count pytest outcomes" in _one(r'<p class="note counts-note">.*?</p>', section)
+    note = _one(r'<p class="note counts-note">.*?</p>', section)
+    assert "shows each check as counted here" in note and "is a &quot;Not judged&quot; row" in note
 
 
 def test_pytest_html_environment_block_is_run_metadata_and_versions_read_as_versions() -> None:

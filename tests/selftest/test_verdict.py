@@ -1,5 +1,6 @@
 """The run's verdict (suite/verdict.py): every check ends passed, failed or not judged, and a run that did
-not judge everything, or judged nothing, does not exit 0 unless the user accepted the reason by name."""
+not judge everything, or judged nothing, does not exit 0 unless the user accepted the reason by name. It exits
+1 when a check failed and 75 (EXIT_NOT_JUDGED) when it could not judge, so CI tells the two apart."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 import pytest
 
 from suite import verdict
-from suite.verdict import FAILED, NOT_JUDGED, PASSED, Component, Ledger
+from suite.verdict import EXIT_NOT_JUDGED, FAILED, NOT_JUDGED, PASSED, Component, Ledger
 
 pytestmark = pytest.mark.selftest
 
@@ -31,7 +32,7 @@ def test_all_passed_is_green() -> None:
 
 
 def test_a_not_judged_check_fails_the_run_unless_its_reason_is_accepted() -> None:
-    for accepted, status in (((), 1), (("busy",), 1), (("unavailable",), 0)):
+    for accepted, status in (((), EXIT_NOT_JUDGED), (("busy",), EXIT_NOT_JUDGED), (("unavailable",), 0)):
         ledger = Ledger(accepted=accepted)
         ledger.add_report(_report("t::a", "passed"))
         ledger.add_report(_skip("t::b", verdict.skip_message("unavailable", "tensorrt is not installed")))
@@ -44,14 +45,15 @@ def test_a_plain_skip_is_not_judged_for_an_unnamed_reason() -> None:
     ledger = Ledger(accepted=tuple(r for r in verdict.REASONS if r != "skipped"))
     ledger.add_report(_report("t::a", "passed"))
     ledger.add_report(_skip("t::b", "some reason nobody classified"))
-    assert ledger.checks["t::b"].reason == "skipped" and ledger.exit_status(0) == 1
+    assert ledger.checks["t::b"].reason == "skipped" and ledger.exit_status(0) == EXIT_NOT_JUDGED
 
 
 def test_nothing_judged_is_never_green_even_with_every_reason_accepted() -> None:
     ledger = Ledger(accepted=tuple(verdict.REASONS))
     ledger.add_report(_skip("t::a", verdict.skip_message("unsupported", "torch has no int8")))
     state, why = ledger.outcome()
-    assert state == NOT_JUDGED and any("nothing was judged" in w for w in why) and ledger.exit_status(0) == 1
+    assert state == NOT_JUDGED and any("nothing was judged" in w for w in why)
+    assert ledger.exit_status(0) == EXIT_NOT_JUDGED
 
 
 def test_a_passing_test_whose_gate_did_not_judge_is_not_judged() -> None:
@@ -60,7 +62,7 @@ def test_a_passing_test_whose_gate_did_not_judge_is_not_judged() -> None:
     ledger.add_report(_report("t::a", "passed", props=[(verdict.USER_PROPERTY, busy.as_dict())]))
     check = ledger.checks["t::a"]
     assert check.state == NOT_JUDGED and check.reason == "busy" and "others used 80%" in check.detail
-    assert ledger.exit_status(0) == 1
+    assert ledger.exit_status(0) == EXIT_NOT_JUDGED
     accepted = Ledger(accepted=("busy",))
     accepted.add_report(_report("t::a", "passed", props=[(verdict.USER_PROPERTY, busy.as_dict())]))
     accepted.add_report(_report("t::b", "passed"))
@@ -73,6 +75,30 @@ def test_a_failure_wins_over_everything_and_keeps_pytests_other_codes() -> None:
     ledger.add_report(_report("t::a", "failed", when="teardown", longrepr="E   boom"))
     assert ledger.checks["t::a"].state == FAILED and ledger.exit_status(0) == 1
     assert ledger.exit_status(4) == 4 and ledger.exit_status(2) == 2
+
+
+def test_failed_exits_1_not_judged_75_and_pytests_own_codes_stand() -> None:
+    """CI retries a run that could not judge and pages someone for one that failed: the two exit apart, a
+    failure outranks not judged, and 75 collides with none of pytest's codes (0-6; 6 is --max-warnings), which
+    stand."""
+    assert EXIT_NOT_JUDGED == 75 and EXIT_NOT_JUDGED not in {int(code) for code in pytest.ExitCode}
+    assert verdict.EXIT_STATUS == {PASSED: 0, FAILED: int(pytest.ExitCode.TESTS_FAILED), NOT_JUDGED: 75}
+    busy = Ledger()
+    busy.add("t::a", PASSED)
+    busy.add("t::b", NOT_JUDGED, "busy", "others used 80%")
+    assert busy.exit_status(0) == 75
+    for code in (1, 2, 3, 4, 5, 6):  # a failed collection, interrupted, internal, usage, nothing collected, warnings
+        assert busy.exit_status(code) == code
+    # settled again after a run-level failure (the HTML report not written): 75 becomes 1, and 1 stays
+    busy.add("the HTML report written", FAILED, detail="No space left on device")
+    assert busy.exit_status(busy.exit_status(0)) == 1 and busy.exit_status(75) == 1
+    both = Ledger()
+    both.add("t::a", FAILED, detail="cosine 0.5")
+    both.add("t::b", NOT_JUDGED, "busy", "others used 80%")
+    assert both.exit_status(0) == 1
+    passed = Ledger()
+    passed.add("t::a", PASSED)
+    assert passed.exit_status(0) == 0 and passed.exit_status(75) == 0
 
 
 def test_a_known_failure_as_declared_is_counted_apart_and_does_not_fail_the_run() -> None:
@@ -185,7 +211,7 @@ def test_only_a_reason_named_is_accepted_busy_included() -> None:
         ledger.add("t::b", PASSED)
         ledger.add_component("t::b", Component("latency gate x", NOT_JUDGED, "busy", "others used 80%"))
         assert ledger.outcome()[0] == state, accepted
-        assert ledger.exit_status(0) == (0 if state == PASSED else 1)
+        assert ledger.exit_status(0) == (0 if state == PASSED else EXIT_NOT_JUDGED)
         assert list(ledger.unaccepted()) == ([] if state == PASSED else ["busy"])
 
 
@@ -289,6 +315,24 @@ def test_a_component_travels_on_the_test_report_and_back() -> None:
     ledger = Ledger()
     ledger.add_report(_report("t::a", "passed", props=node.user_properties))
     assert ledger.checks["t::a"].components == [component]
+
+
+def test_one_reports_check_is_the_one_the_ledger_makes_of_it() -> None:
+    """What pytest's terminal shows for a report (suite/plugin.py's pytest_report_teststatus): the ledger's own
+    reading of that report alone, None for a report that is no verdict."""
+    busy = Component("latency gate m-torch-fp32-bs1-all", NOT_JUDGED, "busy", "others used 80%")
+    for report in (_report("t::a", "passed", props=[(verdict.USER_PROPERTY, busy.as_dict())]),
+                   _report("t::b", "passed"), _skip("t::c", verdict.skip_message("unavailable", "no tensorrt")),
+                   _report("t::d", "failed", longrepr="E   boom"),
+                   _report("t::e", "skipped", wasxfail="known failure: ort fusions")):
+        ledger = Ledger()
+        ledger.add_report(report)
+        check = verdict.check_of_report(report)
+        assert check is not None and check.as_dict() == ledger.checks[report.nodeid].as_dict(), report
+    check = verdict.check_of_report(_report("t::a", "passed", props=[(verdict.USER_PROPERTY, busy.as_dict())]))
+    assert check is not None and (check.state, check.reason) == (NOT_JUDGED, "busy")
+    assert verdict.check_of_report(_report("t::f", "passed", when="setup")) is None
+    assert verdict.check_of_report(_report("t::f", "passed", when="teardown")) is None
 
 
 def test_skip_raises_pytests_skip_with_the_reason_code_first() -> None:

@@ -299,6 +299,8 @@ def test_first_night_then_the_gates_start_and_only_passing_nights_are_kept(tmp_p
     nights.gated_run()
     kept, said = nights.promote(exit_code=1)
     assert not kept and "the run failed (exit 1)" in said and nights.kept() == ["0001_nightly.json"]
+    kept, said = nights.promote(exit_code=verdict.EXIT_NOT_JUDGED)  # a night that could not judge: not kept either
+    assert not kept and "the run could not judge (exit 75)" in said and nights.kept() == ["0001_nightly.json"]
     while len(nights.kept()) < min_runs:  # the latency gate waits for min_runs kept nights
         out, notes = nights.baselines()
         assert out["latency"] == "" and "not gated yet" in notes

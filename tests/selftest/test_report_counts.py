@@ -1,0 +1,284 @@
+"""Every count agrees with the verdict (issue 24): a test whose check was not judged is never shown as passed,
+neither in pytest's stats line (its category, word and letter) nor in pytest-html's rows and counters, in one
+process and under pytest-xdist; and identical skips are one row of the HTML report, with their count."""
+
+from __future__ import annotations
+
+import html as htmllib
+import json
+import re
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from report.results_table import NOT_JUDGED_LABEL, settle
+from suite import verdict
+from suite.plugin import _VerdictPlugin
+from suite.verdict import FAILED, NOT_JUDGED, PASSED, Component, Ledger
+from tests.selftest.suite_runs import ROOT, explain, run_suite
+from tests.selftest.test_report import CHROMIUM, _chromium, _rendered_rows
+
+pytestmark = pytest.mark.selftest
+
+BUSY = Component("latency gate m-torch-fp32-bs1-all", NOT_JUDGED, "busy", "others used 80%")
+TRT = verdict.skip_message("unsupported", "TensorRT needs a CUDA device")
+
+
+def _report(nodeid: str, outcome: str, when: str = "call", **extra: Any) -> SimpleNamespace:
+    """A test report as the ledger and pytest's terminal read it (also one sent by an xdist worker)."""
+    props = extra.pop("props", [])
+    longrepr = extra.pop("longrepr", None)
+    return SimpleNamespace(nodeid=nodeid, outcome=outcome, when=when, longrepr=longrepr,
+                           longreprtext=str(longrepr or ""), user_properties=props, passed=outcome == "passed",
+                           skipped=outcome == "skipped", failed=outcome == "failed", **extra)
+
+
+def _skip(nodeid: str, message: str) -> SimpleNamespace:
+    return _report(nodeid, "skipped", "setup", longrepr=("file.py", 1, f"Skipped: {message}"))
+
+
+# =========================================================================== pytest's stats line
+
+
+def test_a_test_whose_check_was_not_judged_is_counted_not_judged_never_passed() -> None:
+    """pytest's category for each report is the verdict's: a test that passed while its gate could not judge is
+    'not judged' (letter n), a skip is 'not judged' (letter s); what the verdict judged keeps pytest's own status
+    (None: pytest's hooks decide), and so does a known failure (xfailed)."""
+    status = _VerdictPlugin(config=None).pytest_report_teststatus  # type: ignore[arg-type]
+    busy = _report("t::a", "passed", props=[(verdict.USER_PROPERTY, BUSY.as_dict())])
+    assert status(busy) == (NOT_JUDGED, "n", ("NOT JUDGED", {"yellow": True}))  # type: ignore[arg-type]
+    assert status(_skip("t::b", TRT)) == (NOT_JUDGED, "s", ("NOT JUDGED", {"yellow": True}))  # type: ignore[arg-type]
+    assert status(_skip("t::c", "a plain skip")) is not None  # type: ignore[arg-type]  # not judged (skipped)
+    ok = Component("drift gate x", PASSED, None, "within")
+    for judged in (_report("t::d", "passed"), _report("t::d", "passed", props=[(verdict.USER_PROPERTY, ok.as_dict())]),
+                   _report("t::e", "failed", longrepr="E   boom"),
+                   _report("t::f", "failed", props=[(verdict.USER_PROPERTY, BUSY.as_dict())]),  # a failure wins
+                   _report("t::g", "skipped", wasxfail="known failure: ort fusions"),
+                   _report("t::a", "passed", when="setup"), _report("t::a", "passed", when="teardown")):
+        assert status(judged) is None, judged  # type: ignore[arg-type]
+
+
+# =========================================================================== pytest-html's rows and counters
+
+
+def _row(nodeid: str, result: str, when: str = "call", log: str = "No log output captured.") -> dict[str, Any]:
+    """A row as pytest-html 4 stores it (ReportData.data["tests"][nodeid])."""
+    test_id = nodeid if when == "call" else f"{nodeid}::{when}"
+    return {"extras": [], "result": result, "testId": test_id, "duration": "3 ms", "log": log,
+            "resultsTableRow": [f'<td class="col-result">{result}</td>', f'<td class="col-testId">{test_id}</td>',
+                                '<td class="col-duration">3 ms</td>', '<td class="col-links"></td>']}
+
+
+def _outcomes() -> dict[str, dict[str, Any]]:
+    """pytest-html 4's counters (ReportData.outcomes), before the settling counts them again."""
+    return {k: {"label": label, "value": 99} for k, label in (
+        ("failed", "Failed"), ("passed", "Passed"), ("skipped", "Skipped"), ("xfailed", "Expected failures"),
+        ("xpassed", "Unexpected passes"), ("error", "Errors"), ("rerun", "Reruns"), ("retried", "Retried"))}
+
+
+def _cell(row: dict[str, Any], column: str) -> str:
+    match = re.search(rf'<td class="col-{column}">(.*?)</td>', "".join(row["resultsTableRow"]))
+    assert match, row
+    return match.group(1)
+
+
+def test_the_html_table_and_counters_are_the_verdicts() -> None:
+    """A run with a pass, a busy latency case, identical skips, one other skip, a failure in call, one in setup,
+    a known failure, a required engine that never ran and two tests an interruption left unrun: every row says
+    what the verdict says, identical skips are one row, and the counters are the verdict's counts."""
+    ledger = Ledger()
+    reports = [_report("t::pass", "passed"), _report("t::busy", "passed", props=[(verdict.USER_PROPERTY,
+                                                                                  BUSY.as_dict())]),
+               *(_skip(f"t::trt{i}", TRT) for i in range(3)),
+               _skip("t::other", verdict.skip_message("unsupported", "torch has no int8 path")),
+               _skip("t::same-words", verdict.skip_message("unavailable", "TensorRT needs a CUDA device")),
+               _report("t::fail", "failed", longrepr="E   isclose 12% < 99%"),
+               _report("t::setup", "failed", when="setup", longrepr="E   no such fixture"),
+               _report("t::known", "skipped", wasxfail="known failure: ort fusions")]
+    for report in reports:
+        ledger.add_report(report)
+    ledger.add("required engine tensorrt", FAILED, detail="tensorrt is required (--engines) and none of its checks "
+                                                          "could run")
+    ledger.mark_interrupted("SIGTERM", ["t::unrun", "t::unrun2"])
+    result_of = {"passed": "Passed", "failed": "Failed", "skipped": "Skipped"}
+    tests: dict[str, list[dict[str, Any]]] = {
+        r.nodeid: [_row(r.nodeid, "Error" if r.when == "setup" and r.failed else "XFailed"
+                        if hasattr(r, "wasxfail") else result_of[r.outcome], r.when)] for r in reports}
+    tests["t::busy"][0]["log"] = "captured: the timed loop's output"
+    outcomes = _outcomes()
+    settle(tests, outcomes, {i: c.as_dict() for i, c in ledger.checks.items()})
+
+    rows = {nodeid: rows[0] for nodeid, rows in tests.items()}
+    busy = rows["t::busy"]
+    assert busy["result"] == "Skipped" and _cell(busy, "result") == "Not judged (busy)"
+    assert busy["log"] == ("not judged (busy): latency gate m-torch-fp32-bs1-all: others used 80%\n\n"
+                           "captured: the timed loop's output")
+    folded = rows["t::trt0"]
+    assert "t::trt1" not in tests and "t::trt2" not in tests and folded["count"] == 3
+    assert _cell(folded, "result") == "Not judged (unsupported)" and _cell(folded, "testId") == "3 tests: t::trt0 ..."
+    assert folded["log"] == htmllib.escape("not judged (unsupported): TensorRT needs a CUDA device\n\n"
+                                           "t::trt0\nt::trt1\nt::trt2") and _cell(folded, "duration") == "9 ms"
+    for alone in ("t::other", "t::same-words"):  # other words, or the same words for another reason: rows apart
+        assert "count" not in rows[alone] and rows[alone]["result"] == "Skipped", alone
+    assert _cell(rows["t::same-words"], "result") == "Not judged (unavailable)"
+    required = rows["required engine tensorrt"]
+    assert required["result"] == "Failed" and _cell(required, "testId") == "required engine tensorrt"
+    assert "none of its checks could run" in required["log"] and _cell(required, "result") == "Failed"
+    unrun = rows["t::unrun"]  # never reported: a row each, folded as skips are
+    assert unrun["result"] == "Skipped" and _cell(unrun, "result") == "Not judged (interrupted)"
+    assert unrun["log"] == "not judged (interrupted): SIGTERM\n\nt::unrun\nt::unrun2" and unrun["count"] == 2
+    assert "t::unrun2" not in tests
+    assert [r["result"] for r in tests["t::known"]] == ["XFailed"]  # the known failure is not added again
+    assert (rows["t::pass"]["result"], rows["t::fail"]["result"], rows["t::setup"]["result"]) == \
+        ("Passed", "Failed", "Error")
+    assert not [n for n, r in rows.items() if r["result"] == "Passed" and ledger.checks[n].state != PASSED]
+
+    counts = ledger.as_dict()["counts"]
+    value = {k: o["value"] for k, o in outcomes.items()}
+    assert value["passed"] == counts["passed"] == 1
+    assert value["skipped"] == sum(counts["not_judged"].values()) == 8 and outcomes["skipped"]["label"] == \
+        NOT_JUDGED_LABEL
+    assert value["failed"] + value["error"] == counts["failed"] == 3
+    assert value["xfailed"] == counts["known_failures"] == 1 and value["xpassed"] == value["rerun"] == 0
+
+
+def test_a_row_pytest_html_never_saw_has_its_columns_and_others_left_empty() -> None:
+    """A row added for a run-level check takes an existing row's cells (a plugin may add columns), emptied."""
+    tests = {"t::a": [_row("t::a", "Passed")]}
+    tests["t::a"][0]["resultsTableRow"].append('<td class="col-owner">team <b>A</b></td>')
+    ledger = Ledger()
+    ledger.add("t::a", PASSED)
+    ledger.add("pytest-benchmark --benchmark-compare-fail: t::a (0001)", FAILED, detail="Performance has regressed")
+    outcomes = _outcomes()
+    settle(tests, outcomes, {i: c.as_dict() for i, c in ledger.checks.items()})
+    added = tests["pytest-benchmark --benchmark-compare-fail: t::a (0001)"][0]
+    assert added["resultsTableRow"] == ['<td class="col-result">Failed</td>',
+                                        '<td class="col-testId">pytest-benchmark --benchmark-compare-fail: t::a '
+                                        '(0001)</td>', '<td class="col-duration">0 ms</td>',
+                                        '<td class="col-links"></td>', '<td class="col-owner"></td>']
+    assert tests["t::a"][0]["resultsTableRow"][0] == '<td class="col-result">Passed</td>'  # untouched
+    assert (outcomes["passed"]["value"], outcomes["failed"]["value"], outcomes["skipped"]["value"]) == (1, 1, 0)
+
+
+# =========================================================================== a real run, in one process and under xdist
+
+
+def _pytest_html(path: Path) -> tuple[dict[str, list[dict[str, Any]]], dict[str, int], dict[str, str]]:
+    """The rows (pytest-html's data blob), the counters and their labels of a written report."""
+    text = path.read_text()
+    blob = re.search(r'data-jsonblob="([^"]*)"', text)
+    assert blob, path
+    counters = re.findall(r'<span class="(\w+)">(\d+) ([^<,]*),?</span>', text)
+    return (json.loads(htmllib.unescape(blob.group(1)))["tests"], {k: int(n) for k, n, _ in counters},
+            {k: label for k, _, label in counters})
+
+
+def _stats_line(stdout: str) -> dict[str, int]:
+    """pytest's stats line, as {category: count}, its tests' categories only (not warnings)."""
+    line = re.findall(r"^=* ?((?:\d+ [a-z ]+(?:, )?)+) in [\d.]+s", stdout, flags=re.M)
+    assert line, stdout[-3000:]
+    return {word: int(n) for n, word in re.findall(r"(\d+) ([a-z ]+?)(?:,|$)", line[-1])
+            if word not in ("warning", "warnings")}
+
+
+@pytest.fixture(scope="module")
+def not_judged_runs(suite_baseline: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The same NOT JUDGED run of the tiny config twice, in one process and with -n 2: latency cases that ran
+    but were not timed against a latency baseline (not judged, benchmark-disabled), identical skips (the
+    device-resident path on a CPU), checks that passed (accuracy, parity) and an accepted skip (no-data)."""
+    out = tmp_path_factory.mktemp("counts")
+    base = next((suite_baseline / "benchmarks").rglob("0001_base.json"))
+    runs: dict[str, Any] = {}
+    for name, extra in (("one process", ()), ("xdist", ("-n", "2"))):
+        results, report = out / f"{name}.json", out / f"{name}.html"
+        done = run_suite(suite_baseline, "--models", "steady,tiny", "--latency-paths", "all,model",
+                         "--latency-batch-sizes", "1", "--benchmark-disable", "--latency-baseline", str(base),
+                         "--suite-results", str(results), "--html", str(report), "--self-contained-html", *extra)
+        assert results.exists() and report.exists(), explain(done)
+        runs[name] = (done, json.loads(results.read_text())["verdict"], *_pytest_html(report), report)
+    return runs
+
+
+@pytest.mark.parametrize("name", ["one process", "xdist"])
+def test_a_not_judged_run_counts_as_its_verdict_on_the_terminal_and_in_the_report(
+        not_judged_runs: dict[str, Any], name: str) -> None:
+    done, found, rows, counters, labels, _ = not_judged_runs[name]
+    assert done.returncode == verdict.EXIT_NOT_JUDGED and found["verdict"] == NOT_JUDGED, explain(done)
+    counts = found["counts"]
+    not_judged = sum(counts["not_judged"].values())
+    assert counts["passed"] > 0 and counts["failed"] == 0 and not_judged >= 6, found
+    assert set(counts["not_judged"]) == {"benchmark-disabled", "unsupported", "no-data"}, found
+    # the terminal: pytest's stats line is the verdict's counts, above the verdict block
+    assert _stats_line(done.stdout) == {"passed": counts["passed"], "not judged": not_judged}, explain(done)
+    assert f"checks: {counts['passed']} passed, 0 failed, {not_judged} not judged" in done.stdout
+    # the report: its counters are the verdict's, and no check the verdict has as not judged is a Passed row
+    assert counters["passed"] == counts["passed"] and counters["skipped"] == not_judged, (counters, counts)
+    assert counters["failed"] == counters["error"] == counters["xfailed"] == 0 and labels["skipped"] == NOT_JUDGED_LABEL
+    states = found["states"]
+    shown = {nodeid: row for nodeid, group in rows.items() for row in group}
+    ran_not_judged = [n for n, s in states.items() if s == "not judged (benchmark-disabled)"]
+    assert len(ran_not_judged) == 3, states  # steady-torch, tiny-torch, tiny-onnxruntime: ran, not timed
+    for nodeid, row in shown.items():
+        state = states[nodeid]
+        want = "Passed" if state == PASSED else "Skipped"
+        assert row["result"] == want, (nodeid, state, row["result"])
+        assert ('<td class="col-result">Passed</td>' in row["resultsTableRow"]) == (state == PASSED), (nodeid, row)
+    # identical skips (the device-resident path of every CPU cell) are one row, counting and listing them
+    folded = [row for row in shown.values() if row.get("count")]
+    assert len(folded) == 1 and folded[0]["count"] == 3, folded
+    assert "not judged (unsupported): latency-model keeps tensors on a CUDA device; cpu has none" in folded[0]["log"]
+    assert sum(row.get("count", 1) for row in shown.values()) == len(states)
+
+
+def test_xdist_leaves_the_verdict_and_every_count_as_in_one_process(not_judged_runs: dict[str, Any]) -> None:
+    one, xdist = not_judged_runs["one process"], not_judged_runs["xdist"]
+    assert one[1]["states"] == xdist[1]["states"] and one[1]["counts"] == xdist[1]["counts"]
+    assert _stats_line(one[0].stdout) == _stats_line(xdist[0].stdout)
+    assert one[3] == xdist[3]  # the HTML counters
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason=verdict.skip_message(
+    "unavailable", "chromium is not installed (apt-get install chromium; .ci/run does)"))
+def test_a_not_judged_run_renders_no_passed_row_for_a_check_not_judged(not_judged_runs: dict[str, Any],
+                                                                        tmp_path: Path) -> None:
+    """The report as a browser shows it, after pytest-html's scripts built the table: each row's class (its
+    colour, filter and sort) is its check's (passed, or not judged: pytest-html's 'skipped'), its first cell
+    says 'Not judged' with the reason, and the counters are the verdict's."""
+    _, found, _, _, _, report = not_judged_runs["one process"]
+    dom = _chromium(tmp_path, _rendered_rows, "--virtual-time-budget=5000", "--dump-dom", report.as_uri()).stdout
+    bodies = re.findall(r'<tbody class="results-table-row (\w+)" id="([^"]*)">(.*?)</tbody>', dom, flags=re.S)
+    assert len(bodies) == len(found["states"]) - 2, bodies  # 3 identical skips in one row
+    for row_class, test_id, body in bodies:
+        result = re.search(r'<td class="col-result[^"]*">(.*?)</td>', body)
+        assert result, body
+        nodeid = re.sub(r"^\d+ tests: | \.\.\.$|::setup$", "", htmllib.unescape(test_id))
+        if found["states"][nodeid] == PASSED:
+            assert (row_class, result.group(1)) == ("passed", "Passed"), test_id
+        else:
+            reason = found["states"][nodeid].removeprefix("not judged (").removesuffix(")")
+            assert (row_class, result.group(1)) == ("skipped", f"Not judged ({reason})"), test_id
+    counts = found["counts"]
+    assert f'<span class="passed">{counts["passed"]} Passed,</span>' in dom
+    assert f'<span class="skipped">{sum(counts["not_judged"].values())} Not judged,</span>' in dom
+    assert '<span class="failed">0 Failed,</span>' in dom and '<span class="error">0 Errors,</span>' in dom
+
+
+def test_a_case_the_compared_run_lacks_is_counted_not_judged_after_the_run(tmp_path: Path) -> None:
+    """pytest-benchmark's --benchmark-compare-fail compares after the last test: the cases its compared run lacks
+    were counted passed as they ran and are counted not judged (no-baseline) in the stats line that follows, as
+    the verdict has them, and in the report."""
+    latency = (str(ROOT / "tests" / "latency" / "test_latency.py"),)
+    saved = run_suite(tmp_path, "--models", "steady", "--latency-rounds", "10", "--latency-batch-sizes", "1",
+                      "--benchmark-autosave", tests=latency)
+    assert saved.returncode == 0, explain(saved)
+    report = tmp_path / "report.html"
+    done = run_suite(tmp_path, "--models", "steady,tiny", "--latency-rounds", "10", "--latency-batch-sizes", "1",
+                     "--latency-busy-limit", "100%", "--benchmark-compare=0001", "--benchmark-compare-fail=median:50%",
+                     "--html", str(report), "--self-contained-html", tests=latency)
+    assert done.returncode == verdict.EXIT_NOT_JUDGED, explain(done)
+    assert "not judged (no-baseline, NOT accepted): 2" in done.stdout, explain(done)
+    assert _stats_line(done.stdout) == {"passed": 1, "not judged": 2}, explain(done)
+    _, counters, _ = _pytest_html(report)
+    assert (counters["passed"], counters["skipped"]) == (1, 2), counters
