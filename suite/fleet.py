@@ -246,6 +246,47 @@ class PhaseClock:
         return "other"
 
 
+class Timeline:
+    """When each test's setup, call and teardown ran, and in which worker (the controller's view, from the
+    reports' start and stop): where a worker's wall time went, setup and teardown (engine loads, releases) and
+    idle gaps included, which the phase clock (calls only) does not see."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[str, str, str, float, float]] = []  # nodeid, worker, when, start, stop (epoch s)
+
+    def add(self, report: pytest.TestReport) -> None:
+        start, stop = getattr(report, "start", None), getattr(report, "stop", None)
+        if start is None or stop is None:
+            return
+        gateway = getattr(getattr(report, "node", None), "gateway", None)
+        self.rows.append((report.nodeid, str(getattr(gateway, "id", "main")), report.when, float(start), float(stop)))
+
+    def per_worker(self) -> dict[str, dict[str, float]]:
+        """Each worker's span (first start to last stop), its seconds in setup, call and teardown, and the rest
+        of the span (idle: waiting for work, or between a test's phases)."""
+        out: dict[str, dict[str, float]] = {}
+        for worker in sorted({r[1] for r in self.rows}):
+            rows = [r for r in self.rows if r[1] == worker]
+            span = max(r[4] for r in rows) - min(r[3] for r in rows)
+            spent = {when: sum(r[4] - r[3] for r in rows if r[2] == when) for when in ("setup", "call", "teardown")}
+            out[worker] = {"span_s": round(span, 1), **{f"{k}_s": round(v, 1) for k, v in spent.items()},
+                           "idle_s": round(span - sum(spent.values()), 1)}
+        return out
+
+    def tests(self) -> list[list[Any]]:
+        """One row per test phase: [nodeid, worker, when, start (s after the first), seconds]."""
+        first = min((r[3] for r in self.rows), default=0.0)
+        return [[n, w, when, round(a - first, 3), round(b - a, 4)] for n, w, when, a, b in self.rows]
+
+    def summary(self) -> str | None:
+        workers = self.per_worker()
+        if not workers:
+            return None
+        return "worker time (span: setup, calls, teardown, idle): " + "; ".join(
+            f"{w} {t['span_s']:.1f} s: {t['setup_s']:.1f}, {t['call_s']:.1f}, {t['teardown_s']:.1f}, "
+            f"{t['idle_s']:.1f}" for w, t in workers.items())
+
+
 def work_unit_of(config: pytest.Config) -> Any:
     """``nodeid -> (unit, model)`` for this run's models (suite.lifetime.unit_of_nodeid): the unit is a cell, or
     a model's tests of no cell; (None, None) for a test of no model."""
@@ -291,6 +332,7 @@ class FleetPlugin:
         self.benchmarks: list[dict[str, Any]] = []
         self.is_worker = hasattr(config, "workerinput")
         self._place: Any = None  # nodeid -> (unit, model), made once the session exists
+        self.timeline = Timeline()
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """After every plugin's configure (pytest-benchmark's session exists by now)."""
@@ -349,6 +391,11 @@ class FleetPlugin:
             self.clock.per_unit[unit] = self.clock.per_unit.get(unit, 0.0) + seconds
         self.worker_environments[worker] = data["environment"]
         self.benchmarks.extend(data["benchmarks"])
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if not self.is_worker:
+            self.timeline.add(report)
 
     def phases(self) -> dict[str, float]:
         """Seconds per phase: this process's, or every worker's added up (worker-seconds)."""

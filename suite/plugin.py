@@ -992,6 +992,8 @@ def run_info(config: pytest.Config) -> dict[str, Any]:
             "workers": len(fleet_plugin.worker_phases) or 1,  # type: ignore[union-attr]
             "phases": fleet_plugin.phases(),  # type: ignore[union-attr]
             "worker_seconds": fleet_plugin.worker_seconds(),  # type: ignore[union-attr]
+            "worker_time": fleet_plugin.timeline.per_worker(),  # type: ignore[union-attr]
+            "test_times": fleet_plugin.timeline.tests(),  # type: ignore[union-attr]
             **({"worker_cpus": dict(sorted(fleet_plugin.worker_cpus.items()))}  # type: ignore[union-attr]
                if fleet_plugin.worker_cpus else {}),  # type: ignore[union-attr]
             **({"peak_gpu_memory": memory} if (memory := memory_summary(suite.records)) else {}),
@@ -1045,6 +1047,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
                       + (f" (summed over {len(workers)} workers: " + ", ".join(f"{w} {t:.1f} s" for w, t in
                                                                               workers.items()) + ")"
                          if workers else ""))
+    worker_time = config.pluginmanager.get_plugin("suite-fleet").timeline.summary()  # type: ignore[union-attr]
+    if worker_time:
+        tr.write_line(worker_time)
     cpus = config.pluginmanager.get_plugin("suite-fleet").worker_cpus  # type: ignore[union-attr]
     if cpus:
         tr.write_line("worker CPU shares: " + "; ".join(f"{w} {c['cpus']}, {c['threads'] or 'default'} threads"

@@ -69,7 +69,16 @@ def compare(base: dict[str, Any], other: dict[str, Any], tolerance: float) -> di
         "wall_s": (wall_a, wall_b), "wall_ratio": (wall_b / wall_a) if wall_a and wall_b else None,
         "workers": (base.get("run", {}).get("workers"), other.get("run", {}).get("workers")),
         "memory": memory,
+        "worker_time": (base.get("run", {}).get("worker_time"), other.get("run", {}).get("worker_time")),
+        "test_seconds": (test_seconds(base), test_seconds(other)),
     }
+
+
+def test_seconds(data: dict[str, Any]) -> float | None:
+    """Every test phase's seconds (setup, call, teardown) over all workers: more in the run with more workers is
+    work done twice (a model's module and reference made in each worker that touches it)."""
+    rows = data.get("run", {}).get("test_times")
+    return round(sum(r[4] for r in rows), 1) if rows else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -99,6 +108,11 @@ def main(argv: list[str] | None = None) -> int:
     wall, ratio = result["wall_s"], result["wall_ratio"]
     print(f"wall: {wall[0]} s ({result['workers'][0]} worker(s)) and {wall[1]} s ({result['workers'][1]} worker(s))"
           + (f": {ratio:.2f}x" if ratio is not None else ""))
+    for name, times, total in zip(("base", "other"), result["worker_time"], result["test_seconds"], strict=True):
+        if times:
+            print(f"worker time, {name} (span: setup, calls, teardown, idle; s): " + "; ".join(
+                f"{w} {t['span_s']}: {t['setup_s']}, {t['call_s']}, {t['teardown_s']}, {t['idle_s']}"
+                for w, t in times.items()) + (f"; all test phases {total} s" if total is not None else ""))
     for name in ("base", "other"):
         m = result["memory"][name]
         if m["run_peak_mib"] is not None:

@@ -352,6 +352,26 @@ def test_two_workers_start_on_different_models_and_each_keeps_to_its_own() -> No
     assert {unit_of(i) for i in nodes[0].sent[3:]} == {"a-onnxruntime-fp32"}
 
 
+def test_the_timeline_says_where_each_workers_wall_time_went() -> None:
+    """Setup, call and teardown per worker from the reports' start and stop, and the idle rest of its span: what
+    the phase clock (calls only) cannot tell about a slow two-GPU night."""
+    timeline = fleet.Timeline()
+    phases = [("t::a", "gw0", "setup", 100.0, 101.0), ("t::a", "gw0", "call", 101.0, 105.0),
+              ("t::a", "gw0", "teardown", 105.0, 107.0), ("t::b", "gw0", "call", 110.0, 111.0),
+              ("t::c", "gw1", "call", 102.0, 103.5)]
+    for nodeid, worker, when, start, stop in phases:
+        timeline.add(SimpleNamespace(nodeid=nodeid, when=when, start=start, stop=stop,
+                                     node=SimpleNamespace(gateway=SimpleNamespace(id=worker))))
+    timeline.add(SimpleNamespace(nodeid="t::d", when="call"))  # a report without times is left out
+    assert timeline.per_worker() == {
+        "gw0": {"span_s": 11.0, "setup_s": 1.0, "call_s": 5.0, "teardown_s": 2.0, "idle_s": 3.0},
+        "gw1": {"span_s": 1.5, "setup_s": 0.0, "call_s": 1.5, "teardown_s": 0.0, "idle_s": 0.0}}
+    assert timeline.tests()[0] == ["t::a", "gw0", "setup", 0.0, 1.0] and timeline.tests()[-1][3] == 2.0
+    assert timeline.summary() == ("worker time (span: setup, calls, teardown, idle): gw0 11.0 s: 1.0, 5.0, 2.0, "
+                                  "3.0; gw1 1.5 s: 0.0, 1.5, 0.0, 0.0")
+    assert fleet.Timeline().summary() is None
+
+
 def test_each_worker_gets_its_own_share_of_the_cores() -> None:
     cpus = list(range(32))
     shares = [fleet.cpu_share(cpus, f"gw{i}", 2) for i in range(2)]
