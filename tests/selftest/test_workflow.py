@@ -3,13 +3,21 @@
 actionlint is the real check of the file: syntax, expressions and contexts, action inputs, and shellcheck on
 every run script where shellcheck is installed. Beside it, what actionlint cannot know about this suite:
 
+* the whole GPU tier is one job and one pytest command (no matrix, no shard per model);
 * every ``--option`` of the gate step's pytest command is one that this suite's pytest registers
   (``pytest --help`` lists them all, the plugins' included);
+* the gate step, run as it is with a stand-in for pytest: --models only when a dispatch narrows the run, the
+  baselines it is given, and pytest's exit code as the step's;
 * the accepted not-judged reasons are valid, and keep suite-gpu.toml's (the option replaces the config's);
-* the plan step's one-liner shards suite-gpu.toml by model and refuses an unknown model;
+* the where step, run as it is with a stand-in for nvidia-smi: one engine cache and one baseline folder per GPU
+  model, none per model; a host whose GPUs are of different models is refused;
+* the cache keys name no model, and a GPU model's restore keys reach neither another GPU model's entries
+  (NVIDIA-H200 and NVIDIA-H200-NVL) nor the sharded nightly's per-model ones;
 * the baselines and promote steps, run as they are: the first night has no baselines and says so; a passing
   night is kept; the accuracy gate starts the next night, the latency gate once LATENCY_MIN_RUNS nights are
-  kept; a failing, incomplete or other-branch night is never kept.
+  kept; a failing, incomplete, narrowed or other-branch night is never kept; a GPU model that kept per-model
+  nights under the sharded nightly gates each model's latency against its own until the one-run nights take
+  over.
 
 The run scripts are read from the YAML without PyYAML (not a dependency of the suite) by a small reader of
 this file's layout; where PyYAML happens to be installed, it must read the same scripts.
@@ -30,6 +38,7 @@ from typing import Any
 import pytest
 
 from suite import verdict
+from suite.baselines import load_latency_baselines, resolve_latency_baselines
 from suite.config import load_config
 
 pytestmark = pytest.mark.selftest
@@ -103,6 +112,18 @@ def _steps(job: str) -> list[dict[str, Any]]:
     return [_mapping(item) for item in items]
 
 
+def _jobs() -> list[str]:
+    """The job ids, in order."""
+    lines = WORKFLOW.read_text().splitlines()
+    body, _ = _block(lines, lines.index("jobs:"), 0)
+    return [line.strip().rstrip(":") for line in body if re.fullmatch(r"  [\w-]+:", line)]
+
+
+def _workflow_env() -> dict[str, str]:
+    lines = WORKFLOW.read_text().splitlines()
+    return {k: str(v) for k, v in _mapping(_block(lines, lines.index("env:"), 0)[0]).items()}
+
+
 def _job_env(job: str) -> dict[str, str]:
     lines = WORKFLOW.read_text().splitlines()
     job_lines, _ = _block(lines, lines.index(f"  {job}:"), 2)
@@ -116,16 +137,22 @@ def step(job: str, step_id: str) -> dict[str, Any]:
     return found[0]
 
 
-def run_step(job: str, step_id: str, env: dict[str, str], tmp_path: Path) -> tuple[subprocess.CompletedProcess[str],
-                                                                                    dict[str, str]]:
-    """Run a step's script as the runner does (bash -eo pipefail, in the checkout), with the job's env and ``env``;
-    returns the process and what it wrote to $GITHUB_OUTPUT."""
-    output = tmp_path / f"github-output-{step_id}"
+def run_step(job: str, step_id: str, env: dict[str, str], tmp_path: Path,
+             path_first: Path | None = None) -> tuple[subprocess.CompletedProcess[str], dict[str, str]]:
+    """Run a step's script as the runner does (bash -eo pipefail, in the checkout), with the workflow's, the job's
+    and the step's env, then ``env`` (the test gives what their ``${{ }}`` expressions would); ``path_first``: a
+    folder of stand-ins (nvidia-smi) ahead of PATH. Returns the process and what it wrote to $GITHUB_OUTPUT
+    ($GITHUB_ENV is ``tmp_path/github-env-<step>``)."""
+    output, github_env = tmp_path / f"github-output-{step_id}", tmp_path / f"github-env-{step_id}"
     output.write_text("")
+    github_env.write_text("")
     bindir = str(Path(sys.executable).parent)  # python3 there is this interpreter: tomllib, the suite's packages
-    child = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}", "PY": sys.executable,
-             "PYTHONDONTWRITEBYTECODE": "1", **_job_env("gpu"), **env, "GITHUB_OUTPUT": str(output)}
-    done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step(job, step_id)["run"]],
+    path = os.pathsep.join(str(p) for p in (path_first, bindir, os.environ.get("PATH", "")) if p)
+    script = step(job, step_id)
+    child = {**os.environ, "PATH": path, "PY": sys.executable, "PYTHONDONTWRITEBYTECODE": "1", **_workflow_env(),
+             **_job_env("gpu"), **script.get("env", {}), **env,
+             "GITHUB_OUTPUT": str(output), "GITHUB_ENV": str(github_env)}
+    done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script["run"]],
                           cwd=ROOT, env=child, capture_output=True, text=True, timeout=120)
     values = dict(line.split("=", 1) for line in output.read_text().splitlines() if "=" in line)
     return done, values
@@ -152,13 +179,35 @@ def test_the_reader_matches_pyyaml_where_it_is_installed() -> None:
     except ImportError:
         verdict.skip("unavailable", "PyYAML is not installed; the workflow's own reader is used alone")
     parsed = yaml.safe_load(WORKFLOW.read_text())
-    for job in ("plan", "gpu"):
+    assert _jobs() == list(parsed["jobs"])
+    assert _workflow_env() == {k: str(v) for k, v in parsed["env"].items()}
+    for job in _jobs():
         theirs = [s for s in parsed["jobs"][job]["steps"] if "run" in s]
         ours = [s for s in _steps(job) if "run" in s]
         assert [s["run"] for s in ours] == [s["run"] for s in theirs]
         assert [s.get("env") for s in ours] == [
             {k: str(v) for k, v in s["env"].items()} if "env" in s else None for s in theirs]
     assert _job_env("gpu") == {k: str(v) for k, v in parsed["jobs"]["gpu"]["env"].items()}
+
+
+# =========================================================================== one job, one run
+
+
+GATE_COMMAND = "-m pytest tests/accuracy tests/parity tests/latency -n auto --device=cuda "
+
+
+def test_the_whole_tier_is_one_job_and_one_pytest_command() -> None:
+    """Issue 22: the nightly gate is every model of suite-gpu.toml in ONE pytest run; -n auto spreads its cells
+    over the host's GPUs. No matrix, no plan job, no shard variable."""
+    text = WORKFLOW.read_text()
+    assert not re.search(r"^\s*(strategy|matrix):", text, re.M) and "matrix." not in text, "the gate is not sharded"
+    assert "SHARD" not in text and not re.search(r"^\s*needs:", text, re.M)
+    commands = [(job, s.get("id")) for job in _jobs() for s in _steps(job) if GATE_COMMAND in
+                re.sub(r"\\\n\s*", " ", s.get("run", ""))]
+    assert commands == [("gpu", "gate")], f"expected one gate command, in jobs.gpu step gate: {commands}"
+    assert "--suite-config=\"$SUITE_CONFIG\"" in step("gpu", "gate")["run"]
+    assert _job_env("gpu")["MODELS"] == "${{ inputs.models }}", "the dispatch's narrowing reaches the job as MODELS"
+    assert re.search(r"^  SUITE_CONFIG: suite-gpu\.toml$", text, re.M)
 
 
 # =========================================================================== the gated run
@@ -187,10 +236,53 @@ def test_the_gate_step_uses_only_options_the_suite_registers(pytest_options: set
                    "--suite-results", "--html", "--self-contained-html"):
         assert needed in used, f"the gate step lost {needed}"
     command = re.sub(r"\\\n\s*", " ", script)
-    assert re.search(r'-m pytest tests/accuracy tests/parity tests/latency -n auto --device=cuda ', command)
+    assert GATE_COMMAND in command
     # The job fails with pytest's exit code: kept through tee by pipefail, reported, then returned.
     assert "set -o pipefail" in script and '| tee "$OUT/log.txt" || status=$?' in command
     assert script.rstrip().endswith('exit "$status"')
+
+
+STAND_IN_PYTEST = """#!/bin/bash
+# Stands in for "$PY -m pytest ...": writes its arguments one a line, prints an engine cache line,
+# exits $STAND_IN_EXIT.
+printf '%s\\n' "$@" > "$ARGV_FILE"
+echo "engine cache: 12 hits, 3 builds, 40.0 s building"
+exit "${STAND_IN_EXIT:-0}"
+"""
+
+
+def run_gate(tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess[str], dict[str, str], list[str]]:
+    """The gate step as it is, with a stand-in for the interpreter: the process, its outputs and pytest's argv."""
+    work = tmp_path / "work"
+    (work / "out").mkdir(parents=True, exist_ok=True)
+    stand_in = tmp_path / "python"
+    stand_in.write_text(STAND_IN_PYTEST)
+    stand_in.chmod(0o755)
+    argv = tmp_path / "argv"
+    done, out = run_step("gpu", "gate", {"PY": str(stand_in), "ARGV_FILE": str(argv), "WORK": str(work),
+                                         "OUT": str(work / "out"), "ENGINE_CACHE": str(tmp_path / "engines"),
+                                         "MODELS": "", "LATENCY_BASELINE": "", "ACCURACY_BASELINE": "", **env},
+                         tmp_path)
+    return done, out, argv.read_text().splitlines() if argv.exists() else []
+
+
+def test_the_gate_step_narrows_only_when_asked_and_returns_pytests_exit_code(tmp_path: Path) -> None:
+    done, out, argv = run_gate(tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert argv[:9] == ["-m", "pytest", "tests/accuracy", "tests/parity", "tests/latency", "-n", "auto",
+                        "--device=cuda", f"--suite-config={GPU_CONFIG.name}"]
+    assert not [a for a in argv if a.startswith("--models")], "a scheduled night runs every model"
+    assert not [a for a in argv if a.startswith(("--latency-baseline", "--accuracy-baseline"))], "first night"
+    assert f"--engine-cache={tmp_path / 'engines'}" in argv
+    assert out == {"exit_code": "0", "builds": "3"}
+    assert (tmp_path / "work" / "started").is_file() and "engine cache:" in (tmp_path / "work/out/log.txt").read_text()
+
+    files = f"{tmp_path}/a/0004_nightly.json,{tmp_path}/b/0002_nightly.json"
+    done, out, argv = run_gate(tmp_path, MODELS="resnet18, digits_cnn", LATENCY_BASELINE=files,
+                               ACCURACY_BASELINE="/kept/results.json", STAND_IN_EXIT="1")
+    assert done.returncode == 1 and out["exit_code"] == "1", "the step fails with pytest's exit code"
+    assert [a for a in argv if a.startswith("--models")] == ["--models=resnet18, digits_cnn"]
+    assert f"--latency-baseline={files}" in argv and "--accuracy-baseline=/kept/results.json" in argv
 
 
 def test_the_accepted_reasons_are_valid_and_keep_the_configs() -> None:
@@ -206,12 +298,12 @@ def test_the_accepted_reasons_are_valid_and_keep_the_configs() -> None:
 
 def test_run_scripts_take_inputs_through_env_only() -> None:
     """No ${{ }} inside a script: an input cannot inject shell, and the steps run here as written."""
-    for job in ("plan", "gpu"):
+    for job in _jobs():
         for s in _steps(job):
             assert "${{" not in s.get("run", ""), f"jobs.{job} step {s.get('name') or s.get('id')}: ${{{{ }}}} in run"
 
 
-def test_the_shards_run_on_gpu_runners_and_always_leave_their_evidence() -> None:
+def test_the_gate_job_runs_on_a_gpu_runner_and_always_leaves_its_evidence() -> None:
     text = WORKFLOW.read_text()
     assert "runs-on: [self-hosted, linux, gpu]" in text
     gpu_steps = _steps("gpu")
@@ -222,35 +314,96 @@ def test_the_shards_run_on_gpu_runners_and_always_leave_their_evidence() -> None
     assert "VERDICT:" in summary["run"] and "GITHUB_STEP_SUMMARY" in summary["run"]
 
 
-# =========================================================================== plan
+# =========================================================================== where: one folder per GPU model
+
+FAKE_SMI = """#!/bin/bash
+# Stands in for nvidia-smi --query-gpu=name,driver_version: one line a GPU, from $FAKE_GPUS.
+printf '%s\\n' "$FAKE_GPUS"
+"""
 
 
-def test_the_plan_shards_suite_gpu_toml_by_model(tmp_path: Path) -> None:
-    models = list(tomllib.loads(GPU_CONFIG.read_text())["models"])
-    done, out = run_step("plan", "plan", {"MODELS": "", "SUITE_CONFIG": GPU_CONFIG.name}, tmp_path)
-    assert done.returncode == 0, done.stderr
-    assert json.loads(out["models"]) == models
-    done, out = run_step("plan", "plan", {"MODELS": f" {models[-1]}, {models[0]} ", "SUITE_CONFIG": GPU_CONFIG.name},
-                         tmp_path)
-    assert json.loads(out["models"]) == [models[-1], models[0]]
-    done, out = run_step("plan", "plan", {"MODELS": "no_such_net", "SUITE_CONFIG": GPU_CONFIG.name}, tmp_path)
-    assert done.returncode != 0 and "unknown model(s) ['no_such_net']" in done.stderr and "models" not in out
+def run_where(tmp_path: Path, gpus: str) -> tuple[subprocess.CompletedProcess[str], dict[str, str], dict[str, str]]:
+    """The where step as it is, on a host whose nvidia-smi lists ``gpus``: the process, its outputs, its env."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir(exist_ok=True)
+    (bindir / "nvidia-smi").write_text(FAKE_SMI)
+    (bindir / "nvidia-smi").chmod(0o755)
+    env = {"FAKE_GPUS": gpus, "VAR_CACHE_ROOT": "", "SUITE_CACHE_ROOT": "", "CUDA_VISIBLE_DEVICES": "",
+           "RUNNER_TOOL_CACHE": str(tmp_path / "tool-cache"), "RUNNER_TEMP": str(tmp_path / "runner-temp")}
+    done, out = run_step("gpu", "where", env, tmp_path, path_first=bindir)
+    github_env = (tmp_path / "github-env-where").read_text().splitlines()
+    return done, out, dict(line.split("=", 1) for line in github_env if "=" in line)
+
+
+def test_the_where_step_keeps_one_cache_and_one_baseline_folder_per_gpu_model(tmp_path: Path) -> None:
+    root = tmp_path / "tool-cache" / "inference-suite"
+    done, out, env = run_where(tmp_path, "NVIDIA H100 80GB HBM3, 580.95.05\nNVIDIA H100 80GB HBM3, 580.95.05")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert out["gpu"] == "NVIDIA-H100-80GB-HBM3" and out["gpus"] == "2" and out["driver"] == "580.95.05"
+    assert env["BASELINE_DIR"] == out["baseline_dir"] == str(root / "baselines" / "NVIDIA-H100-80GB-HBM3")
+    assert env["ENGINE_CACHE"] == out["engine_cache"] == str(root / "engine-cache")
+
+    done, out, env = run_where(tmp_path, "NVIDIA H100 80GB HBM3, 580.95.05\nNVIDIA A100-SXM4-80GB, 580.95.05")
+    assert done.returncode == 1 and "this runner sees different GPU models" in done.stdout
+    assert "BASELINE_DIR" not in env and "gpu" not in out
+
+
+def _cache_steps() -> dict[str, dict[str, Any]]:
+    """The actions/cache steps of jobs.gpu by name, each its ``with`` mapping."""
+    return {s["name"]: s["with"] for s in _steps("gpu") if str(s.get("uses", "")).startswith("actions/cache/")}
+
+
+def _render(template: str, gpu: str, run_id: int, driver: str = "580.95.05") -> str:
+    values = {"runner.os": "Linux", "steps.where.outputs.gpu": gpu, "steps.where.outputs.driver": driver,
+              "hashFiles('pyproject.toml', 'setup.sh')": "pins", "github.run_id": str(run_id)}
+
+    def value(match: re.Match[str]) -> str:
+        assert match.group(1) in values, f"a cache key reads {match.group(1)}, which the test does not know"
+        return values[match.group(1)]
+
+    return re.sub(r"\$\{\{ (.+?) \}\}", value, template)
+
+
+def _restores(restore: dict[str, Any], saved: str, gpu: str = "NVIDIA-H200") -> bool:
+    """Whether a restore step of run 7 on ``gpu`` restores the entry saved under ``saved``: actions/cache takes the
+    key itself, else the newest entry that one of the restore keys is a prefix of."""
+    keys = [_render(k, gpu, 7) for k in restore["restore-keys"].splitlines()]
+    return saved == _render(restore["key"], gpu, 7) or any(saved.startswith(k) for k in keys)
+
+
+def test_the_cache_keys_are_per_gpu_model_and_never_reach_another_gpu_models() -> None:
+    steps = _cache_steps()
+    assert len(steps) == 4, list(steps)
+    # The sharded nightly's entries: engines-OS-GPU-MODEL-DRIVER-PINS-RUN and baselines-GPU-MODEL-RUN.
+    sharded = {"engines": "engines-Linux-NVIDIA-H200-resnet18-580.95.05-pins-5",
+               "baselines": "baselines-NVIDIA-H200-resnet18-5"}
+    for what, old in sharded.items():
+        restore = next(w for w in steps.values() if "restore-keys" in w and w["key"].startswith(what))
+        save = next(w for w in steps.values() if "restore-keys" not in w and w["key"].startswith(what))
+        assert restore["key"] == save["key"] and restore["path"] == save["path"]
+        assert "model" not in restore["key"] + restore["restore-keys"], "one cache per GPU model, not per model"
+        assert _restores(restore, _render(save["key"], "NVIDIA-H200", 6)), "last night's entry is restored"
+        assert not _restores(restore, _render(save["key"], "NVIDIA-H200-NVL", 6)), "another GPU model's entry"
+        assert not _restores(restore, old), "a per-model entry of the sharded nightly would pass for the whole tier's"
+    engines = next(w for w in steps.values() if "restore-keys" in w and w["key"].startswith("engines"))
+    assert _restores(engines, _render(engines["key"], "NVIDIA-H200", 6, driver="570.86.15")), \
+        "after a driver upgrade the engine cache restores the older entry (content-addressed: a partial hit)"
 
 
 # =========================================================================== baselines and promotion
 
 
 class Nights:
-    """The baselines -> (gated run) -> promote sequence of one shard, night after night, on a fake disk."""
+    """The baselines -> (gated run) -> promote sequence of the whole tier, night after night, on a fake disk."""
 
     def __init__(self, tmp_path: Path) -> None:
         self.tmp = tmp_path
-        self.base = tmp_path / "root" / "baselines" / "NVIDIA-H100" / "resnet18"
+        self.base = tmp_path / "root" / "baselines" / "NVIDIA-H100"  # the where step's BASELINE_DIR
         self.night = 0
 
     def env(self, **extra: str) -> dict[str, str]:
         work = self.tmp / f"night{self.night}"
-        return {"WORK": str(work), "OUT": str(work / "out"), "BASELINE_DIR": str(self.base), "SHARD": "resnet18",
+        return {"WORK": str(work), "OUT": str(work / "out"), "BASELINE_DIR": str(self.base), "MODELS": "",
                 "K": "5", "ACCEPT_AS_BASELINE": "false", "PROMOTE_ALLOWED": "true", **extra}
 
     def baselines(self, **extra: str) -> tuple[dict[str, str], str]:
@@ -279,6 +432,21 @@ class Nights:
 
     def kept(self) -> list[str]:
         return sorted(p.name for p in self.base.glob("benchmarks/*/*.json"))
+
+    def sharded_nights(self, model: str, count: int) -> list[Path]:
+        """What the sharded nightly kept for ``model``: BASELINE_DIR/<model>/benchmarks/<machine>/NNNN_nightly.json,
+        one latency case each, oldest first (one night apart)."""
+        folder = self.base / model / "benchmarks" / "Linux-CPython-3.11-64bit"
+        folder.mkdir(parents=True)
+        paths = []
+        for n in range(1, count + 1):
+            path = folder / f"{n:04d}_nightly.json"
+            info = {"model": model, "engine": "torch", "precision": "fp32", "batch_size": 1, "samples_s": [0.001] * 3}
+            path.write_text(json.dumps({"benchmarks": [{"name": f"{model}-{n}", "extra_info": info}],
+                                        "machine_info": {"suite_environment": {"night": n}}}))
+            os.utime(path, (1_700_000_000 + 86_400 * n,) * 2)
+            paths.append(path)
+        return paths
 
 
 def test_first_night_then_the_gates_start_and_only_passing_nights_are_kept(tmp_path: Path) -> None:
@@ -320,8 +488,57 @@ def test_first_night_then_the_gates_start_and_only_passing_nights_are_kept(tmp_p
     kept, said = nights.promote(exit_code=0, PROMOTE_ALLOWED="false")
     assert not kept and "only the default branch" in said
 
+    nights.baselines(MODELS="resnet18")  # a dispatch narrowed to one model gates, but is never kept
+    nights.gated_run()
+    kept, said = nights.promote(exit_code=0, MODELS="resnet18", ACCEPT_AS_BASELINE="true")
+    assert not kept and "narrowed to resnet18" in said and "whole tier" in said
+
     nights.baselines()
     name = nights.gated_run()
     kept, said = nights.promote(exit_code=1, ACCEPT_AS_BASELINE="true", KEEP_RUNS="2")
     assert kept and "accepted by dispatch" in said
     assert nights.kept()[-1] == name and len(nights.kept()) == 2, "KEEP_RUNS prunes the oldest kept nights"
+
+
+def test_the_sharded_nightlys_nights_gate_latency_until_the_one_run_nights_take_over(tmp_path: Path) -> None:
+    """The move from one job per model: each model's kept nights sit in BASELINE_DIR/<model>/. last:K reads one
+    folder, so until LATENCY_MIN_RUNS one-run nights are kept, the baselines step names each model's K newest
+    as files; the gate (resolve_latency_baselines, load_latency_baselines) compares each case with its own."""
+    nights = Nights(tmp_path)
+    min_runs = int(_job_env("gpu")["LATENCY_MIN_RUNS"])
+    models = list(tomllib.loads(GPU_CONFIG.read_text())["models"])
+    many = nights.sharded_nights(models[1], 7)  # more than K: the K newest are read
+    enough = nights.sharded_nights(models[2], min_runs)
+    nights.sharded_nights(models[0], min_runs - 1)  # too few to gate on: its cases start as no-baseline
+    nights.sharded_nights("retired_net", 3)  # no longer in suite-gpu.toml: never read
+
+    def gated_against(out: dict[str, str]) -> dict[str, list[str]]:
+        """The sharded nights each model's case is compared with, as the gate reads the step's --latency-baseline."""
+        paths = resolve_latency_baselines(out["latency"], Path(nights.env()["WORK"]) / "benchmarks")
+        base = load_latency_baselines(paths)
+        assert base.environment == json.loads(paths[-1].read_text())["machine_info"]["suite_environment"], \
+            "the newest night comes last: the DIFFERENT ENVIRONMENT check reads its fingerprint"
+        names: dict[str, list[str]] = {}
+        for path in paths:
+            bench = json.loads(path.read_text())["benchmarks"][0]
+            names.setdefault(bench["extra_info"]["model"], []).append(bench["name"])
+        assert {key[0]: len(runs) for key, runs in base.samples.items()} == {m: len(n) for m, n in names.items()}
+        return names
+
+    out, notes = nights.baselines()
+    assert out["saved_runs"] == "0" and out["accuracy"] == ""
+    assert gated_against(out) == {models[1]: [f"{models[1]}-{n}" for n in range(3, 8)],
+                                  models[2]: [f"{models[2]}-{n}" for n in range(1, min_runs + 1)]}
+    assert out["latency"].split(",")[-1] == str(many[-1]) and str(enough[0]) in out["latency"]
+    assert "sharded nightly's per-model nights (2 model(s)" in notes and notes.count("**first night**") == 1
+
+    out, _ = nights.baselines(MODELS=models[2])  # narrowed: only the run's models
+    assert gated_against(out) == {models[2]: [f"{models[2]}-{n}" for n in range(1, min_runs + 1)]}
+
+    for _ in range(min_runs):  # the one-run nights are kept beside the sharded ones, which stay as they were
+        nights.baselines()
+        nights.gated_run()
+        assert nights.promote(exit_code=0)[0]
+    out, notes = nights.baselines()
+    assert out["latency"] == "last:5" and "sharded" not in notes
+    assert len(list(nights.base.glob(f"{models[1]}/benchmarks/*/*.json"))) == 7
