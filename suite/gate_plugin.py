@@ -613,15 +613,6 @@ def set_coverage(config: pytest.Config, nodeids: list[str]) -> None:
     """Called once the run's test ids are known (suite/plugin.py note_collected)."""
     _benchmark_compare_coverage(config, nodeids)
     gate = gate_of(config)
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-    # No latency baseline: said before the run (a nightly that lost its baseline learns it now, not at the end).
-    # Not where nothing will be timed: --benchmark-disable, --collect-only.
-    if (gate is not None and gate.latency_baseline is None and not gate.benchmark_compares and reporter is not None
-            and not config.getoption("benchmark_disable", False) and not config.option.collectonly):
-        cases = sum(1 for n in nodeids if latency_key_of_nodeid(n) is not None)
-        if cases:
-            reporter.write_line(f"latency gate coverage: no baseline given ({NO_BASELINE_OPTIONS}): the {cases} "
-                                "latency cases will be timed, not judged (no-baseline)", yellow=True)
     if gate is None or (gate.latency_baseline is None and gate.results_baseline is None):
         return
     from suite.plugin import suite_session
@@ -630,6 +621,7 @@ def set_coverage(config: pytest.Config, nodeids: list[str]) -> None:
         gate.set_coverage(nodeids, dict(suite_session(config).config.models))
     except BaselineError as exc:
         raise pytest.UsageError(str(exc)) from exc
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         for which, coverage in gate.coverage.items():
             reporter.write_line(f"{which} gate coverage: {coverage.describe()}",
