@@ -7,7 +7,9 @@ trips. Results are kept for the terminal tables and the HTML report (``report/``
 
 Every comparison reports into the run's verdict (suite/verdict.py) as a component of its test: a
 regression fails; unchanged and improvement pass; busy, inconclusive and no-baseline are *not
-judged*, and a run with a not-judged case does not exit 0 unless the user accepted that reason.
+judged*, and a run with a not-judged case does not exit 0 unless the user accepted that reason. A
+latency case timed in a run given no baseline at all is no-baseline too: it was timed and compared
+with nothing, so it never reads as passed (its timed outputs are still checked, and can still fail).
 
 Why measure other processes' CPU use during each latency case (``interference``): on a shared
 machine a neighbour's burst looks exactly like a regression. A case measured while others used more
@@ -134,6 +136,9 @@ def load_can_explain(baseline_interference: float | None, current_interference: 
 
 # =========================================================================== state
 
+#: What judges a latency case: the suite's gate, or pytest-benchmark's own check (suite/plugin.py takes its findings).
+NO_BASELINE_OPTIONS = "--latency-baseline or --benchmark-compare-fail"
+
 _STATE = {"regression": verdict.FAILED, "unchanged": verdict.PASSED, "improvement": verdict.PASSED,
           "busy": verdict.NOT_JUDGED, "inconclusive": verdict.NOT_JUDGED, "no-baseline": verdict.NOT_JUDGED}
 
@@ -148,12 +153,15 @@ class LatencyOutcome:
     baseline_interference: float | None = None
     busy_side: str | None = None  # "current" | "baseline" when status is busy
     attempts: int = 1
+    baseline_given: bool = True  # False: no-baseline because the run was given no latency baseline at all
 
     def component(self) -> verdict.Component:
         """This outcome as a check component of its test (suite/verdict.py)."""
         state = _STATE[self.status]
         reason = self.status if state == verdict.NOT_JUDGED else None
-        if self.status == "no-baseline":
+        if self.status == "no-baseline" and not self.baseline_given:
+            detail = f"no latency baseline given ({NO_BASELINE_OPTIONS}); timed, not judged"
+        elif self.status == "no-baseline":
             detail = "the latency baseline has no such case"
         elif self.status == "busy" and self.busy_side == "baseline":
             detail = (f"the baseline was measured while other processes used {_pct(self.baseline_interference)} of "
@@ -216,6 +224,9 @@ class Gate:
     environment: dict[str, Any]
     busy_retries: int = 2
     latency_baseline: LatencyBaseline | None = None
+    #: pytest-benchmark's --benchmark-compare-fail judges the latency cases instead (suite/plugin.py
+    #: _take_benchmark_regressions, which also makes a case its compared run lacks not judged, no-baseline)
+    benchmark_compares: bool = False
     results_baseline: ResultsBaseline | None = None
     latency: list[LatencyOutcome] = field(default_factory=list)
     drift_results: list[DriftOutcome] = field(default_factory=list)
@@ -270,6 +281,11 @@ class Gate:
                     f"parity records has a counterpart among its {len(base)} records, so it would gate nothing "
                     f"(e.g. run: {_examples(keys, ' / '.join)}; baseline: {_examples(base, ' / '.join)})")
 
+    def ungated(self) -> int:
+        """Latency cases timed in a run given no latency baseline: not judged (no-baseline), counted apart from a
+        given baseline's missing cases, so that the verdict says how many were timed and nothing more."""
+        return sum(1 for o in self.latency if o.status == "no-baseline" and not o.baseline_given)
+
     def gated(self, which: str) -> int:
         """Cases the gate judged: compared and decided (busy, inconclusive and no-baseline are not)."""
         if which == "latency":
@@ -298,16 +314,20 @@ class Gate:
 
     def check_latency(self, record: dict[str, Any], nodeid: str, interference: float | None,
                       attempts: int = 1) -> tuple[LatencyOutcome | None, str | None]:
-        """The case's outcome (None without a latency baseline) and a failure message for a regression."""
+        """The case's outcome and a failure message for a regression. A case timed with no baseline to compare
+        with, given or in the given one, is not judged (no-baseline): timing alone judges nothing. None where
+        pytest-benchmark's --benchmark-compare-fail judges the case instead."""
         key = latency_key(record)
-        if key is None or self.latency_baseline is None:
+        if key is None or (self.latency_baseline is None and self.benchmark_compares):
             return None, None
         label = key_label(key)
         comparison = self.compare(record)
         if comparison is None:
-            outcome = LatencyOutcome(label, nodeid, "no-baseline", interference=interference, attempts=attempts)
+            outcome = LatencyOutcome(label, nodeid, "no-baseline", interference=interference, attempts=attempts,
+                                     baseline_given=self.latency_baseline is not None)
             self.latency.append(outcome)
             return outcome, None
+        assert self.latency_baseline is not None
         comparison = bound.gate_rule(record, comparison)  # a class's rule (suite/bound.py)
         base_busy = self.latency_baseline.interference.get(key)
         device_bound = record.get("bound") == "device"
@@ -499,6 +519,7 @@ def pytest_configure(config: pytest.Config) -> None:
             inject_accuracy_drop=None if inject_drop is None else parse_fraction(inject_drop, "--inject-accuracy-drop"),
             environment=fingerprint(config.getoption("--device", "cpu")),
             busy_retries=int(config.getoption("--latency-busy-retries")),
+            benchmark_compares=bool(config.getoption("benchmark_compare_fail", None)),
         )
         if not (0.0 < gate.max_slowdown < 10.0):
             raise BaselineError("--latency-regression must be above 0%")
@@ -831,6 +852,10 @@ def verdict_lines(config: pytest.Config) -> list[tuple[str, dict[str, bool]]]:
     for which, coverage in gate.coverage.items():
         lines.append((f"{which} gate: {coverage.describe(gate.gated(which))}",
                       {"yellow": bool(coverage.without_baseline or coverage.absent_from_run)}))
+    ungated = gate.ungated()
+    if ungated:
+        lines.append((f"latency gate: no baseline given ({NO_BASELINE_OPTIONS}): gated 0 of {ungated} cases; "
+                      f"{ungated} timed, not judged (no-baseline)", {"yellow": True}))
     for o in gate.latency:
         if o.status == "regression" and o.comparison is not None:
             c = o.comparison

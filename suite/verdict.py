@@ -42,7 +42,9 @@ REASONS: dict[str, str] = {
     "no-data": "the model declares no data set for this check (e.g. no accuracy_dataset)",
     "precision-not-run": "the engine computes nothing, or almost nothing, in the precision the cell is named for "
                          "(the precision census of what it runs): its figures check another precision",
-    "no-baseline": "a gate was asked for, and its baseline has no counterpart for this case",
+    "no-baseline": "nothing to compare with: no latency baseline was given (--latency-baseline, "
+                   "--benchmark-compare-fail), so the case was timed, not judged; or a gate's baseline has no "
+                   "counterpart for this case",
     "busy": "other processes used the CPUs while this case was timed, in every attempt, or while its baseline was",
     "inconclusive": "the latency interval was too wide to tell a change of the threshold's size from none",
     "benchmark-disabled": "--benchmark-disable: the case ran once as a smoke test and was not timed",

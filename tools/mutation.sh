@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Mutation testing of what decides a verdict (issue 23, "No green over a wrong answer"): mutmut 3 mutates the run's
 # verdict (suite/verdict.py), the latency gate's outcome mapping (suite/gate_plugin.py: LatencyOutcome.component,
-# Gate.check_latency, Gate.busy_matters, Gate.gated), the parity comparator (metrics/parity.py) and every cache-key
+# Gate.check_latency, Gate.busy_matters, Gate.gated, Gate.ungated), the parity comparator (metrics/parity.py) and every cache-key
 # builder (engines/: the export, conversion, fusion and int8 keys, the TensorRT engine's, the AOTInductor
 # package's, the TensorRT EP's engine directory, and the spec/profile parts they hold), one change at a time, and
 # runs the fast CPU tests that reach each mutated function ([tool.mutmut] in pyproject.toml). A mutant the tests
@@ -34,7 +34,7 @@ DEFAULT_PATTERNS=(
   'suite.verdict.*'
   'metrics.parity.*'
   "${G}LatencyOutcomeǁcomponent__mutmut_*" "${G}Gateǁcheck_latency__mutmut_*"
-  "${G}Gateǁbusy_matters__mutmut_*" "${G}Gateǁgated__mutmut_*"
+  "${G}Gateǁbusy_matters__mutmut_*" "${G}Gateǁgated__mutmut_*" "${G}Gateǁungated__mutmut_*"
   'engines.artifacts.x_version_of__mutmut_*' 'engines.artifacts.x__onnx_stage__mutmut_*'
   "${A}onnx_path__mutmut_*" "${A}onnx_key__mutmut_*" "${A}export_options_for__mutmut_*"
   "${A}_export_parts__mutmut_*" "${A}_fused_stage__mutmut_*" "${A}_stage__mutmut_*"

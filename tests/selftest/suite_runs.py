@@ -12,6 +12,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -51,6 +52,15 @@ def run_suite(workdir: Path, *args: str, tests: tuple[str, ...] = (),
 
 def explain(done: subprocess.CompletedProcess[str]) -> str:
     return f"exit {done.returncode}\n{done.stdout[-6000:]}\n{done.stderr[-3000:]}"
+
+
+def timed_only(done: subprocess.CompletedProcess[str]) -> bool:
+    """Whether a run timed latency with no baseline and judged nothing else (a run that saves a baseline): each of
+    its checks not judged for want of a baseline (accepted by the tiny config), so it ends not judged, non-zero,
+    never passed (docs/gating.md); not a run that failed or stopped."""
+    counts = re.search(r"^checks: 0 passed, 0 failed, (\d+) not judged$", done.stdout, flags=re.M)
+    return (counts is not None and done.returncode != 0 and "VERDICT: NOT JUDGED" in done.stdout
+            and f"not judged (no-baseline, accepted): {counts[1]}:" in done.stdout)
 
 
 # Each run is a child pytest with the command line, working directory and environment of

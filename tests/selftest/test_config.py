@@ -55,7 +55,7 @@ def test_shipped_config_parses_and_resolves():
             resolve(ref, model.name)
     assert [i.name for i in config.models["digits_siamese"].inputs] == ["left", "right"]
     assert config.requires == ("torch", "onnxruntime")
-    assert config.accept_not_judged == ("unsupported", "no-data", "precision-not-run", "unavailable")
+    assert config.accept_not_judged == ("unsupported", "no-data", "precision-not-run", "unavailable", "no-baseline")
 
 
 def test_shipped_gpu_config_requires_cuda_and_its_engines():

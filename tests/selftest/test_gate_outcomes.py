@@ -164,11 +164,53 @@ def test_an_outcome_keeps_its_case_its_test_and_what_the_cpus_did() -> None:
         "m-onnxruntime-fp32-bs64-all", "t::b", "no-baseline", 0.9, 3)
     assert gate.check_latency({**RECORD, "samples_s": BASE}, "t::c", 0.9, attempts=2)[0].attempts == 2  # type: ignore[union-attr]
     assert gate.check_latency({"model": "m", "samples_s": BASE}, "t::d", 0.0) == (None, None)  # not a latency case
-    without = _gate()
-    without.latency_baseline = None
-    assert without.check_latency({**RECORD, "samples_s": BASE}, "t::e", 0.0) == (None, None)
     assert [o.nodeid for o in gate.latency] == ["t::a", "t::b", "t::c"]
     assert gate.gated("latency") == 2  # the improvement and the unchanged case; not the one without a baseline
+
+
+def test_a_case_timed_without_any_baseline_is_not_judged_and_never_passes() -> None:
+    """Timing alone judges nothing: with no --latency-baseline (and no --benchmark-compare-fail) every latency case
+    is not judged (no-baseline), counted apart from the cases a given baseline lacks; a run of them is green only
+    where no-baseline is accepted by name, and only beside something judged."""
+    without = _gate()
+    without.latency_baseline = None
+    outcome, message = without.check_latency({**RECORD, "samples_s": BASE}, "t::a", 0.0)
+    assert outcome is not None and message is None
+    component = outcome.component()
+    assert (outcome.status, outcome.baseline_given, component.state, component.reason) == (
+        "no-baseline", False, NOT_JUDGED, "no-baseline")
+    assert component.detail == ("no latency baseline given (--latency-baseline or --benchmark-compare-fail); timed, "
+                                "not judged")
+    assert (without.ungated(), without.gated("latency")) == (1, 0)
+    for accepted, outcome_state in (((), NOT_JUDGED), (("no-data",), NOT_JUDGED), (("no-baseline",), PASSED)):
+        ledger = Ledger(accepted=accepted)
+        ledger.add("t::a", PASSED)
+        ledger.add_component("t::a", component)
+        ledger.add("t::b", PASSED)  # a judged check beside it: a run of latency alone judged nothing
+        assert ledger.checks["t::a"].state == NOT_JUDGED and ledger.checks["t::a"].reason == "no-baseline"
+        assert ledger.outcome()[0] == outcome_state and (ledger.exit_status(0) == 0) is (outcome_state == PASSED)
+    # A given baseline that lacks the case: the same reason, its own words, and not counted as ungated.
+    gate = _gate()
+    missing = _outcome(gate, "unchanged", batch_size=64)
+    assert (missing.baseline_given, missing.component().detail) == (True, "the latency baseline has no such case")
+    assert gate.ungated() == 0
+    # Under xdist the outcome travels from the worker to the controller as plain data: the distinction with it.
+    controller = _gate()
+    controller.import_outcomes(without.export_outcomes())
+    assert controller.latency[0].component() == component and controller.ungated() == 1
+
+
+def test_pytest_benchmarks_compare_fail_judges_a_case_the_gate_has_no_baseline_for() -> None:
+    """With --benchmark-compare-fail and no --latency-baseline, pytest-benchmark compares the case (suite/plugin.py
+    takes its findings, and makes a case its compared run lacks not judged); the gate adds nothing. With both
+    options the gate compares as ever."""
+    compares = _gate()
+    compares.latency_baseline, compares.benchmark_compares = None, True
+    assert compares.check_latency({**RECORD, "samples_s": BASE}, "t::a", 0.0) == (None, None)
+    assert compares.latency == [] and compares.ungated() == 0
+    both = _gate()
+    both.benchmark_compares = True
+    assert _outcome(both, "regression").status == "regression"
 
 
 def test_a_components_detail_carries_the_figures() -> None:

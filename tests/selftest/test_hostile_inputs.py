@@ -60,8 +60,10 @@ X16 = '[{ name = "x", shape = [16] }]'
 FEATURES = '{ name = "features", shape = [3], low = -1.0, high = 1.0 }'
 TOKENS = f'[{{ name = "ids", shape = [6], dtype = "int64", low = 0, high = 49 }}, {FEATURES}]'
 
+#: no-baseline accepted: the corpus's runs time latency with no baseline; what they test is elsewhere (a case about
+#: the verdict itself names its own reasons).
 _HEAD = {
-    "run": 'requires = ["torch", "onnxruntime"]\naccept_not_judged = ["no-data"]',
+    "run": 'requires = ["torch", "onnxruntime"]\naccept_not_judged = ["no-data", "no-baseline"]',
     "latency": "rounds = 4\nwarmup_fraction = 0.25",
     "engine_options.onnxruntime": "intra_op_threads = 1",
 }
@@ -91,6 +93,10 @@ def model_table(name: str, **model: str | None) -> str:
     keys = {**_MODEL, **model}
     return f"\n[models.{name}]\n" + "".join(f"{k} = {v}\n" for k, v in keys.items() if v is not None)
 
+
+#: A torch-only run that times latency, with no baseline, beside a judged check (a run of latency alone judges
+#: nothing, and never passes).
+TORCH_TIMED = 'requires = ["torch"]\naccept_not_judged = ["no-baseline"]'
 
 #: A model on torch alone: an option accepted in silence costs a run of a second.
 TORCH_ONLY = config(head={"run": 'requires = ["torch"]\naccept_not_judged = ["no-data", "unsupported"]'},
@@ -1047,8 +1053,9 @@ CASES: list[Case] = [
                  r"(?m)^  \| debug: forward step 299 x\.shape=\(2, 10\)$"),
            check=_absent(r"debug: forward step 294\b")),
     Case("chatty-model-passes", "a model whose forward prints 300 lines, and is right",
-         Run("chatty-model-passes", config(head={"run": 'requires = ["torch"]'}, engines='["torch"]',
-                                           factory=f'"{P}:chatty"', inputs=X16, outputs='["y"]'), tests=(LATENCY,)),
+         Run("chatty-model-passes", config(head={"run": TORCH_TIMED}, engines='["torch"]', factory=f'"{P}:chatty"',
+                                           inputs=X16, outputs='["y"]', accuracy_dataset=f'"{P}:data_ok"'),
+             tests=(LATENCY, ACCURACY)),
          0, (r"VERDICT: PASSED",), lines=PASSING, check=_absent(r"debug: forward step")),
     _usage("slow-factory-progress", "a factory that takes its time (progress lines, `-v`)",
            config(factory=f'"{P}:slow_linear16"', inputs='[{ name = "x", shape = [10] }]', outputs='["y"]'), "-v",
@@ -1057,9 +1064,9 @@ CASES: list[Case] = [
                            r"^\[engine cache\] made m in (0\.[5-9]|[1-9]\d*\.\d) s$",
                            r"^ERROR: suite\.toml: \[models\.m\]")),
     Case("unseeded-factory", "a factory whose weights are random on every call, second run",
-         Run("unseeded-factory", config(head={"run": 'requires = ["torch"]'}, engines='["torch"]',
-                                        factory=f'"{P}:unseeded"', inputs=X16, outputs='["y"]'),
-             tests=(LATENCY,), prepare=_run_first(LATENCY)),
+         Run("unseeded-factory", config(head={"run": TORCH_TIMED}, engines='["torch"]', factory=f'"{P}:unseeded"',
+                                        inputs=X16, outputs='["y"]', accuracy_dataset=f'"{P}:data_ok"'),
+             tests=(LATENCY, ACCURACY), prepare=_run_first(LATENCY)),
          0, (r"VERDICT: PASSED",
              r"(?m)^\[engine cache\] warning: m: the factory returned different weights than last run \(digest "
              r"[0-9a-f]{12} -> [0-9a-f]{12}\): seed it, or every run rebuilds every engine$"),
@@ -1144,7 +1151,7 @@ CASES += [
          "torch fp16 returning zeros from the 5th call in a row on one feed (a buffer the replay stopped writing): "
          "right in parity, wrong in the latency rounds",
          Run("timed-output-goes-stale",
-             config(head={"run": 'requires = ["torch"]\naccept_not_judged = ["no-data"]'},
+             config(head={"run": 'requires = ["torch"]\naccept_not_judged = ["no-data", "no-baseline"]'},
                     factory=f'"{W}:stale_when_repeated"', precisions='["fp32", "fp16"]', engines='["torch"]'),
              tests=(LATENCY,)), 1,
          (r"VERDICT: FAILED", r"m-torch-fp16-bs4-all: the last call \(round 5\) returned outputs that differ from the "

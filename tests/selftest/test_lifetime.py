@@ -215,7 +215,9 @@ def test_an_out_of_memory_error_fails_its_check_never_skips(tmp_path: Path, shap
     assert "resource error in tiny-torch-fp32: OutOfMemoryError: CUDA out of memory" in out, explain(done)
     assert "engines alive in this process: tiny-torch-fp32" in out, explain(done)
     assert "unsupported" not in out.split("VERDICT")[-1], explain(done)  # not one check excused
-    assert re.search(r"^checks: \d+ passed, [1-9]\d* failed, 0 not judged$", out, flags=re.M), explain(done)
+    assert re.search(r"^checks: \d+ passed, [1-9]\d* failed, \d+ not judged$", out, flags=re.M), explain(done)
+    # the batch-1 cases ran, timed with no baseline: not judged for that alone
+    assert set(re.findall(r"^not judged \(([a-z-]+), ", out, flags=re.M)) <= {"no-baseline"}, explain(done)
 
 
 # =========================================================================== declared, never caught
@@ -226,7 +228,7 @@ def test_unsupported_is_declared_in_the_config_with_its_reason(tmp_path: Path) -
     config.write_text(TINY.read_text() + '\n[models.tiny.unsupported]\n"onnxruntime-fp32-all" = "the test says this '
                       'path cannot be timed here, by design"\n')
     done = run_suite(tmp_path, "--suite-config", str(config), "--models", "tiny", "--latency-rounds", "3",
-                     "--accept-not-judged", "unsupported", tests=TESTS)
+                     "--accept-not-judged", "unsupported,no-baseline", tests=TESTS)
     assert done.returncode == 0, explain(done)
     assert "not judged (unsupported, accepted): 2" in done.stdout, explain(done)
     assert "(declared in [models.tiny.unsupported] 'onnxruntime-fp32-all')" in done.stdout, explain(done)

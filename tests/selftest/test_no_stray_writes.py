@@ -104,8 +104,8 @@ def test_a_suite_run_writes_only_where_it_was_told(tmp_path: Path) -> None:
     done = run_suite(cwd, "--suite-config", str(config),  # the last --suite-config wins over run_suite's own
                      f"--html={report}", "--self-contained-html", f"--suite-results={results}",
                      # torch int8, inductor fp16/int8: no such engines; ORT's CPU EP runs the fp16 graph in fp32;
-                     # emb has no labels, tiny no attention mask (test_embeddings)
-                     "--accept-not-judged=unsupported,precision-not-run,no-data",
+                     # emb has no labels, tiny no attention mask (test_embeddings); latency timed, no baseline
+                     "--accept-not-judged=unsupported,precision-not-run,no-data,no-baseline",
                      tests=tuple(str(ROOT / "tests" / t)
                                  for t in ("latency/test_latency.py", "accuracy", "parity/test_parity.py",
                                            "parity/test_embeddings.py")),
