@@ -506,3 +506,27 @@ def test_the_readmes_hugging_face_wrapper_passes(tmp_path, monkeypatch):
                            "cpu")
     assert checked["m"].batch == 2
 
+
+def test_the_verdicts_failed_line_keeps_the_exceptions_class_and_its_cause():
+    """The verdict's 'failed:' line cut the id and detail at 240 characters: a cell whose export failed read
+    '...ONNX export of model 'bert' failed ({...}): EngineBuildEr', the cause gone. The ledger already keeps a
+    detail to one line of 300 characters; the line shows all of it."""
+    from types import SimpleNamespace
+
+    from suite.summary import print_verdict
+
+    cause = "EngineBuildError: model forward() takes ['input_ids', 'mask', 'use_cache'], config declares 2 inputs"
+    message = (f"engines.base.EngineBuildError: ONNX export of model 'bert' failed ({{'opset': 18, 'exporter': "
+               f"'dynamo', 'sample_batch': 2, 'revision': 2}}): {cause}")
+    assert len(message) <= 300  # what the ledger keeps of a detail
+    nodeid = "tests/parity/test_parity.py::test_parity_on_generated_inputs[bert-onnxruntime-fp32-uniform]"
+    ledger = verdict.Ledger()
+    ledger.add_report(SimpleNamespace(nodeid=nodeid, when="call", outcome="failed", user_properties=[],
+                                      longrepr=SimpleNamespace(reprcrash=SimpleNamespace(message=message))))
+    lines: list[str] = []
+    tr = SimpleNamespace(write_sep=lambda *a, **k: None, write_line=lambda line, **k: lines.append(line))
+    stash = pytest.Stash()
+    stash[plugin.LEDGER_KEY] = ledger
+    print_verdict(SimpleNamespace(stash=stash, pluginmanager=SimpleNamespace(get_plugin=lambda name: tr),
+                                  getoption=lambda name, default=None: default))
+    assert f"  {nodeid}: {message}" in lines, lines
