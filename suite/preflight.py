@@ -49,8 +49,9 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from engines.base import InputSpec
+from engines.base import EngineBuildError, InputSpec
 from engines.feeds import pick_outputs, value_kind
+from engines.onnx.export import DEFAULT_EXPORT_OPTIONS, forward_arg_names
 from engines.pytorch import architecture_digest, model_digest
 from suite.cache import ArtifactCache
 from suite.config import ConfigError, ModelConfig, SuiteConfig, resolve, where_in_user_code
@@ -328,6 +329,7 @@ def _check_model(model: ModelConfig, cache: ArtifactCache, device: str,
     entry = cache.get_or_build("preflight", parts, build, label=f"check {model.name} (smoke forward at batch {batch})")
     cached = cache.stats.hits > hits
     shapes = json.loads((entry / "passed.json").read_text())["outputs"]
+    _check_forward_parameters(model, module, fail)
     _check_datasets(model, datasets, fail, shapes)
     return CheckedModel(model.name, digest, batch, cached, time.perf_counter() - start)
 
@@ -359,6 +361,21 @@ def _smoke_forward(model: ModelConfig, module: torch.nn.Module, batch: int, devi
                                   "needs the batch axis first", show_value=False)
         shapes[name] = list(shape)
     return shapes
+
+
+def _check_forward_parameters(model: ModelConfig, module: torch.nn.Module,
+                              fail: Callable[..., PreflightError]) -> None:
+    """forward() takes the declared inputs the way the builds will pass them (engines.onnx.export.forward_arg_names,
+    the one rule), where a selected engine's build passes them so: inductor's torch.export, and the dynamo ONNX
+    export that onnxruntime and tensorrt consume. A BertModel with input_ids and attention_mask declared passed the
+    smoke forward (its other parameters have defaults), then failed every such cell's build."""
+    exporter = model.export.get("exporter", DEFAULT_EXPORT_OPTIONS["exporter"])
+    if not any(e == "inductor" or (e in ("onnxruntime", "tensorrt") and exporter == "dynamo") for e in model.engines):
+        return
+    try:
+        forward_arg_names(module, model.inputs, "the model")
+    except EngineBuildError as exc:
+        raise fail("inputs", str(exc).removeprefix("the model: "), show_value=False) from None
 
 
 def _named_outputs(out: Any, model: ModelConfig, fail: Callable[..., PreflightError]) -> dict[str, Any]:

@@ -127,17 +127,16 @@ def export_dims(inputs: tuple[InputSpec, ...], min_batch: int, max_batch: int, *
 
 
 def input_dynamic_shapes(module: torch.nn.Module, inputs: tuple[InputSpec, ...],
-                         dims: Mapping[str, Any]) -> dict[str, Any]:
+                         dims: Mapping[str, Any], where: str = "the model") -> dict[str, Any]:
     """torch.export's ``dynamic_shapes``: axis 0 of every input is ``dims["batch"]``, a named axis of an input's
-    shape is ``dims[name]``. They are keyed by forward()'s parameter names, which may differ from the
-    configured input names."""
+    shape is ``dims[name]``. They are keyed by forward()'s parameter names (forward_arg_names), which may differ
+    from the configured input names."""
     per_input = tuple({0: dims[BATCH_AXIS], **{j: dims[d] for j, d in enumerate(spec.shape, start=1)
                                                 if isinstance(d, str)}} for spec in inputs)
-    names = [spec.name for spec in inputs]
     if isinstance(module, ConfiguredOutputs):
-        _forward_arg_names(module.module, names)  # the wrapped model must take the configured inputs
+        forward_arg_names(module.module, inputs, where)  # the wrapped model must take the configured inputs
         return {"args": per_input}
-    return dict(zip(_forward_arg_names(module, names), per_input, strict=True))
+    return dict(zip(forward_arg_names(module, inputs, where), per_input, strict=True))
 
 
 def export_onnx(module: torch.nn.Module, model_name: str, inputs: tuple[InputSpec, ...],
@@ -152,17 +151,20 @@ def export_onnx(module: torch.nn.Module, model_name: str, inputs: tuple[InputSpe
     batch_axis = f"batch fixed at {static}" if static else "dynamic batch"
     log.info("exporting %s to ONNX (opset %s, %s exporter, %s)", model_name, options["opset"], options["exporter"],
              batch_axis)
+    shapes: dict[str, Any] = {}
+    if options["exporter"] == "dynamo":  # before the exporter: a forward() that does not fit is said as such
+        dims = export_dims(inputs, 1, 4096)
+        if static:
+            dims[BATCH_AXIS] = torch.export.Dim.STATIC
+        shapes = input_dynamic_shapes(module, inputs, dims, f"model {model_name!r}")
     try:
         with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")
             if options["exporter"] == "dynamo":
-                dims = export_dims(inputs, 1, 4096)
-                if static:
-                    dims[BATCH_AXIS] = torch.export.Dim.STATIC
                 placeholders = [f"{_PLACEHOLDER}{i}" for i in range(len(outputs))]
                 torch.onnx.export(
                     module.eval(), args, str(path), input_names=names, output_names=placeholders,
-                    dynamic_shapes=input_dynamic_shapes(module, inputs, dims),
+                    dynamic_shapes=shapes,
                     opset_version=options["opset"], dynamo=True, external_data=False,
                     verbose=False, optimize=True,
                 )
@@ -258,16 +260,24 @@ def _check_output_names(path: Path, model_name: str, outputs: tuple[str, ...]) -
                                f"{list(outputs)}")
 
 
-def _forward_arg_names(module: torch.nn.Module, fallback: list[str]) -> list[str]:
-    """dynamic_shapes is keyed by forward()'s parameter names, which may differ from the ONNX names."""
+def forward_arg_names(module: torch.nn.Module, inputs: tuple[InputSpec, ...], where: str = "the model") -> list[str]:
+    """forward()'s parameters, which the declared inputs are passed to by position, one each: a forward() with
+    other parameters too (a Hugging Face model's ``token_type_ids``, ``use_cache``...) would take them into its
+    first parameters whatever their names, so the counts must match, or an EngineBuildError says how to fix it.
+    The start-up check (suite/preflight.py) calls this too: such a model fails there, once, not in each build."""
     import inspect
 
-    params = [p for p in inspect.signature(module.forward).parameters.values()
+    params = [p.name for p in inspect.signature(module.forward).parameters.values()
               if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    if len(params) != len(fallback):
-        raise EngineBuildError(f"model forward() takes {[p.name for p in params]}, config declares "
-                               f"{len(fallback)} inputs {fallback}")
-    return [p.name for p in params]
+    declared = [spec.name for spec in inputs]
+    if len(params) != len(declared):
+        raise EngineBuildError(
+            f"{where}: forward() of {type(module).__name__} takes {len(params)} parameter"
+            f"{'s' if len(params) != 1 else ''} ({', '.join(params)}), the config declares {len(declared)} "
+            f"input{'s' if len(declared) != 1 else ''} ({', '.join(declared)}); the dynamo ONNX export and inductor "
+            f"pass the declared inputs to forward() by position, one parameter each: wrap the model so that forward() "
+            f"takes exactly ({', '.join(declared)}) (README.md: 'Hugging Face models')")
+    return params
 
 
 def check_onnx(path: Path, model_name: str, inputs: tuple[InputSpec, ...] = (),

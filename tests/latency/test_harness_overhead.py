@@ -19,6 +19,7 @@ import torch
 from metrics import paired_overhead
 from suite import verdict
 from suite.inputs import synthetic_feed
+from suite.plugin import HARNESS_ON_CPU
 from suite.session import Cell
 
 pytestmark = pytest.mark.latency
@@ -74,7 +75,7 @@ class _PairedRound:
 @pytest.mark.parametrize("batch", [1, 8, 32, 256])
 def test_harness_overhead(suite, benchmark, engine_name, path, batch, request):
     if not suite.device.startswith("cuda"):
-        verdict.skip("unsupported", "the harness-overhead check compares CUDA-event loops; run with --device cuda:N")
+        verdict.skip("unsupported", HARNESS_ON_CPU)  # only with --overhead-model: else it is not collected
     name = request.config.getoption("--overhead-model") or next(iter(suite.config.models))
     model = suite.model(name)
     if not model.profile.min_batch <= batch <= model.profile.max_batch:

@@ -201,3 +201,27 @@ def data_label_mismatch(cache=None) -> LooseData:
 
 def data_not_a_dataset(cache=None) -> list:
     return [_rows()]
+
+
+# ---- forward()'s parameters against the declared inputs ----------------------------------------
+
+
+class OptionalScale(Linear16):
+    """forward(x, scale=None): runs on the one declared input, but has a second parameter the builds count."""
+
+    def forward(self, x: torch.Tensor, scale: torch.Tensor | None = None) -> torch.Tensor:
+        return self.fc(x) if scale is None else self.fc(x) * scale
+
+
+def optional_scale(cache=None) -> torch.nn.Module:
+    return OptionalScale()
+
+
+def tiny_bert_model() -> torch.nn.Module:
+    """transformers' BertModel as it comes (seeded, tiny, nothing downloaded): its forward() takes input_ids,
+    attention_mask and 7 more parameters with defaults."""
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(0)
+    return BertModel(BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+                                intermediate_size=64, max_position_embeddings=64))

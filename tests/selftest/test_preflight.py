@@ -446,3 +446,87 @@ def test_an_output_whose_first_dimension_is_the_batch_by_accident_is_checked_at_
     assert error.key == "outputs"
     assert "output 'out' has shape [5, 8] for a batch of 8; every output needs the batch axis first" in str(error)
     assert check_models(_config(batch_sizes=[5], **transposed), ArtifactCache(tmp_path / "one"), "cpu")["m"].batch == 5
+
+
+# =========================================================================== forward()'s parameters (issue 24)
+
+TOKENS = [{"name": "input_ids", "shape": ["seq"], "dtype": "int64", "low": 0, "high": 99},
+          {"name": "attention_mask", "shape": ["seq"], "dtype": "int64", "low": 0, "high": 1,
+           "role": "attention_mask"}]
+BERT = {"factory": f"{M}:tiny_bert_model", "inputs": TOKENS, "outputs": ["last_hidden_state"],
+        "axes": {"seq": {"min": 4, "opt": 8, "max": 16}}, "engines": ["torch", "onnxruntime"]}
+
+
+def test_a_bert_model_whose_forward_takes_more_than_the_declared_inputs_fails_in_one_line(tmp_path):
+    """BertModel passed the smoke forward (its other parameters have defaults), then every ONNX Runtime cell failed
+    at export. Now: one line naming the model, forward()'s parameters, the declared inputs and the fix."""
+    err = _error(tmp_path, **BERT)
+    params = list(inspect.signature(preflight_models.tiny_bert_model().forward).parameters)[:-1]  # **kwargs
+    assert err.model == "m" and err.key == "inputs"
+    assert str(err).startswith(
+        f"[models.m].inputs: forward() of BertModel takes {len(params)} parameters ({', '.join(params)}), the "
+        "config declares 2 inputs (input_ids, attention_mask); the dynamo ONNX export and inductor pass the declared "
+        "inputs to forward() by position, one parameter each: wrap the model so that forward() takes exactly "
+        "(input_ids, attention_mask) (README.md: 'Hugging Face models'); declared inputs: input_ids int64 [")
+
+
+def test_a_plain_module_with_a_parameter_more_than_declared_fails_the_same_way(tmp_path):
+    err = _error(tmp_path, factory=f"{M}:optional_scale", engines=["torch", "onnxruntime"])
+    assert str(err) == ("[models.m].inputs: forward() of OptionalScale takes 2 parameters (x, scale), the config "
+                        "declares 1 input (x); the dynamo ONNX export and inductor pass the declared inputs to "
+                        "forward() by position, one parameter each: wrap the model so that forward() takes exactly "
+                        f"(x) (README.md: 'Hugging Face models'); {DECLARED}")
+
+
+@pytest.mark.parametrize("changes", [{"engines": ["torch"]}, {"export": {"exporter": "torchscript"}}])
+def test_forward_parameters_are_checked_only_where_a_build_passes_the_inputs_by_parameter(tmp_path, changes):
+    """torch runs forward(x) as the smoke forward does; the torchscript exporter traces a call, binding nothing."""
+    check_models(_config(**{"factory": f"{M}:optional_scale", "engines": ["torch", "onnxruntime"], **changes}),
+                 ArtifactCache(tmp_path / "cache"), "cpu")
+
+
+def test_the_check_is_the_exports_own(tmp_path):
+    """The export's error is the start-up check's, word for word: one function decides both."""
+    from engines.onnx.export import export_onnx, export_options
+
+    err = _error(tmp_path, factory=f"{M}:optional_scale", engines=["torch", "onnxruntime"])
+    with pytest.raises(Exception) as info:
+        export_onnx(preflight_models.optional_scale(), "m", (InputSpec("x", (16,)),), ("logits",),
+                    tmp_path / "m.onnx", export_options())
+    assert str(info.value) == "model 'm': " + str(err).split("inputs: ", 1)[1].split("; declared inputs:")[0]
+
+
+def test_the_readmes_hugging_face_wrapper_passes(tmp_path, monkeypatch):
+    """README 'Hugging Face models': its wrapper of BertModel passes where BertModel itself does not."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("### Hugging Face models", 1)[1].split("\n## ", 1)[0]
+    (tmp_path / "hf_readme_example.py").write_text(section.split("```python\n", 1)[1].split("```", 1)[0])
+    monkeypatch.syspath_prepend(str(tmp_path))
+    checked = check_models(_config(**{**BERT, "factory": "hf_readme_example:bert"}), ArtifactCache(tmp_path / "c"),
+                           "cpu")
+    assert checked["m"].batch == 2
+
+
+def test_the_verdicts_failed_line_keeps_the_exceptions_class_and_its_cause():
+    """The verdict's 'failed:' line cut the id and detail at 240 characters: a cell whose export failed read
+    '...ONNX export of model 'bert' failed ({...}): EngineBuildEr', the cause gone. The ledger already keeps a
+    detail to one line of 300 characters; the line shows all of it."""
+    from types import SimpleNamespace
+
+    from suite.summary import print_verdict
+
+    cause = "EngineBuildError: model forward() takes ['input_ids', 'mask', 'use_cache'], config declares 2 inputs"
+    message = (f"engines.base.EngineBuildError: ONNX export of model 'bert' failed ({{'opset': 18, 'exporter': "
+               f"'dynamo', 'sample_batch': 2, 'revision': 2}}): {cause}")
+    assert len(message) <= 300  # what the ledger keeps of a detail
+    nodeid = "tests/parity/test_parity.py::test_parity_on_generated_inputs[bert-onnxruntime-fp32-uniform]"
+    ledger = verdict.Ledger()
+    ledger.add_report(SimpleNamespace(nodeid=nodeid, when="call", outcome="failed", user_properties=[],
+                                      longrepr=SimpleNamespace(reprcrash=SimpleNamespace(message=message))))
+    lines: list[str] = []
+    tr = SimpleNamespace(write_sep=lambda *a, **k: None, write_line=lambda line, **k: lines.append(line))
+    stash = pytest.Stash()
+    stash[plugin.LEDGER_KEY] = ledger
+    print_verdict(SimpleNamespace(stash=stash, pluginmanager=SimpleNamespace(get_plugin=lambda name: tr),
+                                  getoption=lambda name, default=None: default))
+    assert f"  {nodeid}: {message}" in lines, lines

@@ -1,0 +1,120 @@
+"""Checks that cannot run on the run's device by design are not collected, and said once per reason (issue 24).
+
+On a CPU, suite.toml's TensorRT cells, torch int8 and TF32, ONNX Runtime's TF32 and bf16 and the GPU-only
+harness-overhead check were 166 'not judged (unsupported)' skips among 169 judgements. Now they are deselected,
+one line per reason in the summary; what the user asked for by name (--engines, --precisions, a test id, the
+harness-overhead file, --overhead-model) and a required engine that cannot run at all stay, and are reported.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.selftest.suite_runs import ROOT, TINY, explain, run_suite
+
+pytestmark = pytest.mark.selftest
+
+ACCURACY = str(ROOT / "tests" / "accuracy")
+OVERHEAD = str(ROOT / "tests" / "latency" / "test_harness_overhead.py")
+TESTS = (ACCURACY, str(ROOT / "tests" / "parity" / "test_parity.py::test_parity_on_dataset"),
+         str(ROOT / "tests" / "latency"))  # the folder: naming the harness-overhead file asks for that check
+TRT = ("TensorRT needs a CUDA device: run with --device cuda:0 (this run uses --device cpu)")
+TORCH_TF32 = "TF32 is a CUDA tensor-core math mode; there is no CPU path"
+ORT_TF32 = "onnxruntime CPUExecutionProvider has no tf32 path (TF32 is a CUDA math mode)"
+HARNESS = "the harness-overhead check compares CUDA-event loops; run with --device cuda:N"
+
+
+def _config(tmp_path: Path, requires: str = '["torch", "onnxruntime"]') -> str:
+    """The tiny config's model 'tiny' with TensorRT and TF32 too: 4 of its 6 cells cannot run on a CPU."""
+    text = TINY.read_text().replace('requires = ["torch", "onnxruntime"]', f"requires = {requires}")
+    start = text.index("[models.tiny]")
+    end = text.index("[models", start + 1)
+    tiny = text[start:end].replace('precisions = ["fp32"]', 'precisions = ["fp32", "tf32"]').replace(
+        'engines = ["torch", "onnxruntime"]', 'engines = ["torch", "onnxruntime", "tensorrt"]')
+    path = tmp_path / "suite.toml"
+    path.write_text(text[:start] + tiny)  # without 'steady'
+    return str(path)
+
+
+def _collected(done) -> list[str]:
+    return [line for line in done.stdout.splitlines() if "::" in line]
+
+
+def _left_out(done) -> dict[str, str]:
+    """The summary's not-collected lines: {reason: 'N checks of CELLS'}."""
+    lines = done.stdout.split("not collected, as they cannot run on cpu", 1)[1].splitlines()[1:]
+    return dict(reversed(line.strip().split(": ", 1)) for line in lines if line.startswith("  "))
+
+
+def test_cells_that_cannot_run_on_the_cpu_are_not_collected_and_said_once_per_reason(tmp_path):
+    done = run_suite(tmp_path, "--suite-config", _config(tmp_path), "--collect-only", tests=TESTS)
+    assert done.returncode == 0, explain(done)
+    collected = _collected(done)
+    assert collected and not [t for t in collected if "tf32" in t or "tensorrt" in t or "harness" in t], collected
+    # accuracy, dataset parity and 2 latency batches per cell; the harness-overhead check's 16 cases
+    assert _left_out(done) == {TRT: "8 checks of tiny-tensorrt-fp32, tiny-tensorrt-tf32",
+                               TORCH_TF32: "4 checks of tiny-torch-tf32", ORT_TF32: "4 checks of tiny-onnxruntime-tf32",
+                               HARNESS: "16 checks of test_harness_overhead"}, explain(done)
+    assert re.search(rf"{len(collected)}/{len(collected) + 32} tests collected \(32 deselected\)", done.stdout), \
+        explain(done)
+
+
+def test_the_run_judges_what_it_collected_and_says_what_it_left_out(tmp_path):
+    """A real run: no check ends 'unsupported'; the left-out cells are said before the verdict, once."""
+    done = run_suite(tmp_path, "--suite-config", _config(tmp_path), "--accept-not-judged", "none", tests=TESTS[:2])
+    assert done.returncode == 0, explain(done)
+    before, verdict = done.stdout.split("VERDICT: PASSED", 1)
+    assert "checks: 3 passed, 0 failed, 0 not judged" in verdict, explain(done)
+    assert before.count(f"  4 checks of tiny-tensorrt-fp32, tiny-tensorrt-tf32: {TRT}") == 1, explain(done)
+
+
+@pytest.mark.parametrize("args,tests,wanted", [
+    (("--engines", "torch,onnxruntime"), TESTS, ("tiny-torch-tf32", "tiny-onnxruntime-tf32")),
+    (("--precisions", "fp32,tf32"), TESTS, ("tiny-torch-tf32", "tiny-onnxruntime-tf32", "tiny-tensorrt-tf32")),
+    ((), (f"{ACCURACY}/test_accuracy.py::test_top1_top5[tiny-tensorrt-tf32]",), ("tiny-tensorrt-tf32",)),
+])
+def test_a_cell_asked_for_by_name_is_collected(tmp_path, args, tests, wanted):
+    """--engines and --precisions name what to judge: their cells are collected, and reported (not judged, or
+    failed where the engine is required); so is a test named by its id."""
+    done = run_suite(tmp_path, "--suite-config", _config(tmp_path), "--collect-only", *args, tests=tests)
+    assert done.returncode == 0, explain(done)
+    for cell in wanted:
+        assert [t for t in _collected(done) if f"[{cell}" in t], (cell, explain(done))
+
+
+def test_a_required_engine_that_cannot_run_here_at_all_is_collected_and_fails_the_run(tmp_path):
+    """A config requiring TensorRT, run on a CPU: deselecting its cells would have read as '-k left them out'."""
+    config = _config(tmp_path, requires='["torch", "tensorrt"]')
+    done = run_suite(tmp_path, "--suite-config", config, "--collect-only", tests=TESTS)
+    collected = _collected(done)
+    assert [t for t in collected if "tiny-tensorrt-fp32" in t] and [t for t in collected if "tensorrt-tf32" in t]
+    assert TRT not in done.stdout and TORCH_TF32 in done.stdout, explain(done)  # the others still go
+    done = run_suite(tmp_path, "--suite-config", config, tests=(ACCURACY,))
+    assert done.returncode == 1, explain(done)
+    assert "required engine tensorrt: tensorrt is required ([run] requires in suite.toml) and none of its 2 checks " \
+           "could run (not judged: unsupported" in done.stdout, explain(done)
+
+
+@pytest.mark.parametrize("asked", [(), ("--overhead-model", "tiny"), ("harness file",)])
+def test_the_harness_overhead_check_is_left_out_off_cuda_unless_asked_for(tmp_path, asked):
+    if asked == ("harness file",):
+        done = run_suite(tmp_path, "--suite-config", _config(tmp_path), "--collect-only", tests=(OVERHEAD,))
+    else:
+        done = run_suite(tmp_path, "--suite-config", _config(tmp_path), "--collect-only", *asked, tests=TESTS)
+    harness = [t for t in _collected(done) if "test_harness_overhead" in t]
+    assert len(harness) == (0 if not asked else 16), explain(done)
+    assert (HARNESS in done.stdout) == (not asked), explain(done)
+
+
+def test_under_xdist_the_controller_says_what_its_workers_left_out(tmp_path):
+    """The workers deselect; the controller, which collects nothing, names the same cells by the same rule.
+    PYTHONPATH: the workers start in the run's directory, where an editable install elsewhere (a git worktree's
+    main checkout) would give them that checkout's suite instead of this one."""
+    done = run_suite(tmp_path, "--suite-config", _config(tmp_path), "-n", "2", tests=(ACCURACY,),
+                     env={"PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, explain(done)
+    assert _left_out(done) == {TRT: "tiny-tensorrt-fp32, tiny-tensorrt-tf32", TORCH_TF32: "tiny-torch-tf32",
+                               ORT_TF32: "tiny-onnxruntime-tf32"}, explain(done)  # no harness line: not selected
