@@ -75,7 +75,7 @@ class _PairedRound:
 @pytest.mark.parametrize("batch", [1, 8, 32, 256])
 def test_harness_overhead(suite, benchmark, engine_name, path, batch, request):
     if not suite.device.startswith("cuda"):
-        verdict.skip("unsupported", HARNESS_ON_CPU)  # only with --overhead-model: else it is not collected
+        verdict.skip("unsupported", HARNESS_ON_CPU)  # asked for (--overhead-model, its file named); else not collected
     name = request.config.getoption("--overhead-model") or next(iter(suite.config.models))
     model = suite.model(name)
     if not model.profile.min_batch <= batch <= model.profile.max_batch:
