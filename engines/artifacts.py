@@ -22,10 +22,10 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
+from core.cache import ArtifactCache
 from engines.base import InputSpec
 from engines.onnx.export import ONNX_FILE, export_onnx, export_options
 from engines.pytorch import model_digest
-from suite.cache import ArtifactCache
 
 log = logging.getLogger(__name__)
 

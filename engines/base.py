@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 
 if TYPE_CHECKING:
-    from suite.cache import ArtifactCache
+    from core.cache import ArtifactCache
 
 PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "fp16", "bf16", "int8")
 

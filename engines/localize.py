@@ -43,9 +43,9 @@ if TYPE_CHECKING:
     ort = import_onnxruntime()
     import torch
 
+    from core.cache import ArtifactCache
     from engines.onnx.precision_census import PrecisionCensus
     from engines.onnxrt.bisect import BisectReport
-    from suite.cache import ArtifactCache
 
 #: Rows of the feed that localization runs (every intermediate tensor of both sides is held in memory).
 DEFAULT_MAX_ROWS = 8

@@ -74,8 +74,8 @@ def launch_control_ms(device: str) -> float:
 
 
 def child(args: argparse.Namespace) -> dict[str, Any]:
+    from core.cache import ArtifactCache
     from suite.bound import classify
-    from suite.cache import ArtifactCache
     from suite.config import load_config
     from suite.inputs import synthetic_feed
     from suite.session import Cell, SuiteSession

@@ -44,7 +44,7 @@ from metrics.regression import binomial_interval, compare_latency  # noqa: E402 
 
 def worker(args: argparse.Namespace) -> dict[str, Any]:
     """One process: load the engine, then time the runs. Returns per-run samples."""
-    from suite.cache import ArtifactCache
+    from core.cache import ArtifactCache
     from suite.config import load_config
     from suite.gate_plugin import CpuMeter
     from suite.inject import SlowedCall

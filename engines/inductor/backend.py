@@ -40,7 +40,7 @@ from engines.onnx.export import export_dims, input_dynamic_shapes, sample_inputs
 from engines.pytorch.backend import _DTYPES, TorchRunner
 
 if TYPE_CHECKING:
-    from suite.cache import ArtifactCache
+    from core.cache import ArtifactCache
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from engines.base import UNSUPPORTED, CellUnavailable, EngineFacts, EngineReques
 from engines.feeds import check_feed, pick_outputs
 
 if TYPE_CHECKING:
-    from suite.cache import ArtifactCache
+    from core.cache import ArtifactCache
 
 
 def _digest(module: torch.nn.Module, values: bool) -> str:

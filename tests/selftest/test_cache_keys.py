@@ -27,10 +27,10 @@ import engines.artifacts as artifacts_module
 import engines.inductor.backend as inductor
 import engines.onnx.convert as convert
 import engines.onnx.quantize as quantize
+from core.cache import digest
 from engines.artifacts import ModelBuild, version_of
 from engines.base import AxisRange, EngineRequest, InputSpec, ShapeProfile
 from engines.onnxrt.backend import OnnxRuntimeBackend
-from suite.cache import digest
 
 pytestmark = pytest.mark.selftest
 

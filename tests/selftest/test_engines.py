@@ -5,12 +5,12 @@ import onnx
 import pytest
 import torch
 
+from core.cache import ArtifactCache
 from engines import get_backend
 from engines.artifacts import ModelBuild
 from engines.base import EngineBuildError, EngineRequest, InputSpec, ShapeProfile
 from metrics import Tolerance, compare_outputs
 from suite import verdict
-from suite.cache import ArtifactCache
 from suite.inputs import synthetic_feed
 from tests.selftest.tiny_models import Data, exports_wrong, not_exportable, two_input_net
 

@@ -8,9 +8,9 @@ import onnx
 import pytest
 import torch
 
+from core.cache import MANIFEST, ArtifactCache
 from engines.base import EngineBuildError
 from metrics import compare_outputs
-from suite.cache import MANIFEST, ArtifactCache
 from suite.config import parse_config
 from suite.inputs import synthetic_feed
 from suite.session import Cell, SuiteSession

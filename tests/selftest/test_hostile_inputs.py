@@ -335,7 +335,7 @@ def _malformed_manifests(work: Path, root: Path) -> None:
 
 _KILLED_BUILDER = """
 import sys, time
-from suite.cache import ArtifactCache
+from core.cache import ArtifactCache
 ArtifactCache(sys.argv[1]).get_or_build("onnx", {"hostile": "killed mid-build"},
                                         lambda d: ((d / "model.onnx").write_bytes(b"half"), time.sleep(600)))
 """

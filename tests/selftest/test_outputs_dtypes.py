@@ -17,6 +17,7 @@ import onnx
 import pytest
 import torch
 
+from core.cache import ArtifactCache
 from engines import get_backend
 from engines.artifacts import ModelBuild
 from engines.base import EngineBuildError, EngineRequest, InputSpec, ShapeProfile
@@ -30,7 +31,6 @@ from engines.feeds import (
     returned_output_names,
 )
 from engines.pytorch.backend import name_outputs
-from suite.cache import ArtifactCache
 from suite.inputs import DISTRIBUTIONS, synthetic_array, synthetic_feed
 from tests.selftest import tiny_models as tm
 

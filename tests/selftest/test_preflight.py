@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from core.cache import ArtifactCache
 from engines.artifacts import ModelBuild
 from engines.base import InputSpec
 from suite import plugin, verdict
-from suite.cache import ArtifactCache
 from suite.config import ConfigError, load_config, parse_config
 from suite.preflight import (
     WEIGHTS_FILE,

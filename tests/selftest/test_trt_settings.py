@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from core.cache import ArtifactCache, digest
 from engines.base import PRECISIONS, EngineRequest, InputSpec, ShapeProfile
 from engines.cuda import runtime as cuda_rt
 from engines.trt import loader
@@ -32,7 +33,6 @@ from engines.trt.settings import (
     timing_cache_filename,
 )
 from suite import verdict
-from suite.cache import ArtifactCache, digest
 
 pytestmark = pytest.mark.selftest
 
@@ -384,7 +384,7 @@ class _OnnxFile:
         return self.path
 
     def onnx_key(self, precision: str) -> str:
-        from suite.cache import file_sha256
+        from core.cache import file_sha256
 
         return file_sha256(self.path)
 
