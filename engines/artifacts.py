@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from core.cache import ArtifactCache
-from engines.base import InputSpec
+from core.inputs import InputSpec
 from engines.onnx.export import ONNX_FILE, export_onnx, export_options
 from engines.pytorch import model_digest
 

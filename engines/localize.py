@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from engines.base import EngineRequest, InputSpec, ModelArtifacts, Runner, ShapeProfile
+from core.inputs import InputSpec
+from engines.base import EngineRequest, ModelArtifacts, Runner, ShapeProfile
 from metrics import ParityReport, Tolerance, compare_outputs
 from metrics.localize import LayerComparison, LayerPair, LayerStat, compare_layers, format_layer_table
 

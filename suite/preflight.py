@@ -50,12 +50,12 @@ import numpy as np
 import torch
 
 from core.cache import ArtifactCache
-from engines.base import EngineBuildError, InputSpec
+from core.inputs import InputSpec, synthetic_feed
+from engines.base import EngineBuildError
 from engines.feeds import pick_outputs, value_kind
 from engines.onnx.export import DEFAULT_EXPORT_OPTIONS, forward_arg_names
 from engines.pytorch import architecture_digest, model_digest
 from suite.config import ConfigError, ModelConfig, SuiteConfig, resolve, where_in_user_code
-from suite.inputs import synthetic_feed
 
 log = logging.getLogger(__name__)
 

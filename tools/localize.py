@@ -49,12 +49,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from core.cache import ArtifactCache
+    from core.inputs import synthetic_feed
     from engines.base import CellUnavailable
     from engines.localize import localize, onnxruntime_cell
     from engines.onnxrt.bisect import bisect_optimizations
     from metrics import compare_outputs
     from suite.config import ConfigError, load_config
-    from suite.inputs import synthetic_feed
     from suite.session import Cell, SuiteSession
 
     if args.engine == "onnxruntime":

@@ -28,8 +28,9 @@ import engines.inductor.backend as inductor
 import engines.onnx.convert as convert
 import engines.onnx.quantize as quantize
 from core.cache import digest
+from core.inputs import AxisRange, InputSpec
 from engines.artifacts import ModelBuild, version_of
-from engines.base import AxisRange, EngineRequest, InputSpec, ShapeProfile
+from engines.base import EngineRequest, ShapeProfile
 from engines.onnxrt.backend import OnnxRuntimeBackend
 
 pytestmark = pytest.mark.selftest

@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from core.cache import MANIFEST, ArtifactCache
+from core.inputs import synthetic_feed
 from engines.base import EngineBuildError
 from metrics import compare_outputs
 from suite.config import parse_config
-from suite.inputs import synthetic_feed
 from suite.session import Cell, SuiteSession
 
 pytestmark = pytest.mark.selftest

@@ -387,13 +387,13 @@ def _failed_generated(result: Result) -> list[str]:
 
 
 def _same_example_everywhere(result: Result) -> list[str]:
-    """The failing 'extremes' case ran on the (batch, seed) that suite.inputs.generated_example gives here, in this
+    """The failing 'extremes' case ran on the (batch, seed) that core.inputs.generated_example gives here, in this
     process: the same inputs in every selection (-k generated, tests/parity -k generated, --lf), whatever pytest
     collected. (A random example would fail the NaN model all the same; only this check tells.)"""
     import tomllib
 
+    from core.inputs import generated_example
     from suite.config import parse_config
-    from suite.inputs import generated_example
 
     want = generated_example(parse_config(tomllib.loads(NAN_MODEL)).models["m"], "extremes")
     got = {(int(b), int(s)) for b, s in re.findall(r"m-onnxruntime-fp32 on extremes inputs \(batch (\d+), seed (\d+)\)",

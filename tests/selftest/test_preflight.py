@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from core.cache import ArtifactCache
+from core.inputs import InputSpec
 from engines.artifacts import ModelBuild
-from engines.base import InputSpec
 from suite import plugin, verdict
 from suite.config import ConfigError, load_config, parse_config
 from suite.preflight import (

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from core.cache import ArtifactCache, digest
-from engines.base import PRECISIONS, EngineRequest, InputSpec, ShapeProfile
+from core.inputs import InputSpec
+from engines.base import PRECISIONS, EngineRequest, ShapeProfile
 from engines.cuda import runtime as cuda_rt
 from engines.trt import loader
 from engines.trt.settings import (
