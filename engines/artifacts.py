@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from core.cache import ArtifactCache
+from core.factory import make_module
 from core.inputs import InputSpec
 from engines.onnx.export import ONNX_FILE, export_onnx, export_options
 from engines.pytorch import model_digest
@@ -78,9 +79,7 @@ class ModelBuild:
 
     def torch_module(self) -> torch.nn.Module:
         if self._module is None:
-            from suite.preflight import make_module  # make() or make(cache), as preflight calls it
-
-            self._module = make_module(self._factory, self.cache, self.name)
+            self._module = make_module(self._factory, self.cache, self.name)  # make() or make(cache), as preflight
             self._state = module_state(self._module)  # as the factory made it, before any forward runs
         return self._module
 

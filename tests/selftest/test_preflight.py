@@ -10,16 +10,15 @@ import numpy as np
 import pytest
 
 from core.cache import ArtifactCache
+from core.factory import FactorySignatureError, call_factory
 from core.inputs import InputSpec
 from engines.artifacts import ModelBuild
 from suite import plugin, verdict
 from suite.config import ConfigError, load_config, parse_config
 from suite.preflight import (
     WEIGHTS_FILE,
-    FactorySignatureError,
     PreflightError,
     PreflightErrors,
-    call_factory,
     check_models,
     smoke_feed,
     startup_message,
