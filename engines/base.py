@@ -15,13 +15,12 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 
 from core.inputs import AxisRange, InputSpec
+from engines.feeds import Feed, check_feed
 
 if TYPE_CHECKING:
     from core.cache import ArtifactCache
 
 PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "fp16", "bf16", "int8")
-
-Feed = Mapping[str, np.ndarray]
 
 
 #: The batch axis's name in dims and shape ranges; no named axis may take it.
@@ -216,8 +215,6 @@ class StaticBatchRunner:
         return self.engines[batch]
 
     def _runner_for(self, feed: Feed) -> Any:
-        from engines.feeds import check_feed  # engines.feeds imports this module
-
         check_feed(feed, self.input_names)
         return self.engine(int(np.shape(feed[self.input_names[0]])[0])).runner
 

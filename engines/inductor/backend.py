@@ -32,10 +32,10 @@ from engines.base import (
     EngineBuildError,
     EngineFacts,
     EngineRequest,
-    Feed,
     LoadedEngine,
     ModelArtifacts,
 )
+from engines.feeds import Feed
 from engines.onnx.export import export_dims, input_dynamic_shapes, sample_inputs, with_configured_outputs
 from engines.pytorch.backend import _DTYPES, TorchRunner
 

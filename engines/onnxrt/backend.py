@@ -18,12 +18,11 @@ from engines.base import (
     CellUnavailable,
     EngineBuildError,
     EngineRequest,
-    Feed,
     LoadedEngine,
     ModelArtifacts,
     static_batch_engine,
 )
-from engines.feeds import as_input_dtype, check_feed
+from engines.feeds import Feed, as_input_dtype, check_feed
 from engines.onnx.export import onnx_facts
 
 if TYPE_CHECKING:
