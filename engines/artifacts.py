@@ -12,7 +12,6 @@ size), one chain per batch, for the engines of a ``static_batch`` model.
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import json
 import logging
 from collections.abc import Callable
@@ -25,6 +24,7 @@ import torch
 from core.cache import ArtifactCache
 from core.factory import make_module
 from core.inputs import InputSpec
+from engines import versions
 from engines.onnx.export import ONNX_FILE, export_onnx, export_options
 from engines.pytorch import model_digest
 
@@ -39,13 +39,6 @@ class CalibrationData(Protocol):
     def digest(self) -> str: ...
 
     def __len__(self) -> int: ...
-
-
-def version_of(dist: str) -> str:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return "absent"
 
 
 class ModelBuild:
@@ -115,7 +108,8 @@ class ModelBuild:
         return {
             "model": self.name, "model_digest": self.model_digest(), "export": options,
             "inputs": [i.as_key() for i in self.inputs], "outputs": list(self.outputs),
-            "torch": torch.__version__, "onnx": version_of("onnx"), "onnxscript": version_of("onnxscript"),
+            "torch": torch.__version__, "onnx": versions.version_of("onnx"),
+            "onnxscript": versions.version_of("onnxscript"),
         }
 
     def _fused_stage(self, fusion: str, batch: int | None) -> tuple[dict[str, Any], Callable[[Path], None], str]:

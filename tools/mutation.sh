@@ -35,7 +35,7 @@ DEFAULT_PATTERNS=(
   'metrics.parity.*'
   "${G}LatencyOutcomeǁcomponent__mutmut_*" "${G}Gateǁcheck_latency__mutmut_*"
   "${G}Gateǁbusy_matters__mutmut_*" "${G}Gateǁgated__mutmut_*" "${G}Gateǁungated__mutmut_*"
-  'engines.artifacts.x_version_of__mutmut_*' 'engines.artifacts.x__onnx_stage__mutmut_*'
+  'engines.versions.x_version_of__mutmut_*' 'engines.artifacts.x__onnx_stage__mutmut_*'
   "${A}onnx_path__mutmut_*" "${A}onnx_key__mutmut_*" "${A}export_options_for__mutmut_*"
   "${A}_export_parts__mutmut_*" "${A}_fused_stage__mutmut_*" "${A}_stage__mutmut_*"
   'core.inputs.xǁAxisRangeǁas_dict__mutmut_*' 'core.inputs.xǁInputSpecǁas_key__mutmut_*'
