@@ -7,7 +7,7 @@ output is short enough to read. Each case states that expectation. A case that t
 marked ``xfail(strict=True)``, with the exact problem and where the fix belongs: the fix turns it into an
 XPASS, which fails until the mark is removed.
 
-``CASES`` is the one list. This file runs it as tests; ``tools/hostile_table.py`` runs it to write the table
+``CASES`` is the one list. This file runs it as tests; ``hostile_table.py`` (beside it) runs it to write the table
 of docs/reliability.md (what the user sees, the number of lines, the exit code).
 
 Cost: a start-up error takes about a second, a run that exports and judges a tiny model 5-15 s. The runs are
