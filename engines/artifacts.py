@@ -72,7 +72,7 @@ class ModelBuild:
 
     def torch_module(self) -> torch.nn.Module:
         if self._module is None:
-            self._module = make_module(self._factory, self.cache, self.name)  # make() or make(cache), as preflight
+            self._module = make_module(self._factory, self.cache, self.name)  # as preflight makes it
             self._state = module_state(self._module)  # as the factory made it, before any forward runs
         return self._module
 
