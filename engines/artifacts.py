@@ -12,7 +12,6 @@ size), one chain per batch, for the engines of a ``static_batch`` model.
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import json
 import logging
 from collections.abc import Callable
@@ -22,10 +21,12 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from engines.base import InputSpec
+from core.cache import ArtifactCache
+from core.factory import make_module
+from core.inputs import InputSpec
+from engines import versions
 from engines.onnx.export import ONNX_FILE, export_onnx, export_options
 from engines.pytorch import model_digest
-from suite.cache import ArtifactCache
 
 log = logging.getLogger(__name__)
 
@@ -38,13 +39,6 @@ class CalibrationData(Protocol):
     def digest(self) -> str: ...
 
     def __len__(self) -> int: ...
-
-
-def version_of(dist: str) -> str:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return "absent"
 
 
 class ModelBuild:
@@ -78,9 +72,7 @@ class ModelBuild:
 
     def torch_module(self) -> torch.nn.Module:
         if self._module is None:
-            from suite.preflight import make_module  # make() or make(cache), as preflight calls it
-
-            self._module = make_module(self._factory, self.cache, self.name)
+            self._module = make_module(self._factory, self.cache, self.name)  # as preflight makes it
             self._state = module_state(self._module)  # as the factory made it, before any forward runs
         return self._module
 
@@ -116,7 +108,8 @@ class ModelBuild:
         return {
             "model": self.name, "model_digest": self.model_digest(), "export": options,
             "inputs": [i.as_key() for i in self.inputs], "outputs": list(self.outputs),
-            "torch": torch.__version__, "onnx": version_of("onnx"), "onnxscript": version_of("onnxscript"),
+            "torch": torch.__version__, "onnx": versions.version_of("onnx"),
+            "onnxscript": versions.version_of("onnxscript"),
         }
 
     def _fused_stage(self, fusion: str, batch: int | None) -> tuple[dict[str, Any], Callable[[Path], None], str]:

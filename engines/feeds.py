@@ -10,7 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from engines.base import Feed
+#: An engine's input: one array per input name (the batch axis first), so multi-input models just work.
+Feed = Mapping[str, np.ndarray]
 
 
 def check_feed(feed: Feed, input_names: Iterable[str]) -> None:

@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from engines.base import EngineRequest, InputSpec, ModelArtifacts, Runner, ShapeProfile
+from core.inputs import InputSpec
+from engines.base import EngineRequest, ModelArtifacts, Runner, ShapeProfile
 from metrics import ParityReport, Tolerance, compare_outputs
 from metrics.localize import LayerComparison, LayerPair, LayerStat, compare_layers, format_layer_table
 
@@ -43,9 +44,9 @@ if TYPE_CHECKING:
     ort = import_onnxruntime()
     import torch
 
+    from core.cache import ArtifactCache
     from engines.onnx.precision_census import PrecisionCensus
     from engines.onnxrt.bisect import BisectReport
-    from suite.cache import ArtifactCache
 
 #: Rows of the feed that localization runs (every intermediate tensor of both sides is held in memory).
 DEFAULT_MAX_ROWS = 8

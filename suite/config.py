@@ -25,10 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from engines.base import BATCH_AXIS, INPUT_ROLES, ONNX_EXPORTERS, PRECISIONS, AxisRange, InputSpec, ShapeProfile
+from core.inputs import DISTRIBUTIONS, INPUT_ROLES, AxisRange, InputSpec
+from engines.base import BATCH_AXIS, ONNX_EXPORTERS, PRECISIONS, ShapeProfile
 from metrics import AccuracyThreshold, Tolerance
 from metrics.parity import NONFINITE, PARITY_METRICS, failed_metric
-from suite.inputs import DISTRIBUTIONS
 from suite.timing import PATHS
 from suite.verdict import NotJudgedReasonError, check_reasons
 

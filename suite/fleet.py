@@ -7,7 +7,7 @@ its own contiguous share of the CPU cores (affinity and thread caps), so host-bo
 other worker's threads. Tests are handed out a cell (model x engine x precision) at a time: every test of
 a cell goes to the worker that loads its engine, the costliest cell first by the previous run's
 durations (longest processing time first), so two GPUs share a night evenly. The engine cache's
-per-entry lock (suite/cache.py) keeps each build single across workers and hosts.
+per-entry lock (core/cache.py) keeps each build single across workers and hosts.
 
 Each worker sends what it produced when it ends (xdist's ``workeroutput``): records, engine facts,
 cache statistics, the gate's comparisons, pytest-benchmark's cases and time per phase. The controller
@@ -373,7 +373,7 @@ class FleetPlugin:
         data = getattr(node, "workeroutput", {}).get("suite")
         if not data:
             return
-        from suite.cache import CacheStats
+        from core.cache import CacheStats
         from suite.gate_plugin import gate_of
         from suite.plugin import suite_session
 

@@ -24,10 +24,10 @@ from typing import Any
 
 import pytest
 
+from core.cache import ArtifactCache, CacheEvent, CacheUnusable
 from engines import get_backend
 from engines.base import UNAVAILABLE, CellUnavailable
 from suite import fleet, sigterm, verdict
-from suite.cache import ArtifactCache, CacheEvent, CacheUnusable
 from suite.cmdline import check_rootdir
 from suite.config import (
     ENGINES,

@@ -31,7 +31,6 @@ import collections
 import contextlib
 import copy
 import ctypes
-import inspect
 import io
 import json
 import logging
@@ -49,13 +48,14 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from engines.base import EngineBuildError, InputSpec
+from core.cache import ArtifactCache
+from core.factory import FactorySignatureError, NotAModuleError, make_module, not_a_module
+from core.inputs import InputSpec, synthetic_feed
+from engines.base import EngineBuildError
 from engines.feeds import pick_outputs, value_kind
 from engines.onnx.export import DEFAULT_EXPORT_OPTIONS, forward_arg_names
 from engines.pytorch import architecture_digest, model_digest
-from suite.cache import ArtifactCache
 from suite.config import ConfigError, ModelConfig, SuiteConfig, resolve, where_in_user_code
-from suite.inputs import synthetic_feed
 
 log = logging.getLogger(__name__)
 
@@ -128,14 +128,6 @@ def startup_message(exc: ConfigError, config_name: str) -> str:
     return f"{config_name}: {exc}"
 
 
-class FactorySignatureError(TypeError):
-    """A factory whose parameters are neither none nor one (the cache)."""
-
-
-class NotAModuleError(TypeError):
-    """A factory returned something other than a torch.nn.Module."""
-
-
 class ModelSource(Protocol):
     """Where preflight gets a model: the session's ``ModelBuild`` fits, so the module is made once."""
 
@@ -156,44 +148,6 @@ class CheckedModel:
 
 
 # =========================================================================== factories
-
-
-def call_factory(factory: Callable[..., Any], cache: ArtifactCache) -> Any:
-    """Call a model factory as the config allows: ``make()`` or ``make(cache)``.
-
-    Why not always ``make(cache)``: a factory that needs no cached weights is most naturally written
-    without the argument, and calling it with one used to fail with a TypeError from engine code.
-    """
-    try:
-        params = list(inspect.signature(factory).parameters.values())
-    except (TypeError, ValueError):  # no signature to read (some builtins): the documented form
-        return factory(cache)
-    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    required = [p.name for p in positional if p.default is p.empty]
-    required += [p.name for p in params if p.kind == p.KEYWORD_ONLY and p.default is p.empty]
-    if len(required) > 1 or any(p.kind == p.KEYWORD_ONLY and p.default is p.empty for p in params):
-        name = getattr(factory, "__qualname__", repr(factory))
-        raise FactorySignatureError(f"{name}() requires {', '.join(required)}; a factory takes no argument or one "
-                                    "(the suite's ArtifactCache)")
-    if positional or any(p.kind == p.VAR_POSITIONAL for p in params):
-        return factory(cache)
-    return factory()
-
-
-def make_module(factory: Callable[..., Any], cache: ArtifactCache, model: str) -> torch.nn.Module:
-    """The one way a configured model is made (preflight and engines.artifacts.ModelBuild alike):
-    call the factory, insist on a torch.nn.Module, and put it in eval mode."""
-    module = call_factory(factory, cache)
-    if not isinstance(module, torch.nn.Module):
-        raise NotAModuleError(_not_a_module(module, model))
-    return module.eval()
-
-
-def _not_a_module(made: Any, model: str) -> str:
-    if isinstance(made, type) and issubclass(made, torch.nn.Module):
-        return (f"the factory of model {model!r} returned the class {made.__name__}, not an instance of it; did you "
-                f"return the class? call it: return {made.__name__}()")
-    return f"the factory of model {model!r} returned {type(made).__name__}, not a torch.nn.Module"
 
 
 class _FactoryModel:
@@ -296,7 +250,7 @@ def _check_model(model: ModelConfig, cache: ArtifactCache, device: str,
         raise fail(factory, f"the factory raised {_last_line(exc)}" + (f" ({at})" if at else "")) from None
     progress(f"made {model.name} in {time.perf_counter() - start:.1f} s")
     if not isinstance(module, torch.nn.Module):  # a caller's own ModelSource
-        raise fail(factory, _not_a_module(module, model.name).replace(f" of model {model.name!r}", ""))
+        raise fail(factory, not_a_module(module, model.name).replace(f" of model {model.name!r}", ""))
     try:
         digest = made.model_digest()
     except Exception as exc:

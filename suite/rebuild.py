@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from suite.cache import ArtifactCache, file_sha256
+from core.cache import ArtifactCache, file_sha256
 
 FIXTURE_KINDS = ("weights", "preflight")
 

@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 
+from core.cache import ArtifactCache
 from engines import get_backend
 from engines.artifacts import ModelBuild
 from engines.base import UNAVAILABLE, UNSUPPORTED, CellUnavailable, EngineRequest, LoadedEngine
 from engines.feeds import check_output_dtypes, check_outputs
-from suite.cache import ArtifactCache
 from suite.config import ModelConfig, SuiteConfig, resolve
 from suite.timing import GpuMonitor, TimedCall
 

@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from engines.base import UNSUPPORTED, CellUnavailable, Feed, Runner, path_outputs
+from engines.base import UNSUPPORTED, CellUnavailable, Runner, path_outputs
+from engines.feeds import Feed
 from suite.gpu_memory import nvml_handle
 
 PATHS: tuple[str, ...] = ("all", "model", "graph")

@@ -22,7 +22,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from suite.cache import ArtifactCache
+from core.cache import ArtifactCache
 from suite.environment import fingerprint
 
 ROUNDS, WARMUP = 100, 20

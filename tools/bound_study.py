@@ -74,10 +74,10 @@ def launch_control_ms(device: str) -> float:
 
 
 def child(args: argparse.Namespace) -> dict[str, Any]:
+    from core.cache import ArtifactCache
+    from core.inputs import synthetic_feed
     from suite.bound import classify
-    from suite.cache import ArtifactCache
     from suite.config import load_config
-    from suite.inputs import synthetic_feed
     from suite.session import Cell, SuiteSession
 
     config = load_config(args.suite_config).select([args.model], sorted({e for e, _ in ENGINES}),

@@ -44,11 +44,11 @@ from metrics.regression import binomial_interval, compare_latency  # noqa: E402 
 
 def worker(args: argparse.Namespace) -> dict[str, Any]:
     """One process: load the engine, then time the runs. Returns per-run samples."""
-    from suite.cache import ArtifactCache
+    from core.cache import ArtifactCache
+    from core.inputs import synthetic_feed
     from suite.config import load_config
     from suite.gate_plugin import CpuMeter
     from suite.inject import SlowedCall
-    from suite.inputs import synthetic_feed
     from suite.session import Cell, SuiteSession
 
     config = load_config(args.suite_config).select([args.model], [args.engine], [args.precision])

@@ -3,7 +3,7 @@
     .venv/bin/python tools/localize.py --model efficientnet_lite0 --engine onnxruntime --precision int8
     .venv/bin/python tools/localize.py --model resnet18 --engine tensorrt --precision fp16 --device cuda:0
 
-Builds the cell through the suite's own machinery (suite.config.load_config, suite.cache.ArtifactCache,
+Builds the cell through the suite's own machinery (suite.config.load_config, core.cache.ArtifactCache,
 suite.session.SuiteSession: the same cache entries as a pytest run), judges its parity on the model's parity
 dataset (or generated inputs) as tests/parity does, then prints engines.localize's table and, for onnxruntime,
 the graph-optimization bisect on the whole feed (``--bisect auto``: when parity fails). ``--json FILE`` writes
@@ -48,13 +48,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default=None, metavar="FILE", help="write the report as JSON")
     args = parser.parse_args(argv)
 
+    from core.cache import ArtifactCache
+    from core.inputs import synthetic_feed
     from engines.base import CellUnavailable
     from engines.localize import localize, onnxruntime_cell
     from engines.onnxrt.bisect import bisect_optimizations
     from metrics import compare_outputs
-    from suite.cache import ArtifactCache
     from suite.config import ConfigError, load_config
-    from suite.inputs import synthetic_feed
     from suite.session import Cell, SuiteSession
 
     if args.engine == "onnxruntime":

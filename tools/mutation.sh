@@ -3,9 +3,9 @@
 # verdict (suite/verdict.py), the latency gate's outcome mapping (suite/gate_plugin.py: LatencyOutcome.component,
 # Gate.check_latency, Gate.busy_matters, Gate.gated, Gate.ungated), the parity comparator (metrics/parity.py) and every cache-key
 # builder (engines/: the export, conversion, fusion and int8 keys, the TensorRT engine's, the AOTInductor
-# package's, the TensorRT EP's engine directory, and the spec/profile parts they hold), one change at a time, and
-# runs the fast CPU tests that reach each mutated function ([tool.mutmut] in pyproject.toml). A mutant the tests
-# do not notice "survives".
+# package's, the TensorRT EP's engine directory, and the spec/profile parts they hold, core/inputs.py's among
+# them), one change at a time, and runs the fast CPU tests that reach each mutated function ([tool.mutmut] in
+# pyproject.toml). A mutant the tests do not notice "survives".
 #
 # Exit status: 0 when every survivor is listed, with why it is harmless, in docs/mutation-survivors.md; 1 when one
 # is not (its diff is printed: kill it with a test, or list it with its reason); 2 when mutmut itself failed.
@@ -35,10 +35,10 @@ DEFAULT_PATTERNS=(
   'metrics.parity.*'
   "${G}LatencyOutcomeǁcomponent__mutmut_*" "${G}Gateǁcheck_latency__mutmut_*"
   "${G}Gateǁbusy_matters__mutmut_*" "${G}Gateǁgated__mutmut_*" "${G}Gateǁungated__mutmut_*"
-  'engines.artifacts.x_version_of__mutmut_*' 'engines.artifacts.x__onnx_stage__mutmut_*'
+  'engines.versions.x_version_of__mutmut_*' 'engines.artifacts.x__onnx_stage__mutmut_*'
   "${A}onnx_path__mutmut_*" "${A}onnx_key__mutmut_*" "${A}export_options_for__mutmut_*"
   "${A}_export_parts__mutmut_*" "${A}_fused_stage__mutmut_*" "${A}_stage__mutmut_*"
-  "${B}AxisRangeǁas_dict__mutmut_*" "${B}InputSpecǁas_key__mutmut_*"
+  'core.inputs.xǁAxisRangeǁas_dict__mutmut_*' 'core.inputs.xǁInputSpecǁas_key__mutmut_*'
   "${B}ShapeProfileǁas_dict__mutmut_*"
   'engines.onnx.convert.x_convert_parts__mutmut_*' 'engines.onnx.convert.x__block_list__mutmut_*'
   'engines.onnx.convert.x_fusion_parts__mutmut_*' 'engines.onnx.convert.x_transformer_shape__mutmut_*'

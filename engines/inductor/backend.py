@@ -32,15 +32,15 @@ from engines.base import (
     EngineBuildError,
     EngineFacts,
     EngineRequest,
-    Feed,
     LoadedEngine,
     ModelArtifacts,
 )
+from engines.feeds import Feed
 from engines.onnx.export import export_dims, input_dynamic_shapes, sample_inputs, with_configured_outputs
 from engines.pytorch.backend import _DTYPES, TorchRunner
 
 if TYPE_CHECKING:
-    from suite.cache import ArtifactCache
+    from core.cache import ArtifactCache
 
 log = logging.getLogger(__name__)
 

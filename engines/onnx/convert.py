@@ -14,6 +14,7 @@ import onnx
 import onnx.version_converter
 from onnx import TensorProto, numpy_helper
 
+from engines import versions
 from engines.base import EngineBuildError
 
 CONVERTER = "onnxruntime.transformers.float16"
@@ -32,11 +33,9 @@ def _opset(model: onnx.ModelProto) -> int:
 
 
 def convert_parts(fp32_key: str, precision: str) -> dict[str, Any]:
-    from engines.artifacts import version_of
-
     return {"source_onnx": fp32_key, "precision": precision, "converter": CONVERTER,
-            "onnxruntime": version_of("onnxruntime"), "onnx": version_of("onnx"), "keep_io_types": True,
-            "keep_fp32": list(_block_list(precision)), "revision": 2}
+            "onnxruntime": versions.version_of("onnxruntime"), "onnx": versions.version_of("onnx"),
+            "keep_io_types": True, "keep_fp32": list(_block_list(precision)), "revision": 2}
 
 
 def _block_list(precision: str) -> tuple[str, ...]:
@@ -150,11 +149,9 @@ def transformer_shape(module: Any) -> tuple[int, int]:
 
 def fusion_parts(fusion: str, num_heads: int, hidden_size: int) -> dict[str, Any]:
     """The fusion's part of a fused graph's cache key (the export it starts from is keyed beside it)."""
-    from engines.artifacts import version_of
-
     return {"fusion": fusion, "optimizer": FUSION_OPTIMIZER, "num_heads": num_heads,
             "hidden_size": hidden_size, "opt_level": 0, "use_gpu": False,
-            "onnxruntime": version_of("onnxruntime"), "revision": 1}
+            "onnxruntime": versions.version_of("onnxruntime"), "revision": 1}
 
 
 def fuse_transformer(src: Path, dst: Path, fusion: str, num_heads: int, hidden_size: int,

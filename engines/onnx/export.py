@@ -18,7 +18,8 @@ import numpy as np
 import onnx
 import torch
 
-from engines.base import BATCH_AXIS, ONNX_EXPORTERS, EngineBuildError, EngineFacts, InputSpec
+from core.inputs import InputSpec, synthetic_feed
+from engines.base import BATCH_AXIS, ONNX_EXPORTERS, EngineBuildError, EngineFacts
 from engines.feeds import pick_outputs, returned_output_names
 
 log = logging.getLogger(__name__)
@@ -60,8 +61,6 @@ def export_options(overrides: dict[str, Any] | None = None, static_batch: int | 
 def sample_inputs(inputs: tuple[InputSpec, ...], batch: int, seed: int = 0) -> tuple[torch.Tensor, ...]:
     """Non-constant example inputs for tracing (a constant input can hide data-dependent paths), each in
     its configured dtype: the suite's own uniform synthetic feed, so integer ids stay integers."""
-    from suite.inputs import synthetic_feed
-
     feed = synthetic_feed(inputs, batch, "uniform", seed)
     return tuple(torch.from_numpy(feed[spec.name]) for spec in inputs)
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from engines import versions
 from engines.base import EngineBuildError
 from engines.feeds import as_input_dtype
 
@@ -26,11 +27,10 @@ CALIBRATION_BATCH = 16
 
 
 def quantize_parts(fp32_key: str, data_digest: str, rows: int, options: Mapping[str, Any]) -> dict[str, Any]:
-    from engines.artifacts import version_of
-
     return {"source_onnx": fp32_key, "calibration_data": data_digest, "calibration_rows": rows,
             "int8": dict(options), "format": "QDQ", "activation": "int8-symmetric",
-            "weights": "int8-symmetric", "bias": "float", "onnxruntime": version_of("onnxruntime"), "revision": 1}
+            "weights": "int8-symmetric", "bias": "float", "onnxruntime": versions.version_of("onnxruntime"),
+            "revision": 1}
 
 
 def calibration_chunk(rows: int, largest: int = CALIBRATION_BATCH) -> int:

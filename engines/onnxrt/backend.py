@@ -18,18 +18,17 @@ from engines.base import (
     CellUnavailable,
     EngineBuildError,
     EngineRequest,
-    Feed,
     LoadedEngine,
     ModelArtifacts,
     static_batch_engine,
 )
-from engines.feeds import as_input_dtype, check_feed
+from engines.feeds import Feed, as_input_dtype, check_feed
 from engines.onnx.export import onnx_facts
 
 if TYPE_CHECKING:
     import onnxruntime as ort
 
-    from suite.cache import ArtifactCache
+    from core.cache import ArtifactCache
 
 log = logging.getLogger(__name__)
 
@@ -255,7 +254,7 @@ class OnnxRuntimeBackend:
         """The TensorRT EP writes its own engines; give each configuration its own directory."""
         ort = import_onnxruntime()
 
-        from suite.cache import digest
+        from core.cache import digest
 
         parts = {"ort": ort.__version__, "precision": request.precision, "device": request.device,
                  "profile": request.profile.as_dict(), "model": request.model,

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from engines.base import UNSUPPORTED, CellUnavailable, EngineFacts, EngineRequest, Feed, LoadedEngine, ModelArtifacts
-from engines.feeds import check_feed, pick_outputs
+from engines.base import UNSUPPORTED, CellUnavailable, EngineFacts, EngineRequest, LoadedEngine, ModelArtifacts
+from engines.feeds import Feed, check_feed, pick_outputs
 
 if TYPE_CHECKING:
-    from suite.cache import ArtifactCache
+    from core.cache import ArtifactCache
 
 
 def _digest(module: torch.nn.Module, values: bool) -> str:

@@ -43,7 +43,7 @@ from engines.trt.settings import (
 if TYPE_CHECKING:
     import tensorrt as trt
 
-    from suite.cache import ArtifactCache
+    from core.cache import ArtifactCache
 
 log = logging.getLogger(__name__)
 

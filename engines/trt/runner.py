@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from engines.base import UNSUPPORTED, CellUnavailable, Feed, ShapeProfile
+from engines.base import UNSUPPORTED, CellUnavailable, ShapeProfile
 from engines.cuda.runtime import DeviceBuffer, EventTimer, Releasable, Stream
-from engines.feeds import as_input_dtype, check_feed
+from engines.feeds import Feed, as_input_dtype, check_feed
 from engines.trt.settings import TensorSpec, check_feed_shapes
 
 if TYPE_CHECKING:

@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from engines.base import PRECISIONS, EngineRequest, Feed
-from engines.feeds import check_feed
+from engines.base import PRECISIONS, EngineRequest
+from engines.feeds import Feed, check_feed
 
 #: Oldest TensorRT this backend supports (the tensor-name API: set_tensor_address / execute_async_v3).
 MIN_TENSORRT = (10, 0)

@@ -16,9 +16,9 @@ import time
 import pytest
 import torch
 
+from core.inputs import synthetic_feed
 from metrics import paired_overhead
 from suite import verdict
-from suite.inputs import synthetic_feed
 from suite.plugin import HARNESS_ON_CPU
 from suite.session import Cell
 

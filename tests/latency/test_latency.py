@@ -20,9 +20,9 @@ import time
 
 import pytest
 
+from core.inputs import synthetic_feed, tile_to_batch
 from metrics import summarize_latency
 from suite.bound import classify
-from suite.inputs import synthetic_feed, tile_to_batch
 
 pytestmark = pytest.mark.latency
 

@@ -11,9 +11,9 @@ model without a data set (most users' own models) still has drift protection.
 
 import pytest
 
+from core.inputs import generated_example, synthetic_feed
 from metrics import compare_outputs
 from suite import verdict
-from suite.inputs import generated_example, synthetic_feed
 
 pytestmark = pytest.mark.parity
 

@@ -5,7 +5,7 @@ nightly comparison would be measuring the build. Collected only with --rebuild-c
 
 import pytest
 
-from suite.inputs import synthetic_feed
+from core.inputs import synthetic_feed
 from suite.rebuild import build_once, compare_builds, describe
 from suite.session import SuiteSession
 

@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from suite.cache import ArtifactCache, verify_entry
+from core.cache import ArtifactCache, verify_entry
 
 KIND = "race"
 

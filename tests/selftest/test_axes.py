@@ -8,10 +8,10 @@ import re
 import numpy as np
 import pytest
 
-from engines.base import AxisRange, InputSpec, ShapeProfile
+from core.inputs import DISTRIBUTIONS, AxisRange, InputSpec, synthetic_feed, tile_to_batch
+from engines.base import ShapeProfile
 from engines.trt.settings import TensorSpec, check_feed_shapes
 from suite.config import ConfigError, LatencyShape, parse_config
-from suite.inputs import DISTRIBUTIONS, synthetic_feed, tile_to_batch
 
 pytestmark = pytest.mark.selftest
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from suite.cache import MANIFEST, ArtifactCache, CacheEntryCorrupt, digest, verify_entry
+from core.cache import MANIFEST, ArtifactCache, CacheEntryCorrupt, digest, verify_entry
 
 pytestmark = pytest.mark.selftest
 
@@ -116,7 +116,7 @@ def test_unhashable_key_part_is_rejected(tmp_path):
 def test_an_unwritable_kind_directory_is_found_at_start_up(tmp_path):
     """A writable root whose onnx/ is not: one CacheUnusable naming it (a PermissionError in every build before).
     chmod does not stop root, so as root onnx/ is a link to /sys (sysfs: root cannot create files there either)."""
-    from suite.cache import CacheUnusable
+    from core.cache import CacheUnusable
     from tests.selftest.suite_runs import make_unwritable
 
     kind = tmp_path / "onnx"

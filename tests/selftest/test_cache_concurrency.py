@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
-from suite.cache import ArtifactCache, CacheStats, _host, verify_entry
+from core.cache import ArtifactCache, CacheStats, _host, verify_entry
 from tests.selftest import cache_race_worker as worker
 
 pytestmark = pytest.mark.selftest

@@ -27,10 +27,13 @@ import engines.artifacts as artifacts_module
 import engines.inductor.backend as inductor
 import engines.onnx.convert as convert
 import engines.onnx.quantize as quantize
-from engines.artifacts import ModelBuild, version_of
-from engines.base import AxisRange, EngineRequest, InputSpec, ShapeProfile
+import engines.versions as versions_module
+from core.cache import digest
+from core.inputs import AxisRange, InputSpec
+from engines.artifacts import ModelBuild
+from engines.base import EngineRequest, ShapeProfile
 from engines.onnxrt.backend import OnnxRuntimeBackend
-from suite.cache import digest
+from engines.versions import version_of
 
 pytestmark = pytest.mark.selftest
 
@@ -80,7 +83,7 @@ def versions(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """The versions every key reads, fixed; a test changes one entry to move one field. An unknown
     distribution is "absent", as version_of says for a missing one."""
     table = dict(VERSIONS)
-    monkeypatch.setattr(artifacts_module, "version_of", lambda dist: table.get(dist, "absent"))
+    monkeypatch.setattr(versions_module, "version_of", lambda dist: table.get(dist, "absent"))
     monkeypatch.setattr(torch, "__version__", TORCH)
     return table
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from suite.cache import ArtifactCache, CacheEvent, CacheStats, CacheUnusable
+from core.cache import ArtifactCache, CacheEvent, CacheStats, CacheUnusable
 
 pytestmark = pytest.mark.selftest
 

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from suite.cache import MANIFEST, ArtifactCache, CacheEntryCorrupt, verify_entry
+from core.cache import MANIFEST, ArtifactCache, CacheEntryCorrupt, verify_entry
 
 pytestmark = pytest.mark.selftest
 

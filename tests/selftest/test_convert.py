@@ -61,7 +61,7 @@ def test_named_axes_export_as_hints_for_inductor_keep_guards_and_stay_dynamic() 
     inputs that share it."""
     import torch
 
-    from engines.base import AxisRange, InputSpec
+    from core.inputs import AxisRange, InputSpec
     from engines.onnx.export import export_dims, input_dynamic_shapes
 
     class PadsToEight(torch.nn.Module):

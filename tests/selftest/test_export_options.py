@@ -8,11 +8,11 @@ import onnx
 import pytest
 import torch
 
+from core.cache import MANIFEST, ArtifactCache
+from core.inputs import synthetic_feed
 from engines.base import EngineBuildError
 from metrics import compare_outputs
-from suite.cache import MANIFEST, ArtifactCache
 from suite.config import parse_config
-from suite.inputs import synthetic_feed
 from suite.session import Cell, SuiteSession
 
 pytestmark = pytest.mark.selftest

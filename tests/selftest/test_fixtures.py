@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 import torch
 
+from core.cache import ArtifactCache
 from fixtures.data import Dataset, concatenate, photos
 from fixtures.data import digits as digits_data
-from suite.cache import ArtifactCache
 
 pytestmark = pytest.mark.selftest
 

@@ -7,7 +7,7 @@ output is short enough to read. Each case states that expectation. A case that t
 marked ``xfail(strict=True)``, with the exact problem and where the fix belongs: the fix turns it into an
 XPASS, which fails until the mark is removed.
 
-``CASES`` is the one list. This file runs it as tests; ``tools/hostile_table.py`` runs it to write the table
+``CASES`` is the one list. This file runs it as tests; ``hostile_table.py`` (beside it) runs it to write the table
 of docs/reliability.md (what the user sees, the number of lines, the exit code).
 
 Cost: a start-up error takes about a second, a run that exports and judges a tiny model 5-15 s. The runs are
@@ -335,7 +335,7 @@ def _malformed_manifests(work: Path, root: Path) -> None:
 
 _KILLED_BUILDER = """
 import sys, time
-from suite.cache import ArtifactCache
+from core.cache import ArtifactCache
 ArtifactCache(sys.argv[1]).get_or_build("onnx", {"hostile": "killed mid-build"},
                                         lambda d: ((d / "model.onnx").write_bytes(b"half"), time.sleep(600)))
 """
@@ -387,13 +387,13 @@ def _failed_generated(result: Result) -> list[str]:
 
 
 def _same_example_everywhere(result: Result) -> list[str]:
-    """The failing 'extremes' case ran on the (batch, seed) that suite.inputs.generated_example gives here, in this
+    """The failing 'extremes' case ran on the (batch, seed) that core.inputs.generated_example gives here, in this
     process: the same inputs in every selection (-k generated, tests/parity -k generated, --lf), whatever pytest
     collected. (A random example would fail the NaN model all the same; only this check tells.)"""
     import tomllib
 
+    from core.inputs import generated_example
     from suite.config import parse_config
-    from suite.inputs import generated_example
 
     want = generated_example(parse_config(tomllib.loads(NAN_MODEL)).models["m"], "extremes")
     got = {(int(b), int(s)) for b, s in re.findall(r"m-onnxruntime-fp32 on extremes inputs \(batch (\d+), seed (\d+)\)",

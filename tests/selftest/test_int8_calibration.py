@@ -11,14 +11,14 @@ import numpy as np
 import onnx
 import pytest
 
+from core.cache import ArtifactCache
+from core.inputs import InputSpec, synthetic_feed
 from engines import get_backend
 from engines.artifacts import ModelBuild
-from engines.base import EngineRequest, InputSpec, ShapeProfile
+from engines.base import EngineRequest, ShapeProfile
 from engines.onnx import quantize
 from engines.onnx.quantize import CALIBRATION_BATCH, _Reader, calibration_chunk, quantize_qdq
-from suite.cache import ArtifactCache
 from suite.config import CALIBRATION_METHODS
-from suite.inputs import synthetic_feed
 from tests.selftest.tiny_models import Data, two_input_net
 
 pytestmark = pytest.mark.selftest

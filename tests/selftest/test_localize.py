@@ -10,8 +10,9 @@ import numpy as np
 import onnx
 import pytest
 
+from core.cache import ArtifactCache
+from core.inputs import InputSpec, synthetic_feed
 from engines.artifacts import ModelBuild
-from engines.base import InputSpec
 from engines.localize import NO_INTERMEDIATES, localize
 from engines.onnx.intermediates import mark_all_outputs, run_all, session_inputs
 from engines.onnx.precision_census import PrecisionCensus, precision_census
@@ -21,8 +22,6 @@ from engines.trt.debug import trt_precision_census
 from metrics import Tolerance
 from metrics.localize import LayerPair, compare_layers, format_layer_table
 from suite import verdict
-from suite.cache import ArtifactCache
-from suite.inputs import synthetic_feed
 from tests.selftest.overflow_models import FEATURES, conv_net, layernorm_overflow, overflow_mlp
 from tests.selftest.tiny_models import Data, two_input_net
 

@@ -17,9 +17,11 @@ import onnx
 import pytest
 import torch
 
+from core.cache import ArtifactCache
+from core.inputs import DISTRIBUTIONS, InputSpec, synthetic_array, synthetic_feed
 from engines import get_backend
 from engines.artifacts import ModelBuild
-from engines.base import EngineBuildError, EngineRequest, InputSpec, ShapeProfile
+from engines.base import EngineBuildError, EngineRequest, ShapeProfile
 from engines.feeds import (
     OutputDtypeError,
     OutputShapeError,
@@ -30,8 +32,6 @@ from engines.feeds import (
     returned_output_names,
 )
 from engines.pytorch.backend import name_outputs
-from suite.cache import ArtifactCache
-from suite.inputs import DISTRIBUTIONS, synthetic_array, synthetic_feed
 from tests.selftest import tiny_models as tm
 
 pytestmark = pytest.mark.selftest

@@ -4,8 +4,8 @@ fails its comparison, whatever fills them, and one that honours the mask passes.
 import numpy as np
 import pytest
 
+from core.inputs import synthetic_feed
 from metrics import Tolerance, compare_outputs
-from suite.inputs import synthetic_feed
 from tests.parity.test_embeddings import FILLERS, repad
 from tests.selftest import tiny_transformer as tt
 

@@ -9,17 +9,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from core.cache import ArtifactCache
+from core.factory import FactorySignatureError, call_factory
+from core.inputs import InputSpec
 from engines.artifacts import ModelBuild
-from engines.base import InputSpec
 from suite import plugin, verdict
-from suite.cache import ArtifactCache
 from suite.config import ConfigError, load_config, parse_config
 from suite.preflight import (
     WEIGHTS_FILE,
-    FactorySignatureError,
     PreflightError,
     PreflightErrors,
-    call_factory,
     check_models,
     smoke_feed,
     startup_message,

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from suite.cache import ArtifactCache
+from core.cache import ArtifactCache
 from suite.config import parse_config
 from suite.session import Cell, SuiteSession
 

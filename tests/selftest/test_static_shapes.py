@@ -11,6 +11,7 @@ import numpy as np
 import onnx
 import pytest
 
+from core.cache import MANIFEST, ArtifactCache
 from engines.base import (
     UNSUPPORTED,
     CellUnavailable,
@@ -22,7 +23,6 @@ from engines.base import (
 from engines.onnxrt.backend import trt_profile_options
 from engines.trt.settings import optimization_profile_shapes
 from metrics import compare_outputs
-from suite.cache import MANIFEST, ArtifactCache
 from suite.config import load_config, parse_config
 from suite.session import Cell, SuiteSession
 from tests.selftest.tiny_models import Data

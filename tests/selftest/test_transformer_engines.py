@@ -5,13 +5,13 @@ same embeddings, and a graph without attention is refused rather than run as "fu
 import onnx
 import pytest
 
+from core.cache import ArtifactCache
+from core.inputs import synthetic_feed
 from engines import get_backend
 from engines.artifacts import ModelBuild
 from engines.base import EngineBuildError, EngineRequest, ShapeProfile
 from engines.onnxrt.backend import OnnxRuntimeBackend, trt_profile_options
 from metrics import Tolerance, compare_outputs
-from suite.cache import ArtifactCache
-from suite.inputs import synthetic_feed
 from tests.selftest import tiny_transformer as tt
 
 pytestmark = pytest.mark.selftest

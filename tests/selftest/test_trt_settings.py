@@ -13,7 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engines.base import PRECISIONS, EngineRequest, InputSpec, ShapeProfile
+from core.cache import ArtifactCache, digest
+from core.inputs import InputSpec
+from engines.base import PRECISIONS, EngineRequest, ShapeProfile
 from engines.cuda import runtime as cuda_rt
 from engines.trt import loader
 from engines.trt.settings import (
@@ -32,7 +34,6 @@ from engines.trt.settings import (
     timing_cache_filename,
 )
 from suite import verdict
-from suite.cache import ArtifactCache, digest
 
 pytestmark = pytest.mark.selftest
 
@@ -384,7 +385,7 @@ class _OnnxFile:
         return self.path
 
     def onnx_key(self, precision: str) -> str:
-        from suite.cache import file_sha256
+        from core.cache import file_sha256
 
         return file_sha256(self.path)
 

@@ -5,9 +5,9 @@ each latency case checks what its timed calls returned. End to end in tests/self
 import numpy as np
 import pytest
 
+from core.cache import ArtifactCache
 from engines.artifacts import ModelBuild
 from engines.base import EngineFacts, LoadedEngine, ShapeProfile, StaticBatchRunner, path_outputs
-from suite.cache import ArtifactCache
 from suite.config import parse_config, resolve
 from suite.session import Cell, SuiteSession
 from suite.timing import TimedCall

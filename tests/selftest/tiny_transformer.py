@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from engines.base import AxisRange, InputSpec
+from core.inputs import AxisRange, InputSpec
 from fixtures.models.minilm import SentenceEmbedding
 
 VOCAB = 100
@@ -52,7 +52,7 @@ def no_attention() -> torch.nn.Module:
 def sentences(cache=None) -> object:
     """32 'sentences' of 12 positions for the encoders above: ids within the vocabulary, each row's mask 1s then 0s
     (a tokenizer's padding), so that tests/parity/test_embeddings.py has real rows to re-pad."""
+    from core.inputs import synthetic_feed
     from fixtures.data import Dataset
-    from suite.inputs import synthetic_feed
 
     return Dataset("tiny_sentences", synthetic_feed(INPUTS, 32, "uniform", seed=1, dims={"seq": 12}))

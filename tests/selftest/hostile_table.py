@@ -1,18 +1,21 @@
 """Run the hostile-input corpus and write its table into docs/reliability.md.
 
-The cases are tests/selftest/test_hostile_inputs.py's ``CASES`` (one list, used by the self-test and here):
+The cases are test_hostile_inputs.py's ``CASES`` (one list, used by the self-test and here, beside it):
 each bad input is run end to end, as a child pytest run of the suite, and the table records what the user
 sees (the error line, or the verdict and its first failed check), the number of lines printed, the exit
 code, and whether that is the expected behaviour, a known gap (an xfail of the self-test, with where its fix
 belongs) or a regression.
 
-    .venv/bin/python tools/hostile_table.py                 # all cases; rewrites the table in the doc
-    .venv/bin/python tools/hostile_table.py --print         # the same, to stdout only
-    .venv/bin/python tools/hostile_table.py --only ID,ID --print
+    .venv/bin/python tests/selftest/hostile_table.py                 # all cases; rewrites the table in the doc
+    .venv/bin/python tests/selftest/hostile_table.py --print         # the same, to stdout only
+    .venv/bin/python tests/selftest/hostile_table.py --only ID,ID --print
 
 The table sits between the markers ``<!-- hostile-table:begin -->`` and ``<!-- hostile-table:end -->``;
 the rest of the doc is left as it is. Runs take place in a temporary directory, removed afterwards. Exit
 status: 0, or 1 when a case that is not a known gap falls short of its expectation (a regression).
+
+Why here and not in tools/: it is a view of the test corpus, and tools/ import no test code (issue 25). pytest
+does not collect it (its name does not start with test_).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from suite.verdict import EXIT_NOT_JUDGED  # noqa: E402

@@ -1,4 +1,5 @@
-"""Synthetic feeds within each input's declared range, in several value distributions.
+"""Input specs (``InputSpec``: name, shape, dtype, value range, named axes) and synthetic feeds within each
+input's declared range, in several value distributions.
 
 Why several: engines break at the edges (saturating int8 scales, fp16 overflow, sparse activations),
 which uniform noise alone rarely reaches. Never all-zero: a zero input can hide a broken engine and
@@ -14,11 +15,87 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from engines.base import Dims, InputSpec
+#: What an input is: plain values drawn within [low, high], or an attention mask (per row 1s then 0s along
+#: its last, named axis: the tokens a row holds, then padding), which synthetic feeds draw as such.
+INPUT_ROLES: tuple[str, ...] = ("values", "attention_mask")
+
+
+@dataclass(frozen=True)
+class AxisRange:
+    """A named dynamic axis (a sequence length): the lengths an engine must accept, and the one it is tuned
+    for (TensorRT's opt; synthetic feeds' default length)."""
+
+    min: int
+    opt: int
+    max: int
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.min <= self.opt <= self.max:
+            raise ValueError(f"axis range needs 1 <= min <= opt <= max, got {self}")
+
+    def as_dict(self) -> dict[str, int]:
+        return {"min": self.min, "opt": self.opt, "max": self.max}
+
+
+Dims = Mapping[str, int]
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """One model input: name, shape without the batch axis, numpy dtype, value range for synthetic data.
+
+    A string in ``shape`` names a dynamic axis (``"seq"``); ``axes`` holds the range of each axis the shape
+    names, so that a spec alone can make a concrete shape (``batch_shape(batch, dims)``, each axis at its opt
+    unless ``dims`` says otherwise). ``role`` is ``"values"`` or ``"attention_mask"``.
+    """
+
+    name: str
+    shape: tuple[int | str, ...]
+    dtype: str = "float32"
+    low: float = 0.0
+    high: float = 1.0
+    axes: tuple[tuple[str, AxisRange], ...] = ()
+    role: str = "values"
+
+    def __post_init__(self) -> None:
+        declared = dict(self.axes)
+        missing = [d for d in self.shape if isinstance(d, str) and d not in declared]
+        if missing:
+            raise ValueError(f"input {self.name!r}: shape {list(self.shape)} names axes {missing} without a range "
+                             f"(axes: {sorted(declared)})")
+        if self.role not in INPUT_ROLES:
+            raise ValueError(f"input {self.name!r}: role {self.role!r}; valid: {', '.join(INPUT_ROLES)}")
+
+    @property
+    def axis_names(self) -> tuple[str, ...]:
+        """The named axes of the shape, in order."""
+        return tuple(d for d in self.shape if isinstance(d, str))
+
+    def axis(self, name: str) -> AxisRange:
+        return dict(self.axes)[name]
+
+    def batch_shape(self, batch: int, dims: Dims | None = None) -> tuple[int, ...]:
+        """The concrete shape at ``batch``: each named axis at ``dims[name]``, else at its opt."""
+        given = dims or {}
+        return (batch, *(int(given.get(d, self.axis(d).opt)) if isinstance(d, str) else d for d in self.shape))
+
+    def as_key(self) -> dict[str, Any]:
+        """This spec in a cache key: the fields an input without named axes always had, so that the keys of
+        existing models stay what they were; axes and role only where they are set."""
+        key: dict[str, Any] = {"name": self.name, "shape": list(self.shape), "dtype": self.dtype, "low": self.low,
+                               "high": self.high}
+        if self.axes:
+            key["axes"] = {n: r.as_dict() for n, r in self.axes}
+        if self.role != "values":
+            key["role"] = self.role
+        return key
+
 
 DISTRIBUTIONS: tuple[str, ...] = ("uniform", "normal", "extremes", "sparse")
 
