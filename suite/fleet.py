@@ -23,7 +23,7 @@ import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from datetime import UTC
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -504,8 +504,6 @@ def write_benchmark_json(config: pytest.Config, benchmarks: list[dict[str, Any]]
                          self_test_knobs: dict[str, Any] | None = None) -> list[Path]:
     """The controller's one pytest-benchmark file (storage entry and/or --benchmark-json), from every worker's
     cases, written atomically; as loadable by --latency-baseline and --benchmark-compare as a single run's."""
-    from datetime import datetime
-
     import pytest_benchmark
 
     from suite.results import write_json_atomic

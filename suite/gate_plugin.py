@@ -49,6 +49,7 @@ from metrics.regression import (
     compare_latency,
     compare_memory,
     compare_parity,
+    student_t_quantile,
 )
 from suite import bound, inject, verdict
 from suite.baselines import (
@@ -587,8 +588,6 @@ def _runs_shortfall(spec: str, found: int, confidence: float) -> list[str]:
         lost = ("with one run there is no run-to-run spread at all, so a shift of the whole run (thread placement, "
                 "clocks, a neighbour) is judged on within-run noise alone and can fail as a regression")
     else:
-        from metrics.regression import student_t_quantile
-
         t = student_t_quantile(0.5 + confidence / 2, found - 1)
         lost = (f"the run-to-run interval rests on {found} runs (t factor {t:.1f} at {confidence * 100:g}%, against "
                 f"{student_t_quantile(0.5 + confidence / 2, k - 1):.1f} with {k}), so many cases come out inconclusive")

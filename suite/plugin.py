@@ -27,6 +27,7 @@ import pytest
 from core.cache import ArtifactCache, CacheEvent, CacheUnusable
 from engines import get_backend
 from engines.base import UNAVAILABLE, CellUnavailable
+from metrics.parity import failed_metric
 from suite import fleet, sigterm, verdict
 from suite.cmdline import check_rootdir
 from suite.config import (
@@ -35,6 +36,7 @@ from suite.config import (
     LatencyShape,
     ModelConfig,
     SuiteConfig,
+    accuracy_failed_metric,
     check_rounds_option,
     load_config,
     parse_batch_sizes_option,
@@ -44,7 +46,7 @@ from suite.environment import fingerprint
 from suite.gate_plugin import benchmark_compared, gate_of, self_test_knobs, set_coverage
 from suite.gpu_memory import in_use, memory_summary, resource_error
 from suite.lifetime import HARNESS_TEST, EngineLifetime, cell_of, model_of_nodeid, run_order
-from suite.preflight import PROGRESS_PREFIX, check_models
+from suite.preflight import PROGRESS_PREFIX, check_models, startup_message
 from suite.results import merge_streamed, results_document, write_json_atomic
 from suite.session import REFERENCE_ENGINE, Cell, SuiteSession
 from suite.state import (
@@ -142,8 +144,6 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """``-n auto --device cuda``: one worker per visible GPU (suite/fleet.py). A module-level hook, because xdist
     resolves ``auto`` in pytest_cmdline_main, before any plugin object registered at configure time exists."""
-    from suite.device import check_device
-
     return fleet.auto_workers(config.getoption("--device"), lambda: check_device("cuda"))
 
 
@@ -546,9 +546,6 @@ def failed_figures(records: list[dict[str, Any]], cell: Cell, kind: str, first_o
     """What this cell's check of this kind recorded as failed: ((output, figure), ...), the figure None where a
     failure names none; and each failing record's headline, as its assertion message states it (parity:
     ``output 'x' (64, 5): cosine ...``; accuracy, judged on the model's first output: ``accuracy over n=64: ...``)."""
-    from metrics.parity import failed_metric
-    from suite.config import accuracy_failed_metric
-
     figures: list[tuple[str, str | None]] = []
     headlines: list[str] = []
     for record in records:
@@ -791,8 +788,6 @@ def _progress(config: pytest.Config, text: str, logged: str) -> None:
 def _preflight(config: pytest.Config, nodeids: list[str]) -> None:
     """The start-up check of every model the collected tests use, each failure one line of one usage error
     (note_collected keeps its text for the verdict: the usage error ends the run first)."""
-    from suite.preflight import startup_message
-
     state, suite = config.stash[RUN_KEY], suite_session(config)
     if getattr(getattr(config, "option", None), "collectonly", False):  # --collect-only builds and runs no model
         return
