@@ -27,6 +27,9 @@ import pytest
 
 from report.html import render_report
 from report.results_table import settle
+from suite.fleet import run_environment
+from suite.gate_plugin import gate_of
+from suite.state import LEDGER_KEY, RUN_INFO_KEY, VERDICT_KEY, suite_session
 
 #: The keys pytest-metadata adds by itself that describe the environment (see the module docstring).
 PYTEST_METADATA_ENVIRONMENT = ("Python", "Platform", "Packages", "Plugins")
@@ -45,15 +48,12 @@ def _suite_data(config: pytest.Config) -> SuiteData:
     worker's records, engines and comparisons (suite/fleet.py). verdict: ``suite.verdict.Ledger.as_dict()``;
     run_info: how the run was made (config, engine_options, git_commit, command, device, workers, phases);
     each None where the run did not record it."""
-    from suite.gate_plugin import gate_of
-    from suite.plugin import run_environment, suite_session
-
     session = suite_session(config)
     gate = gate_of(config)
     if gate is not None:
         gate.finish(session.records)
-    verdict = getattr(config, "_suite_verdict", None)
-    run_info = getattr(config, "_suite_run_info", None)
+    verdict = config.stash.get(VERDICT_KEY, None)
+    run_info = config.stash.get(RUN_INFO_KEY, None)
     return (session.records, session.engine_facts(), run_environment(config), (gate.as_dict() if gate else {}),
             verdict, run_info)
 
@@ -80,8 +80,6 @@ def pytest_html_results_summary(prefix: list[str], summary: list[str], postfix: 
                                 session: pytest.Session) -> None:
     """The suite's report above pytest-html's summary; then its rows and counters as the verdict has them (called
     after the verdict is settled: pytest-html writes the file at the end of pytest_sessionfinish)."""
-    from suite.plugin import LEDGER_KEY
-
     records, engines, environment, gate, verdict, run_info = _suite_data(session.config)
     prefix.append(render_report(records, engines, environment, gate, verdict, run_info))
     data, ledger = session.config.stash.get(_HTML_DATA, None), session.config.stash.get(LEDGER_KEY, None)

@@ -22,12 +22,16 @@ import json
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Iterable
-from datetime import UTC
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from suite.environment import fingerprint
+from suite.gate_plugin import gate_of
+from suite.state import suite_session
 
 WORKER_GPUS_ENV = "SUITE_WORKER_GPUS"
 DURATIONS_FILE = "durations.json"
@@ -291,7 +295,6 @@ def work_unit_of(config: pytest.Config) -> Any:
     """``nodeid -> (unit, model)`` for this run's models (suite.lifetime.unit_of_nodeid): the unit is a cell, or
     a model's tests of no cell; (None, None) for a test of no model."""
     from suite.lifetime import model_of_nodeid, unit_of_nodeid
-    from suite.plugin import suite_session
 
     models = list(suite_session(config).config.models)
     configured = suite_session(config).config.models.values()
@@ -320,11 +323,14 @@ def timed_call(item: pytest.Item, clock: PhaseClock, build_seconds: Any, unit: s
 
 
 class FleetPlugin:
-    """xdist hooks (optional: harmless without xdist) and the per-process phase clock; one per run."""
+    """xdist hooks (optional: harmless without xdist) and the per-process phase clock; one per run.
+    ``note_collected(config, ids)`` is told the run's test ids once a worker has collected them (suite/plugin.py)."""
 
-    def __init__(self, config: pytest.Config, gpus: int) -> None:
+    def __init__(self, config: pytest.Config, gpus: int,
+                 note_collected: Callable[[pytest.Config, list[str]], None]) -> None:
         self.config = config
         self.gpus = gpus
+        self.note_collected = note_collected
         self.clock = PhaseClock()
         self.worker_phases: dict[str, dict[str, float]] = {}
         self.worker_environments: dict[str, dict[str, Any]] = {}
@@ -344,8 +350,6 @@ class FleetPlugin:
     # ---- every process -------------------------------------------------------------------------------
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Any:
-        from suite.plugin import suite_session
-
         suite = suite_session(self.config)
         if self._place is None:
             self._place = work_unit_of(self.config)
@@ -355,17 +359,13 @@ class FleetPlugin:
     # ---- controller ----------------------------------------------------------------------------------
     @pytest.hookimpl(optionalhook=True, tryfirst=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
-        from suite.plugin import suite_session
-
         suite = suite_session(config)
         return _scheduler_class()(config, log, models=suite.config.models, durations=load_durations(suite.cache.root),
                                   place=work_unit_of(config))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
-        from suite.plugin import note_collected
-
-        note_collected(self.config, list(ids))
+        self.note_collected(self.config, list(ids))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
@@ -374,8 +374,6 @@ class FleetPlugin:
         if not data:
             return
         from core.cache import CacheStats
-        from suite.gate_plugin import gate_of
-        from suite.plugin import suite_session
 
         suite = suite_session(self.config)
         suite.records.extend(data["records"])
@@ -425,10 +423,6 @@ class FleetPlugin:
         bench.compare_fail = []
 
     def worker_output(self) -> dict[str, Any]:
-        from suite.environment import fingerprint
-        from suite.gate_plugin import gate_of
-        from suite.plugin import suite_session
-
         suite = suite_session(self.config)
         gate = gate_of(self.config)
         if gate is not None:
@@ -447,6 +441,17 @@ class FleetPlugin:
                 "per_unit": self.clock.per_unit, "cpus": BOUND_CPUS, "threads": suite.thread_share,
                 "environment": {**fingerprint(suite.device), "cuda_visible_devices": BOUND_GPU},
                 "benchmarks": json.loads(json.dumps(benchmarks, default=str))}
+
+
+def run_environment(config: pytest.Config) -> dict[str, Any]:
+    """The fingerprint of the process that timed: this one, or (xdist) the first worker's, with every
+    worker's GPU listed."""
+    workers = config.pluginmanager.get_plugin("suite-fleet").worker_environments  # type: ignore[union-attr]
+    if not workers:
+        return fingerprint(suite_session(config).device)
+    first = workers[sorted(workers)[0]]
+    return {**first, "workers": {w: f"{e.get('gpu_name', e.get('cpu'))} (CUDA_VISIBLE_DEVICES="
+                                    f"{e.get('cuda_visible_devices')})" for w, e in sorted(workers.items())}}
 
 
 def atomic_benchmark_files(config: pytest.Config) -> None:
@@ -499,8 +504,6 @@ def write_benchmark_json(config: pytest.Config, benchmarks: list[dict[str, Any]]
                          self_test_knobs: dict[str, Any] | None = None) -> list[Path]:
     """The controller's one pytest-benchmark file (storage entry and/or --benchmark-json), from every worker's
     cases, written atomically; as loadable by --latency-baseline and --benchmark-compare as a single run's."""
-    from datetime import datetime
-
     import pytest_benchmark
 
     from suite.results import write_json_atomic

@@ -21,6 +21,10 @@ is the device's (docs/gating.md has the measurement).
 
 Coverage is stated and enforced: which collected cases have a baseline counterpart, which do not,
 and which baseline cases this run does not have. A baseline that matches nothing is a usage error.
+
+PYTEST_DONT_REWRITE: suite/plugin.py imports this module at its top, so where the project is not installed it
+is imported before conftest.py's pytest_plugins registers it, too late for pytest to rewrite its asserts (pytest
+warned so). Where the project is installed, the entry points load it unmarked, unrewritten too.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from metrics.regression import (
     compare_latency,
     compare_memory,
     compare_parity,
+    student_t_quantile,
 )
 from suite import bound, inject, verdict
 from suite.baselines import (
@@ -65,6 +70,7 @@ from suite.baselines import (
 )
 from suite.environment import differences, fingerprint
 from suite.results import incompleteness
+from suite.state import suite_session
 
 GATE_KEY = pytest.StashKey["Gate"]()
 _METER_KEY = pytest.StashKey["CpuMeter"]()
@@ -582,8 +588,6 @@ def _runs_shortfall(spec: str, found: int, confidence: float) -> list[str]:
         lost = ("with one run there is no run-to-run spread at all, so a shift of the whole run (thread placement, "
                 "clocks, a neighbour) is judged on within-run noise alone and can fail as a regression")
     else:
-        from metrics.regression import student_t_quantile
-
         t = student_t_quantile(0.5 + confidence / 2, found - 1)
         lost = (f"the run-to-run interval rests on {found} runs (t factor {t:.1f} at {confidence * 100:g}%, against "
                 f"{student_t_quantile(0.5 + confidence / 2, k - 1):.1f} with {k}), so many cases come out inconclusive")
@@ -596,8 +600,6 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     gate = gate_of(session.config)
     if gate is None or not gate.inject_accuracy_drop:
         return
-    from suite.plugin import suite_session
-
     suite = suite_session(session.config)
     original = suite.run_batched
     fraction = gate.inject_accuracy_drop
@@ -615,8 +617,6 @@ def set_coverage(config: pytest.Config, nodeids: list[str]) -> None:
     gate = gate_of(config)
     if gate is None or (gate.latency_baseline is None and gate.results_baseline is None):
         return
-    from suite.plugin import suite_session
-
     try:
         gate.set_coverage(nodeids, dict(suite_session(config).config.models))
     except BaselineError as exc:
@@ -741,8 +741,6 @@ class GateCheck:
     compares the records the test appended and reports each comparison into the run's verdict."""
 
     def __init__(self, request: pytest.FixtureRequest) -> None:
-        from suite.plugin import suite_session
-
         self._request = request
         self._suite = suite_session(request.config)
         self._first = len(self._suite.records)
@@ -875,8 +873,6 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     gate = gate_of(config)
     if gate is None:
         return
-    from suite.plugin import suite_session
-
     gate.finish(suite_session(config).records)
     tr = terminalreporter
     for which, (source, diff) in gate.environment_differences().items():

@@ -27,6 +27,7 @@ import pytest
 from core.cache import ArtifactCache, CacheEvent, CacheUnusable
 from engines import get_backend
 from engines.base import UNAVAILABLE, CellUnavailable
+from metrics.parity import failed_metric
 from suite import fleet, sigterm, verdict
 from suite.cmdline import check_rootdir
 from suite.config import (
@@ -35,27 +36,38 @@ from suite.config import (
     LatencyShape,
     ModelConfig,
     SuiteConfig,
+    accuracy_failed_metric,
     check_rounds_option,
     load_config,
     parse_batch_sizes_option,
 )
 from suite.device import DeviceError, check_device
 from suite.environment import fingerprint
+from suite.gate_plugin import benchmark_compared, gate_of, self_test_knobs, set_coverage
 from suite.gpu_memory import in_use, memory_summary, resource_error
 from suite.lifetime import HARNESS_TEST, EngineLifetime, cell_of, model_of_nodeid, run_order
-from suite.preflight import PROGRESS_PREFIX, check_models
+from suite.preflight import PROGRESS_PREFIX, check_models, startup_message
 from suite.results import merge_streamed, results_document, write_json_atomic
 from suite.session import REFERENCE_ENGINE, Cell, SuiteSession
+from suite.state import (
+    LEDGER_KEY,
+    LIFETIME_KEY,
+    NOT_COLLECTED_KEY,
+    RUN_INFO_KEY,
+    RUN_KEY,
+    SESSION_KEY,
+    VERDICT_KEY,
+    RunState,
+    ledger_of,
+    suite_session,
+)
+from suite.summary import print_verdict
 from suite.timing import PATHS
 
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")  # before anything imports onnxruntime (it writes at import)
 log = logging.getLogger("suite")
 
 _ROOT = Path(__file__).resolve().parent.parent
-_SESSION_KEY = pytest.StashKey[SuiteSession]()
-LEDGER_KEY = pytest.StashKey[verdict.Ledger]()
-_RUN_KEY = pytest.StashKey["RunState"]()
-_LIFETIME_KEY = pytest.StashKey[EngineLifetime]()
 _SIGTERM_BEFORE: list[Any] = []  # the SIGTERM handler this run replaced, restored when it ends
 _INTERRUPTED: list[str] = []  # why the run was interrupted (SIGINT, SIGTERM), in any phase
 # This run's config, for hooks pytest calls without it (pytest_internalerror); non-empty once pytest_configure
@@ -110,20 +122,6 @@ def _split(value: str | None) -> list[str] | None:
     return [v.strip() for v in value.split(",") if v.strip()] if value else None
 
 
-class RunState:
-    """What the controlling process knows about the run beyond the ledger: requirements and timing."""
-
-    def __init__(self, config: SuiteConfig, required_engines: set[str], required_by: dict[str, str]) -> None:
-        self.config = config
-        self.required_engines = required_engines
-        self.required_by = required_by
-        self.collected: list[str] = []
-        self.started = time.time()
-        self.unwritten: list[str] = []  # files the run could not write (suite/plugin.py _file_not_written)
-        #: engines the config requires that this run leaves out, and why (an explicit --engines, or --models)
-        self.left_out: dict[str, str] = {}
-
-
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> Any:
     """Before anything is collected: a run that pytest rooted outside the project because an option's path was
@@ -146,8 +144,6 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """``-n auto --device cuda``: one worker per visible GPU (suite/fleet.py). A module-level hook, because xdist
     resolves ``auto`` in pytest_cmdline_main, before any plugin object registered at configure time exists."""
-    from suite.device import check_device
-
     return fleet.auto_workers(config.getoption("--device"), lambda: check_device("cuda"))
 
 
@@ -215,10 +211,10 @@ def pytest_configure(config: pytest.Config) -> None:
     required_by, left_out = required_engines(loaded, suite_config, engines_option)
     state = RunState(suite_config, set(required_by), required_by)
     state.left_out = left_out
-    config.stash[_RUN_KEY] = state
+    config.stash[RUN_KEY] = state
     config.stash[LEDGER_KEY] = verdict.Ledger(accepted=accepted)
     config.pluginmanager.register(_VerdictPlugin(config), "suite-verdict")
-    config.pluginmanager.register(fleet.FleetPlugin(config, gpus), "suite-fleet")
+    config.pluginmanager.register(fleet.FleetPlugin(config, gpus, note_collected), "suite-fleet")
 
     for noisy in ("onnxscript", "onnx_ir", "torch.onnx", "torch._dynamo", "torch.export"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -249,8 +245,8 @@ def pytest_configure(config: pytest.Config) -> None:
     results = config.getoption("--suite-results")
     if results:
         session.stream_records_to(Path(f"{results}.partial.jsonl"))
-    config.stash[_SESSION_KEY] = session
-    config.stash[_LIFETIME_KEY] = EngineLifetime(session, list(suite_config.models), _overhead_model(config))
+    config.stash[SESSION_KEY] = session
+    config.stash[LIFETIME_KEY] = EngineLifetime(session, list(suite_config.models), _overhead_model(config))
     fleet.take_thread_share(session)
 
 
@@ -285,7 +281,7 @@ def required_engines(loaded: SuiteConfig, selected: SuiteConfig,
 
 def _overhead_model(config: pytest.Config) -> str | None:
     """The model the harness-overhead check uses: --overhead-model, else the first selected model."""
-    return config.getoption("--overhead-model") or next(iter(config.stash[_RUN_KEY].config.models), None)
+    return config.getoption("--overhead-model") or next(iter(config.stash[RUN_KEY].config.models), None)
 
 
 def _check_options(config: pytest.Config, suite_config: SuiteConfig) -> None:
@@ -344,12 +340,12 @@ def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> N
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    lifetime = config.stash.get(_LIFETIME_KEY, None)
+    lifetime = config.stash.get(LIFETIME_KEY, None)
     if lifetime is not None:
         lifetime.close()
     if _SIGTERM_BEFORE:
         signal.signal(signal.SIGTERM, _SIGTERM_BEFORE.pop())
-    if _INTERRUPTED and not hasattr(config, "_suite_verdict") and not _is_worker(config):
+    if _INTERRUPTED and VERDICT_KEY not in config.stash and not _is_worker(config):
         # Stopped during start-up (imports, the config, the models' check): no test ran, so there is no
         # verdict block; say so, and that the results file was left as it was.
         results = config.getoption("--suite-results", None)
@@ -360,7 +356,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    state, ledger = config.stash.get(_RUN_KEY, None), config.stash.get(LEDGER_KEY, None)
+    state, ledger = config.stash.get(RUN_KEY, None), config.stash.get(LEDGER_KEY, None)
     if state is None or ledger is None:
         return []
     required = ", ".join(f"{e} ({why})" for e, why in sorted(state.required_by.items())) or "nothing"
@@ -383,18 +379,8 @@ def pytest_benchmark_update_json(config: pytest.Config, benchmarks: Any, output_
     """A saved pytest-benchmark run says whether the run ended; the gate refuses an incomplete baseline."""
     ledger = config.stash.get(LEDGER_KEY, None)
     interrupted = ledger.interrupted if ledger is not None else None
-    from suite.gate_plugin import self_test_knobs
-
     output_json["suite"] = {"complete": interrupted is None, "incomplete_reason": interrupted,
                             **({"self_test_knobs": knobs} if (knobs := self_test_knobs(config)) else {})}
-
-
-def suite_session(config: pytest.Config) -> SuiteSession:
-    return config.stash[_SESSION_KEY]
-
-
-def ledger_of(config: pytest.Config) -> verdict.Ledger:
-    return config.stash[LEDGER_KEY]
 
 
 def _latency_shapes(config: pytest.Config, model: ModelConfig) -> tuple[LatencyShape, ...]:
@@ -465,7 +451,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Any:
         return (yield)
     except CellUnavailable as exc:
         _not_a_resource_error(pyfuncitem, exc)
-        state = pyfuncitem.config.stash[_RUN_KEY]
+        state = pyfuncitem.config.stash[RUN_KEY]
         cell = getattr(exc, "cell", None)
         if cell is not None and cell.is_reference:
             pytest.fail(f"the fp32 reference {cell.id} cannot run, so nothing can be judged against it: {exc}",
@@ -488,7 +474,7 @@ def _not_a_resource_error(item: pytest.Item, exc: BaseException) -> None:
     found = resource_error(exc)
     if found is None:
         return
-    lifetime = item.config.stash[_LIFETIME_KEY]
+    lifetime = item.config.stash[LIFETIME_KEY]
     pytest.fail(f"resource error in {cell.id}: {found}\n  GPU memory in use: "
                 f"{in_use(lifetime.session.device, lifetime.meter)}\n  engines alive in this process: "
                 f"{', '.join(lifetime.session.alive()) or 'none'}", pytrace=False)
@@ -499,8 +485,8 @@ def _not_a_resource_error(item: pytest.Item, exc: BaseException) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    if _LIFETIME_KEY in item.config.stash:
-        item.config.stash[_LIFETIME_KEY].before(item)
+    if LIFETIME_KEY in item.config.stash:
+        item.config.stash[LIFETIME_KEY].before(item)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -508,11 +494,9 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     """After the test's fixtures are gone: release the engines the next test does not need (suite/lifetime.py),
     and compare each finished cell's peak GPU memory with the accuracy baseline's (the drift gate)."""
     result = yield
-    lifetime = item.config.stash.get(_LIFETIME_KEY, None)
+    lifetime = item.config.stash.get(LIFETIME_KEY, None)
     if lifetime is None:
         return result
-    from suite.gate_plugin import gate_of
-
     gate = gate_of(item.config)
     failures = []
     for record in lifetime.after(item, nextitem):
@@ -553,7 +537,7 @@ def _known_failure(item: pytest.Item) -> tuple[Any, str, str, Cell] | None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_call(item: pytest.Item) -> None:
     """Where this test's records start: a known failure is judged on the figures the test recorded."""
-    if _SESSION_KEY in item.config.stash:
+    if SESSION_KEY in item.config.stash:
         item.stash[_RECORDS_BEFORE] = len(suite_session(item.config).records)
 
 
@@ -562,9 +546,6 @@ def failed_figures(records: list[dict[str, Any]], cell: Cell, kind: str, first_o
     """What this cell's check of this kind recorded as failed: ((output, figure), ...), the figure None where a
     failure names none; and each failing record's headline, as its assertion message states it (parity:
     ``output 'x' (64, 5): cosine ...``; accuracy, judged on the model's first output: ``accuracy over n=64: ...``)."""
-    from metrics.parity import failed_metric
-    from suite.config import accuracy_failed_metric
-
     figures: list[tuple[str, str | None]] = []
     headlines: list[str] = []
     for record in records:
@@ -659,9 +640,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     run_order(items, suite_session(config), _overhead_model(config))  # engines live only as long as their tests
 
 
-#: Checks not collected because they cannot run on this run's device: {reason: (cell ids or the check's name,
-#: how many tests)}, this process's (the terminal summary states them, one line per reason).
-_NOT_COLLECTED_KEY = pytest.StashKey[dict[str, tuple[list[str], int]]]()
 #: Why the harness-overhead check cannot run off CUDA (also its skip where --overhead-model asks for it anyway).
 HARNESS_ON_CPU = "the harness-overhead check compares CUDA-event loops; run with --device cuda:N"
 
@@ -675,7 +653,7 @@ def cannot_run_here(config: pytest.Config) -> dict[Cell, str]:
     Never hidden: a cell whose engine is named by --engines or whose precision is named by --precisions is
     collected and reported as before (not judged, or failed where required); so are all the cells of a required
     engine none of whose cells can run here, so that the run fails naming why (_required_engines_judged)."""
-    session, state = suite_session(config), config.stash[_RUN_KEY]
+    session, state = suite_session(config), config.stash[RUN_KEY]
     named = set(_split(config.getoption("--engines")) or ()) | set(_split(config.getoption("--precisions")) or ())
     cells = session.cells()
     out: dict[Cell, str] = {}
@@ -714,14 +692,14 @@ def _leave_out_what_cannot_run_here(config: pytest.Config, items: list[pytest.It
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
-    config.stash[_NOT_COLLECTED_KEY] = left
+    config.stash[NOT_COLLECTED_KEY] = left
 
 
 def not_collected_lines(config: pytest.Config) -> list[str]:
     """The summary's lines on what was not collected because it cannot run here: one per reason, with how many
     checks of which cells (an xdist controller, which collects nothing, has its workers' deselection: the same
     cells, from the same rule; it names the cells without a count of checks)."""
-    left = config.stash.get(_NOT_COLLECTED_KEY, None)
+    left = config.stash.get(NOT_COLLECTED_KEY, None)
     if left is None and config.getoption("numprocesses", None):
         left = {}
         for cell, reason in cannot_run_here(config).items():
@@ -768,9 +746,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def note_collected(config: pytest.Config, ids: list[str]) -> None:
     """What the run will test, known once (this process's collection, or the first xdist worker's): the
     start-up check of the models it uses, and the gates' coverage of it."""
-    from suite.gate_plugin import set_coverage
-
-    state = config.stash[_RUN_KEY]
+    state = config.stash[RUN_KEY]
     if state.collected:
         return
     state.collected = ids
@@ -812,9 +788,7 @@ def _progress(config: pytest.Config, text: str, logged: str) -> None:
 def _preflight(config: pytest.Config, nodeids: list[str]) -> None:
     """The start-up check of every model the collected tests use, each failure one line of one usage error
     (note_collected keeps its text for the verdict: the usage error ends the run first)."""
-    from suite.preflight import startup_message
-
-    state, suite = config.stash[_RUN_KEY], suite_session(config)
+    state, suite = config.stash[RUN_KEY], suite_session(config)
     if getattr(getattr(config, "option", None), "collectonly", False):  # --collect-only builds and runs no model
         return
     overhead = config.getoption("--overhead-model") or next(iter(state.config.models), None)
@@ -895,18 +869,16 @@ class _VerdictPlugin:
         stopped = {pytest.ExitCode.INTERRUPTED: "interrupted", pytest.ExitCode.USAGE_ERROR: "stopped by a usage error",
                    pytest.ExitCode.INTERNAL_ERROR: "stopped by an internal error"}.get(exitstatus)  # type: ignore[call-overload]
         if ledger.interrupted or stopped:
-            ledger.mark_interrupted(ledger.interrupted or str(stopped), config.stash[_RUN_KEY].collected)
+            ledger.mark_interrupted(ledger.interrupted or str(stopped), config.stash[RUN_KEY].collected)
         _take_benchmark_regressions(config, ledger)
-        _required_engines_judged(config.stash[_RUN_KEY], ledger)
+        _required_engines_judged(config.stash[RUN_KEY], ledger)
         self._strict_known_failures(ledger)
         _count_as_the_verdict(config, ledger)
         session.exitstatus = ledger.exit_status(int(session.exitstatus))
-        config._suite_verdict = ledger.as_dict()  # type: ignore[attr-defined]  # read by report/plugin.py
-        config._suite_run_info = run_info(config)  # type: ignore[attr-defined]
+        config.stash[VERDICT_KEY] = ledger.as_dict()  # read by report/plugin.py
+        config.stash[RUN_INFO_KEY] = run_info(config)
         suite = suite_session(config)
-        environment = run_environment(config)
-        from suite.gate_plugin import self_test_knobs
-
+        environment = fleet.run_environment(config)
         knobs = self_test_knobs(config)
         if plugin.benchmarks:  # an xdist run: the one pytest-benchmark file, from every worker's cases
             with _unwritten(config, ledger, "pytest-benchmark's JSON", "the merged file"):
@@ -924,8 +896,8 @@ class _VerdictPlugin:
             with _unwritten(config, ledger, "--suite-results", path):
                 write_json_atomic(path, results_document(
                     environment=environment, records=records, engines=suite.engine_facts(),
-                    verdict=config._suite_verdict, complete=ledger.interrupted is None,  # type: ignore[attr-defined]
-                    incomplete_reason=ledger.interrupted, run=config._suite_run_info,  # type: ignore[attr-defined]
+                    verdict=config.stash[VERDICT_KEY], complete=ledger.interrupted is None,
+                    incomplete_reason=ledger.interrupted, run=config.stash[RUN_INFO_KEY],
                     self_test_knobs=knobs))
         for what, where, error in fleet.unwritten_benchmark_files(config):
             _file_not_written(config, ledger, what, where, error)
@@ -956,8 +928,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> Any:
     stopped_early = (session.exitstatus in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR)
                      or session.config.option.collectonly)  # --collect-only judges nothing, by request
     if not _is_worker(session.config) and LEDGER_KEY in session.config.stash and not stopped_early:
-        from suite.summary import print_verdict
-
         if cut_short is not None:
             _interrupted_while_writing(session.config, cut_short)
         print_verdict(session.config)  # (a usage error's own ERROR line is the last word: nothing was judged)
@@ -978,8 +948,8 @@ def _file_not_written(config: pytest.Config, ledger: verdict.Ledger, what: str, 
                       error: OSError) -> None:
     text = f"{what} {where} was not written: {error.strerror or error}"
     ledger.add(f"{what} written", verdict.FAILED, detail=text)
-    config._suite_verdict = ledger.as_dict()  # type: ignore[attr-defined]  # the report says so too
-    config.stash[_RUN_KEY].unwritten.append(text)
+    config.stash[VERDICT_KEY] = ledger.as_dict()  # the report says so too
+    config.stash[RUN_KEY].unwritten.append(text)
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         reporter.ensure_newline()
@@ -1058,8 +1028,6 @@ def _take_benchmark_regressions(config: pytest.Config, ledger: verdict.Ledger) -
     bench = getattr(config, "_benchmarksession", None)
     if bench is None or not getattr(bench, "compare_fail", None):
         return
-    from suite.gate_plugin import benchmark_compared
-
     compared = benchmark_compared(bench)
     for case in bench.benchmarks:
         if case and case.fullname not in compared:
@@ -1073,20 +1041,9 @@ def _take_benchmark_regressions(config: pytest.Config, ledger: verdict.Ledger) -
                    detail=f"Performance has regressed: {failure}")
 
 
-def run_environment(config: pytest.Config) -> dict[str, Any]:
-    """The fingerprint of the process that timed: this one, or (xdist) the first worker's, with every
-    worker's GPU listed."""
-    workers = config.pluginmanager.get_plugin("suite-fleet").worker_environments  # type: ignore[union-attr]
-    if not workers:
-        return fingerprint(suite_session(config).device)
-    first = workers[sorted(workers)[0]]
-    return {**first, "workers": {w: f"{e.get('gpu_name', e.get('cpu'))} (CUDA_VISIBLE_DEVICES="
-                                    f"{e.get('cuda_visible_devices')})" for w, e in sorted(workers.items())}}
-
-
 def run_info(config: pytest.Config) -> dict[str, Any]:
     """What the report and the results say about how this run was made."""
-    state = config.stash[_RUN_KEY]
+    state = config.stash[RUN_KEY]
     suite = suite_session(config)
     fleet_plugin = config.pluginmanager.get_plugin("suite-fleet")
     return {"config": str(state.config.path), "device": config.getoption("--device"),
@@ -1116,7 +1073,7 @@ def git_commit() -> str | None:
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    session = config.stash.get(_SESSION_KEY, None)
+    session = config.stash.get(SESSION_KEY, None)
     if session is None:
         return
     tr = terminalreporter

@@ -12,14 +12,13 @@ from typing import Any
 import pytest
 
 from suite import verdict
+from suite.gate_plugin import verdict_lines
+from suite.state import ledger_of
 
 SHOWN = 8
 
 
 def print_verdict(config: pytest.Config) -> None:
-    from suite.gate_plugin import verdict_lines
-    from suite.plugin import ledger_of
-
     tr = config.pluginmanager.get_plugin("terminalreporter")
     if tr is None:
         return

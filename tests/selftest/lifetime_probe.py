@@ -30,7 +30,7 @@ def live_runners() -> list[str]:
 
 @pytest.hookimpl(trylast=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    from suite.plugin import suite_session
+    from suite.state import suite_session
 
     path = os.environ["SUITE_LIFETIME_PROBE"]
     line = {"test": item.nodeid, "worker": os.environ.get("PYTEST_XDIST_WORKER"),

@@ -13,7 +13,7 @@ from core.cache import ArtifactCache
 from core.factory import FactorySignatureError, call_factory
 from core.inputs import InputSpec
 from engines.artifacts import ModelBuild
-from suite import plugin, verdict
+from suite import plugin, state, verdict
 from suite.config import ConfigError, load_config, parse_config
 from suite.preflight import (
     WEIGHTS_FILE,
@@ -246,8 +246,8 @@ class _PytestConfig:
     """What suite.plugin._preflight reads of pytest's config: the run's state, the session, options, the terminal."""
 
     def __init__(self, config, cache: ArtifactCache, **options) -> None:
-        self.stash = {plugin._RUN_KEY: plugin.RunState(config, set(), {}),
-                      plugin._SESSION_KEY: SuiteSession(config, cache), plugin.LEDGER_KEY: verdict.Ledger()}
+        self.stash = {state.RUN_KEY: state.RunState(config, set(), {}),
+                      state.SESSION_KEY: SuiteSession(config, cache), state.LEDGER_KEY: verdict.Ledger()}
         self.options = {"--overhead-model": None, "verbose": 0, **options}
         self.reporter = _Reporter()
         self.pluginmanager = self
@@ -525,7 +525,7 @@ def test_the_verdicts_failed_line_keeps_the_exceptions_class_and_its_cause():
     lines: list[str] = []
     tr = SimpleNamespace(write_sep=lambda *a, **k: None, write_line=lambda line, **k: lines.append(line))
     stash = pytest.Stash()
-    stash[plugin.LEDGER_KEY] = ledger
+    stash[state.LEDGER_KEY] = ledger
     print_verdict(SimpleNamespace(stash=stash, pluginmanager=SimpleNamespace(get_plugin=lambda name: tr),
                                   getoption=lambda name, default=None: default))
     assert f"  {nodeid}: {message}" in lines, lines

@@ -1,0 +1,63 @@
+"""The run's state: what the suite's plugins keep on pytest's config, each under a ``config.stash`` key.
+
+One module for it, below the plugins (suite/plugin.py, suite/fleet.py, suite/gate_plugin.py, suite/summary.py)
+and report/plugin.py, so that each reads the run from here and none imports another's hooks to find it.
+suite/plugin.py sets these in pytest_configure and at the end of the run (pytest_sessionfinish); the gate's own
+state is its Gate, under suite.gate_plugin's GATE_KEY.
+
+Only the keys, their accessors and RunState: the types the keys hold are imported for the type checker only, so
+that importing this module imports nothing of the suite's at run time.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from suite.config import SuiteConfig
+    from suite.lifetime import EngineLifetime
+    from suite.session import SuiteSession
+    from suite.verdict import Ledger
+
+
+class RunState:
+    """What the controlling process knows about the run beyond the ledger: requirements and timing."""
+
+    def __init__(self, config: SuiteConfig, required_engines: set[str], required_by: dict[str, str]) -> None:
+        self.config = config
+        self.required_engines = required_engines
+        self.required_by = required_by
+        self.collected: list[str] = []
+        self.started = time.time()
+        self.unwritten: list[str] = []  # files the run could not write (suite/plugin.py _file_not_written)
+        #: engines the config requires that this run leaves out, and why (an explicit --engines, or --models)
+        self.left_out: dict[str, str] = {}
+
+
+#: The session: config, cache, datasets, engines and reference outputs (every process).
+SESSION_KEY: pytest.StashKey[SuiteSession] = pytest.StashKey()
+#: The verdict's ledger, one per run (every process; only the controller's settles the verdict).
+LEDGER_KEY: pytest.StashKey[Ledger] = pytest.StashKey()
+#: Requirements, collected test ids, timing (RunState).
+RUN_KEY: pytest.StashKey[RunState] = pytest.StashKey()
+#: Which engines live, and for how long (suite/lifetime.py).
+LIFETIME_KEY: pytest.StashKey[EngineLifetime] = pytest.StashKey()
+#: Checks not collected because they cannot run on this run's device: {reason: (cell ids or the check's name,
+#: how many tests)}, this process's (the terminal summary states them, one line per reason).
+NOT_COLLECTED_KEY: pytest.StashKey[dict[str, tuple[list[str], int]]] = pytest.StashKey()
+#: The settled verdict, ``suite.verdict.Ledger.as_dict()``: set once the run is judged (read by report/plugin.py;
+#: absent where the run stopped before, e.g. during start-up).
+VERDICT_KEY: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
+#: How the run was made (suite/plugin.py run_info), set with the verdict (read by report/plugin.py).
+RUN_INFO_KEY: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
+
+
+def suite_session(config: pytest.Config) -> SuiteSession:
+    return config.stash[SESSION_KEY]
+
+
+def ledger_of(config: pytest.Config) -> Ledger:
+    return config.stash[LEDGER_KEY]
