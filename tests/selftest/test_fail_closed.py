@@ -460,7 +460,7 @@ def test_the_verdict_is_the_last_thing_printed(suite_baseline: Path) -> None:
     done = run_suite(suite_baseline, *STEADY, "--latency-rounds", "10", tests=LATENCY)
     lines = [line for line in done.stdout.splitlines() if line.strip()]
     stats = max(i for i, line in enumerate(lines)  # pytest's stats line, whatever it counts (passed, not judged)
-                if re.search(r"^=* ?\d+ (passed|failed|not judged|skipped).* in [\d.]+s", line))
+                if re.search(r"^=* ?\d+ (passed|failed|not judged|skipped|warnings?)\b.* in [\d.]+s", line))
     verdict = max(i for i, line in enumerate(lines) if "VERDICT:" in line)
     assert verdict > stats and "Saved" not in "".join(lines[verdict:]), explain(done)
 
