@@ -160,6 +160,16 @@ def _run_info() -> dict[str, Any]:
             "device": "cuda:0", "workers": 2, "phases": {"building": 75.0, "accuracy/parity": 41.5, "latency": 320.0}}
 
 
+def test_the_run_table_gives_each_workers_time_but_not_every_tests() -> None:
+    """run.worker_time is a row of the run's table; run.test_times (a row per test phase, thousands in a night) is
+    kept in --suite-results for tools/compare_runs.py, not written into the report."""
+    times = [["t.py::test_x[a-torch-fp32]", "gw0", "call", 0.0, 1.25]] * 3
+    html = _render(run_info={**_run_info(), "worker_time": {"gw0": {"span_s": 9.0, "idle_s": 0.5}},
+                             "test_times": times})
+    assert 'data-key="worker_time"' in html and "span_s=9.0" in html.replace(" ", "")
+    assert 'data-key="test_times"' not in html and "test_x[a-torch-fp32]" not in html
+
+
 def _render(**kwargs: Any) -> str:
     args: dict[str, Any] = dict(records=_records(), engines=_engines(), environment=_environment(), gate=_gate(),
                                 verdict=_verdict(), run_info=_run_info(), with_plots=False)
