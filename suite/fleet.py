@@ -158,13 +158,12 @@ class CostQueue(OrderedDict):  # type: ignore[type-arg]
         if last or not self:
             return super().popitem(last)
         order = {s: i for i, s in enumerate(self)}
-        left: dict[str | None, float] = {}
+        left: dict[str | None, float] = {}  # each model's work left, in the order its first cell is queued
         for s in self:
             left[self.model_of(s)] = left.get(self.model_of(s), 0.0) + self.cost(s, self[s])
         model = self.prefer if self.prefer is not None and self.prefer in left else None
-        if model is None:
-            free = [m for m in left if m not in self.elsewhere] or list(left)
-            model = max(free, key=lambda m: (left[m], -min(order[s] for s in self if self.model_of(s) == m)))
+        if model is None:  # max keeps the first of equals: ties go to the model queued first
+            model = max([m for m in left if m not in self.elsewhere] or list(left), key=left.__getitem__)
         scope = max((s for s in self if self.model_of(s) == model), key=lambda s: (self.cost(s, self[s]), -order[s]))
         return scope, self.pop(scope)
 
