@@ -228,7 +228,8 @@ def save_durations(cache_root: Path, per_unit: dict[str, float]) -> None:
 
 class PhaseClock:
     """Wall time per phase in one process: a test's call time, minus the engine builds inside it, goes to
-    its kind (accuracy/parity, latency); the builds go to 'building'."""
+    its kind (accuracy/parity, latency); the builds go to 'building'. Each unit's seconds, builds left out,
+    are the next run's scheduling cost: after a cold night, a build-heavy cell is not scheduled as a long one."""
 
     def __init__(self) -> None:
         self.seconds = dict.fromkeys(PHASES, 0.0)
@@ -238,7 +239,8 @@ class PhaseClock:
         self.seconds["building"] += building
         self.seconds[kind] += max(0.0, seconds - building)
         if unit:
-            self.per_unit[unit] = self.per_unit.get(unit, 0.0) + seconds
+            # the next run's cost of the unit: a warm run's, so the one-off builds are left out
+            self.per_unit[unit] = self.per_unit.get(unit, 0.0) + max(0.0, seconds - building)
 
     @staticmethod
     def kind_of(item: pytest.Item) -> str:
