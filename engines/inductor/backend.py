@@ -115,6 +115,22 @@ def inductor_cache(cache_root: Path) -> Iterator[dict[str, str]]:
 # without them and 84 s with them (their own build included).
 _NO_PRECOMPILED_HEADERS = {"aot_inductor.precompile_headers": False, "cpp_cache_precompile_headers": False}
 
+# The CPU's vector ISA as /proc/cpuinfo's flags give it. Otherwise inductor checks each candidate ISA by compiling
+# a probe and loading it in a child Python, in every process that compiles or loads a package: on the H200 machine
+# (torch 2.11, 2026-11-26) ten children that each import torch, 30 s at the first load of every xdist worker. AMX
+# keeps its own probes whatever the setting (the OS must enable its tiles). The package records the ISA it was
+# built for (AOTI_CPU_ISA) and its cache key holds it (cache_parts).
+_ISA_FROM_FLAGS = {"cpp.vec_isa_ok": True}
+_ISA_FROM_FLAGS_ENV = {"TORCHINDUCTOR_VEC_ISA_OK": "1"}  # the same, for a child process (read as it imports)
+
+
+def _cpu_isa() -> str:
+    """The vector ISA inductor compiles and loads packages for in this process (``avx512``, ``avx2``, ...)."""
+    from torch._inductor.cpu_vec_isa import pick_vec_isa
+
+    with torch._inductor.config.patch(_ISA_FROM_FLAGS):
+        return str(pick_vec_isa())
+
 
 def _device_identity(device: str) -> dict[str, Any]:
     if device.startswith("cuda"):
@@ -204,7 +220,8 @@ def _check_loads_in_child(package: Path, request: EngineRequest, cxx: str, cache
     try:
         proc = subprocess.run([sys.executable, "-c", code, str(package)], capture_output=True, text=True,
                               timeout=600, check=False,
-                              env={**os.environ, **inductor_cache_env(cache_root), "TMPDIR": str(scratch)})
+                              env={**os.environ, **inductor_cache_env(cache_root), **_ISA_FROM_FLAGS_ENV,
+                                   "TMPDIR": str(scratch)})
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     if proc.returncode != 0:
@@ -221,7 +238,7 @@ def cache_parts(request: EngineRequest, artifacts: ModelArtifacts, cxx: str) -> 
     return {"model_digest": artifacts.model_digest(), "precision": request.precision,
             "profile": request.profile.as_dict(), "inputs": [i.as_key() for i in request.inputs],
             "outputs": list(request.outputs), "torch": torch.__version__,
-            "device": _device_identity(request.device), "options": dict(request.options),
+            "device": _device_identity(request.device), "cpu_isa": _cpu_isa(), "options": dict(request.options),
             "compiler": _compiler_identity(cxx)}
 
 
@@ -254,7 +271,7 @@ class InductorBackend:
         entry = cache.get_or_build("inductor", parts, build, label=f"inductor {request.cell_id}")
         package = entry / PACKAGE
         try:
-            with inductor_cache(cache.root):
+            with inductor_cache(cache.root), torch._inductor.config.patch(_ISA_FROM_FLAGS):
                 compiled = torch._inductor.aoti_load_package(str(package))
         except Exception as exc:
             raise EngineBuildError(f"{request.cell_id}: loading AOTInductor package {package} failed: {exc}") from exc
@@ -283,7 +300,7 @@ class InductorBackend:
         log.info("inductor: exporting and compiling %s with %s (this takes a while)", request.cell_id, cxx)
         try:
             with warnings.catch_warnings(), torch.inference_mode(), \
-                    torch._inductor.config.patch({"cpp.cxx": (None, cxx), **_NO_PRECOMPILED_HEADERS}):
+                    torch._inductor.config.patch({"cpp.cxx": (None, cxx), **_NO_PRECOMPILED_HEADERS, **_ISA_FROM_FLAGS}):
                 warnings.simplefilter("ignore")
                 shapes = input_dynamic_shapes(module, request.inputs, dims)
                 exported = torch.export.export(module, args, dynamic_shapes=shapes)

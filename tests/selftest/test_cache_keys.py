@@ -332,8 +332,9 @@ GCC = "echo \"c++ (GCC) 12.2.0 $*\"; echo Copyright"  # says what it was asked
 @pytest.fixture
 def toolchain(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """A fixed torch, CPU and compiler on PATH; the compiler is keyed by its resolved path and --version line."""
-    machine = {"processor": "x86_64", "machine": "x86_64"}
+    machine = {"processor": "x86_64", "machine": "x86_64", "isa": "avx512"}
     monkeypatch.setattr(torch, "__version__", TORCH)
+    monkeypatch.setattr(inductor, "_cpu_isa", lambda: machine["isa"])
     monkeypatch.setattr(inductor.platform, "processor", lambda: machine["processor"])
     monkeypatch.setattr(inductor.platform, "machine", lambda: machine["machine"])
     bindir = tmp_path / "bin"
@@ -354,7 +355,7 @@ def test_every_request_field_of_an_inductor_package_changes_its_key(
     assert _inductor_key(dataclasses.replace(REQUEST, **change)) != _inductor_key()
 
 
-def test_the_model_torch_cpu_and_compiler_change_an_inductor_packages_key(
+def test_the_model_torch_cpu_isa_and_compiler_change_an_inductor_packages_key(
         toolchain: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     before = _inductor_key()
     assert _inductor_key() == before
@@ -370,6 +371,9 @@ def test_the_model_torch_cpu_and_compiler_change_an_inductor_packages_key(
     toolchain["machine"]["machine"] = "aarch64"
     assert _inductor_key() != before
     toolchain["machine"]["machine"] = "x86_64"
+    toolchain["machine"]["isa"] = "avx2"  # the package records the vector ISA it was built for
+    assert _inductor_key() != before
+    toolchain["machine"]["isa"] = "avx512"
     monkeypatch.setattr(torch, "__version__", "2.10.0+cpu")
     assert _inductor_key() != before
 
@@ -379,7 +383,7 @@ def test_the_inductor_key_holds_exactly_these_fields(toolchain: dict[str, Any]) 
     assert inductor.cache_parts(REQUEST, _Artifacts(), "c++") == {  # type: ignore[arg-type]
         "model_digest": "model-1", "precision": "fp32", "profile": {"min": 1, "opt": 4, "max": 8},
         "inputs": [INPUTS[0].as_key()], "outputs": ["y"], "torch": TORCH,
-        "device": {"cpu": "x86_64", "machine": "x86_64"}, "options": {"precisions": ("fp32",)},
+        "device": {"cpu": "x86_64", "machine": "x86_64"}, "cpu_isa": "avx512", "options": {"precisions": ("fp32",)},
         "compiler": {"cxx": compiler, "version": "c++ (GCC) 12.2.0 --version"}}
 
 
@@ -597,3 +601,23 @@ def test_the_fusion_reads_heads_and_hidden_size_from_the_first_complete_config()
     assert convert.transformer_shape(outer) == (4, 16)  # the partial configs are passed over
     assert convert.transformer_shape(torch.nn.Linear(2, 2)) == (0, 0)  # "detect", for the optimizer
     assert convert.transformer_shape(Partial(num_attention_heads="4", hidden_size=16)) == (0, 0)
+
+
+def test_the_cpu_isa_is_read_from_the_cpu_flags_without_a_probe_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inductor's own check compiles and loads a probe in a child Python per candidate ISA (30 s per process on the
+    GPU machine); the backend trusts /proc/cpuinfo instead, and names an ISA inductor knows. Only AMX keeps its
+    probes (its check runs whatever the setting: the OS must enable the tiles)."""
+    from torch._inductor import cpu_vec_isa
+
+    calls: list[Any] = []
+    monkeypatch.setattr(cpu_vec_isa.VecISA, "check_build", lambda self, code: calls.append(self) or False)
+    memoized = (cpu_vec_isa.valid_vec_isa_list, cpu_vec_isa.VecISA._VecISA__bool__impl)  # type: ignore[attr-defined]
+    for cached in memoized:
+        cached.cache_clear()
+    try:
+        isa = inductor._cpu_isa()
+    finally:
+        for cached in memoized:
+            cached.cache_clear()
+    assert [c for c in calls if not isinstance(c, cpu_vec_isa.VecAMX)] == []
+    assert isa in {str(i) for i in cpu_vec_isa.supported_vec_isa_list} | {str(cpu_vec_isa.invalid_vec_isa)}
