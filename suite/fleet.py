@@ -55,14 +55,32 @@ def bind_worker_gpu() -> str | None:
 BOUND_GPU = bind_worker_gpu()
 
 
-def cpu_share(cpus: list[int], worker: str | None, count: int) -> list[int]:
-    """Worker ``gwI``'s contiguous share of ``cpus`` when ``count`` workers split them (at least one each);
-    all of them outside xdist."""
+def physical_core(cpu: int) -> tuple[int, int]:
+    """The physical core a logical CPU belongs to, (package, core id), from sysfs; a CPU whose topology cannot be
+    read counts as a core of its own."""
+    topology = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology")
+    try:
+        return int((topology / "physical_package_id").read_text()), int((topology / "core_id").read_text())
+    except (OSError, ValueError):
+        return -1, cpu
+
+
+def cpu_share(cpus: list[int], worker: str | None, count: int,
+              core_of: Callable[[int], Any] = physical_core) -> list[int]:
+    """Worker ``gwI``'s share of ``cpus`` when ``count`` workers split them: whole physical cores (every hyperthread
+    of each), a contiguous run of them, at least one each; all of them outside xdist. Split by logical CPU
+    instead, two workers on a host that numbers siblings i and i+N would get the two threads of the same cores
+    and slow each other's host-side work."""
     if not worker or not worker.startswith("gw") or count <= 1:
         return cpus
-    index, per = int(worker[2:]), max(1, len(cpus) // count)
-    start = (index * per) % len(cpus)
-    return cpus[start:start + per] or cpus[-per:]
+    cores: dict[Any, list[int]] = {}
+    for cpu in cpus:
+        cores.setdefault(core_of(cpu), []).append(cpu)
+    groups = list(cores.values()) if len(cores) >= count else [[cpu] for cpu in cpus]
+    index, per = int(worker[2:]), max(1, len(groups) // count)
+    start = (index * per) % len(groups)
+    mine = groups[start:start + per] or groups[-per:]
+    return sorted(cpu for group in mine for cpu in group)
 
 
 def bind_worker_cpus() -> list[int] | None:

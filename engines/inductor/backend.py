@@ -299,8 +299,8 @@ class InductorBackend:
         module = with_configured_outputs(module, args, request.outputs, request.cell_id)
         log.info("inductor: exporting and compiling %s with %s (this takes a while)", request.cell_id, cxx)
         try:
-            with warnings.catch_warnings(), torch.inference_mode(), \
-                    torch._inductor.config.patch({"cpp.cxx": (None, cxx), **_NO_PRECOMPILED_HEADERS, **_ISA_FROM_FLAGS}):
+            settings = {"cpp.cxx": (None, cxx), **_NO_PRECOMPILED_HEADERS, **_ISA_FROM_FLAGS}
+            with warnings.catch_warnings(), torch.inference_mode(), torch._inductor.config.patch(settings):
                 warnings.simplefilter("ignore")
                 shapes = input_dynamic_shapes(module, request.inputs, dims)
                 exported = torch.export.export(module, args, dynamic_shapes=shapes)

@@ -376,10 +376,22 @@ def test_the_timeline_says_where_each_workers_wall_time_went() -> None:
 
 def test_each_worker_gets_its_own_share_of_the_cores() -> None:
     cpus = list(range(32))
-    shares = [fleet.cpu_share(cpus, f"gw{i}", 2) for i in range(2)]
+    own = lambda cpu: cpu  # no hyperthreads: each logical CPU a core of its own
+    shares = [fleet.cpu_share(cpus, f"gw{i}", 2, own) for i in range(2)]
     assert shares == [list(range(16)), list(range(16, 32))]
-    assert fleet.cpu_share(cpus, None, 2) == cpus and fleet.cpu_share(cpus, "gw0", 1) == cpus
-    assert fleet.cpu_share([0, 1], "gw1", 3) == [1] and fleet.cpu_share([0, 1], "gw2", 3) == [0]  # one at least
+    assert fleet.cpu_share(cpus, None, 2, own) == cpus and fleet.cpu_share(cpus, "gw0", 1, own) == cpus
+    assert fleet.cpu_share([0, 1], "gw1", 3, own) == [1] and fleet.cpu_share([0, 1], "gw2", 3, own) == [0]
+
+
+def test_workers_never_share_a_physical_core() -> None:
+    """16 cores with two threads each, numbered as many hosts do (CPU i and i+16 are one core's two threads): a split
+    by logical CPU would give the two workers the two halves of the same 16 cores."""
+    cpus, core = list(range(32)), lambda cpu: (0, cpu % 16)
+    shares = [fleet.cpu_share(cpus, f"gw{i}", 2, core) for i in range(2)]
+    assert shares == [[*range(8), *range(16, 24)], [*range(8, 16), *range(24, 32)]]
+    assert {core(c) for c in shares[0]}.isdisjoint({core(c) for c in shares[1]})
+    one_core = lambda cpu: (0, 0)  # fewer cores than workers: split the logical CPUs
+    assert fleet.cpu_share([0, 1], "gw1", 2, one_core) == [1]
     assert fleet.describe_cpus(list(range(16, 32))) == "16 cores (16-31)"
     assert fleet.describe_cpus([0, 2, 3]) == "3 cores (0,2-3)" and fleet.describe_cpus(None) == "every core"
 
