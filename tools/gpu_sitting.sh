@@ -37,6 +37,8 @@ export PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
 pytest_() { "$PY" -m pytest -p no:cacheprovider --engine-cache "$CACHE" --benchmark-storage "file://$BENCH" "$@"; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+# the host's cores and their hyperthread siblings: how the workers' CPU shares fall (suite/fleet.py cpu_share)
+{ lscpu; lscpu -p=CPU,CORE,SOCKET; } > "$OUT/cpu.txt" 2>&1
 status=0
 case "$PART" in
   tier)
