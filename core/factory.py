@@ -1,5 +1,5 @@
 """Making a model's module from its factory: the one way a configured model is made, by preflight
-(suite/preflight.py) and by engines.artifacts.ModelBuild alike. A factory is ``make()`` or ``make(cache)``."""
+(suite/preflight/) and by engines.artifacts.ModelBuild alike. A factory is ``make()`` or ``make(cache)``."""
 
 from __future__ import annotations
 

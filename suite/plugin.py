@@ -737,7 +737,7 @@ def _names(names: list[str], shown: int = 4) -> str:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Before any test: the start-up check of every model a collected test uses (suite/preflight.py), so
+    """Before any test: the start-up check of every model a collected test uses (suite/preflight/), so
     that a model that cannot run is one error naming it, not a failure in each of its tests."""
     if not _is_worker(session.config):
         note_collected(session.config, [item.nodeid for item in session.items])

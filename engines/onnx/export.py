@@ -263,7 +263,7 @@ def forward_arg_names(module: torch.nn.Module, inputs: tuple[InputSpec, ...], wh
     """forward()'s parameters, which the declared inputs are passed to by position, one each: a forward() with
     other parameters too (a Hugging Face model's ``token_type_ids``, ``use_cache``...) would take them into its
     first parameters whatever their names, so the counts must match, or an EngineBuildError says how to fix it.
-    The start-up check (suite/preflight.py) calls this too: such a model fails there, once, not in each build."""
+    The start-up check (suite/preflight/) calls this too: such a model fails there, once, not in each build."""
     import inspect
 
     params = [p.name for p in inspect.signature(module.forward).parameters.values()
