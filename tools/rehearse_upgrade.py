@@ -14,9 +14,10 @@ use stops the rehearsal (a baseline of the wrong version would make the comparis
 
     suite-rehearse-upgrade --old 1.22.0 [--package onnxruntime] [--runs 3] [--dir rehearsal] [-- PYTEST ARGS]
 
-Default pytest arguments: the CPU tier's ONNX Runtime cells of digits_cnn, parity and latency (a few minutes on
-a 2-core machine). Exit status: the gated run's (0 passed, 1 failed, 75 not judged), 2 when the rehearsal
-itself could not be made.
+Default pytest arguments: the CPU tier's ONNX Runtime fp32 and int8 cells of digits_cnn, parity and latency (a
+few minutes on a 2-core machine; fp16, bf16 and tf32 run in fp32 on the CPU EP, so they judge nothing there).
+Exit status: the gated run's (0 passed, 1 failed, 75 not judged), 2 when the rehearsal itself could not be made
+(a baseline run that did not pass included).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_PYTEST_ARGS = ("--suite-config", "suite.toml", "--models", "digits_cnn", "--engines", "onnxruntime",
-                       "tests/parity", "tests/latency/test_latency.py")
+                       "--precisions", "fp32,int8", "tests/parity", "tests/latency/test_latency.py")
 #: The environment record's key that says which version of the package a run imported (suite/environment.py).
 IMPORTED_KEY = {"onnxruntime": "onnxruntime_imported", "onnxruntime-gpu": "onnxruntime_imported"}
 
@@ -43,13 +44,15 @@ class RehearsalError(RuntimeError):
 
 @dataclass(frozen=True)
 class Step:
-    """One command of the rehearsal, with the extra environment it runs under and what it must have imported."""
+    """One command of the rehearsal, with the extra environment it runs under, what it must have imported, and
+    whether it makes a baseline (then it must pass: a baseline is the standard the new version is held to)."""
 
     label: str
     argv: tuple[str, ...]
     env: dict[str, str] = field(default_factory=dict)
     results: Path | None = None
     expect_version: str | None = None
+    baseline: bool = False
 
 
 def plan(package: str, old: str, new: str, runs: int, directory: Path, pytest_args: Sequence[str],
@@ -70,7 +73,7 @@ def plan(package: str, old: str, new: str, runs: int, directory: Path, pytest_ar
         steps.append(Step(f"old {i}/{runs}", (python, "-m", "pytest", *common, "--benchmark-save", f"old{i}",
                                               "--suite-results", str(results),
                                               "--accept-not-judged", "no-baseline,unsupported,no-data"),
-                          old_env, results, old))
+                          old_env, results, old, baseline=True))
     results = directory / "new.json"
     steps.append(Step("new", (python, "-m", "pytest", *common, "--latency-baseline", f"last:{runs}",
                               "--accuracy-baseline", str(directory / f"old-{runs}.json"),
@@ -92,8 +95,8 @@ def rehearse(steps: list[Step], package: str,
              run: Callable[[Step], int] = lambda s: subprocess.run(
                  s.argv, cwd=ROOT, env={**os.environ, **s.env}, check=False).returncode,
              say: Callable[[str], None] = print) -> int:
-    """Run the steps; the last step's exit status. A failed install, a baseline run that did not end (no results)
-    or any run that imported another version than it was meant to raise RehearsalError."""
+    """Run the steps; the last step's exit status. A failed install, a baseline run that did not pass or wrote no
+    results, or any run that imported another version than it was meant to raise RehearsalError."""
     status = 0
     for step in steps:
         say(f"== rehearsal: {step.label}: {' '.join(step.argv[2:8])} ...")
@@ -109,6 +112,9 @@ def rehearse(steps: list[Step], package: str,
             raise RehearsalError(f"{step.label}: the run imported {package} {got}, not {step.expect_version}: "
                                  "its figures would be compared as the wrong version")
         say(f"== rehearsal: {step.label}: {package} {got}, pytest exit {status}")
+        if step.baseline and status != 0:
+            raise RehearsalError(f"{step.label}: the baseline run did not pass (exit {status}; its verdict is in "
+                                 f"{step.results}): figures that failed or were not judged cannot be the standard")
     return status
 
 

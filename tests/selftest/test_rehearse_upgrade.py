@@ -73,6 +73,18 @@ def test_a_failed_install_or_a_run_without_results_is_no_rehearsal(tmp_path: Pat
         rehearsal.rehearse(steps, "onnxruntime", run=lambda step: 0, say=lambda text: None)
 
 
+def test_a_baseline_run_that_did_not_pass_is_no_standard(tmp_path: Path) -> None:
+    steps = rehearsal.plan("onnxruntime", "1.22.0", "1.32.0", 1, tmp_path, [], tmp_path / "ec", python="py")
+
+    def run(step: rehearsal.Step) -> int:
+        if step.results is not None:
+            _results(step.results, step.expect_version or "?")
+        return 75 if step.label == "old 1/1" else 0  # not judged
+
+    with pytest.raises(rehearsal.RehearsalError, match="old 1/1: the baseline run did not pass .exit 75"):
+        rehearsal.rehearse(steps, "onnxruntime", run=run, say=lambda text: None)
+
+
 def test_the_old_version_must_differ_from_the_installed_one(tmp_path: Path) -> None:
     installed = rehearsal.installed_version("onnxruntime")
     assert rehearsal.main(["--old", installed, "--dir", str(tmp_path)]) == 2
