@@ -157,8 +157,11 @@ class SuiteSession:
             if census is None:
                 return loaded
             ok, text = census.verdict(request.precision)
+            ops: dict[str, int] = {}
+            for node in census.nodes:  # what the engine runs, fused ops by their own names (metrics/structure.py)
+                ops[node.op_type] = ops.get(node.op_type, 0) + 1
             detail = {"precision_census": {"counts": dict(census), "by_kind": census.by_kind(), "ok": ok,
-                                           "text": text}}
+                                           "text": text, "ops": ops}}
         facts = dataclasses.replace(loaded.facts, detail={**loaded.facts.detail, **detail})
         return dataclasses.replace(loaded, facts=facts)
 
