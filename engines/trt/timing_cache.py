@@ -65,20 +65,23 @@ def load_timing_cache(config: trt.IBuilderConfig, path: Path) -> bytes:
 
 def save_timing_cache(config: trt.IBuilderConfig, path: Path, loaded: bytes) -> None:
     """Write the config's timing cache back to ``path`` atomically, first merging entries another process
-    wrote there since ``loaded`` was read. Failures are logged, never raised."""
+    wrote there since ``loaded`` was read; not rewritten when the file already holds exactly these bytes.
+    Failures are logged, never raised."""
     try:
         cache = config.get_timing_cache()
         if cache is None:
             return
-        if path.is_file():
-            disk = path.read_bytes()
-            if disk and disk != loaded:
-                try:
-                    if not cache.combine(config.create_timing_cache(disk), ignore_mismatch=False):
-                        log.debug("timing cache %s: could not merge the newer file", path)
-                except Exception as exc:
-                    log.debug("timing cache %s: merge failed (%s)", path, exc)
+        disk = path.read_bytes() if path.is_file() else None
+        if disk and disk != loaded:
+            try:
+                if not cache.combine(config.create_timing_cache(disk), ignore_mismatch=False):
+                    log.debug("timing cache %s: could not merge the newer file", path)
+            except Exception as exc:
+                log.debug("timing cache %s: merge failed (%s)", path, exc)
         blob = bytes(cache.serialize())
+        if blob == disk:
+            log.debug("timing cache %s: unchanged (%d bytes), not rewritten", path, len(blob))
+            return
         atomic_write_bytes(path, blob)
         log.info("timing cache: saved %d bytes to %s", len(blob), path)
     except Exception as exc:

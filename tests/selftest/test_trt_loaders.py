@@ -270,6 +270,17 @@ def test_timing_cache_is_saved_back_atomically_when_the_build_added_entries(tmp_
     assert [p.name for p in path.parent.iterdir()] == ["trt.cache"]  # no temporary file left behind
 
 
+def test_timing_cache_is_not_rewritten_when_nothing_changed(tmp_path, monkeypatch):
+    path = tmp_path / "trt.cache"
+    path.write_bytes(b"conv1,gemm")
+    config = FakeConfig()
+    loaded = timing_cache.load_timing_cache(config, path)
+    writes = []
+    monkeypatch.setattr(timing_cache, "atomic_write_bytes", lambda p, data: writes.append((p, data)))
+    timing_cache.save_timing_cache(config, path, loaded)
+    assert writes == [] and path.read_bytes() == b"conv1,gemm"
+
+
 def test_timing_cache_save_merges_what_another_process_wrote_meanwhile(tmp_path):
     path = tmp_path / "trt.cache"
     path.write_bytes(b"conv1")
