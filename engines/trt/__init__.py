@@ -4,7 +4,7 @@ Importing this package never imports tensorrt or cuda-python; ``TensorRTBackend.
 cell cannot run here (tensorrt missing, no CUDA device, precision unsupported by the GPU).
 """
 
-from engines.trt.loader import TensorRTBackend
+from engines.trt.backend import TensorRTBackend
 from engines.trt.runner import TensorRTRunner
 from engines.trt.settings import BuildPlan, engine_cache_parts, plan_build
 

@@ -2,16 +2,16 @@
 precision census. Written against the TensorRT 10 Python API and type-checked with tensorrt-stubs; never run
 in CI, which has no TensorRT.
 
-Debug build: the cell's ONNX file is parsed as the loader parses it (same build plan: strongly typed network
-or precision flags), then every floating-point, non-shape output of every layer is marked as a network output
-(``INetworkDefinition.mark_output``); bf16 tensors get a Cast to fp32 first (numpy holds no bf16), named
-``<tensor>:debug_fp32``. The ONNX parser names each layer output after its ONNX tensor, so the outputs match
-the fp32 ONNX reference's tensors by name (engines/onnx/intermediates.py's rule). Marking an output keeps
-TensorRT from fusing across it: the debug engine is a less-fused build of the same network, and the report
-says so; its final outputs are compared with the cell's engine's to show whether that changed the result.
+Debug build: the cell's ONNX file is parsed as the cell's build parses it (engines/trt/network.py; same build plan:
+strongly typed network or precision flags), then every floating-point, non-shape output of every layer is marked as
+a network output (``INetworkDefinition.mark_output``); bf16 tensors get a Cast to fp32 first (numpy holds no bf16),
+named ``<tensor>:debug_fp32``. The ONNX parser names each layer output after its ONNX tensor, so the outputs match
+the fp32 ONNX reference's tensors by name (engines/onnx/intermediates.py's rule). Marking an output keeps TensorRT
+from fusing across it: the debug engine is a less-fused build of the same network, and the report says so; its
+final outputs are compared with the cell's engine's to show whether that changed the result.
 
 Census: ``IEngineInspector.get_engine_information(LayerInformationFormat.JSON)`` of the *cell's* engine (built
-with ProfilingVerbosity.DETAILED by the loader), inspected through an execution context whose input shapes are
+with ProfilingVerbosity.DETAILED by the builder), inspected through an execution context whose input shapes are
 set, so that dynamic-shape layers report their formats ("Format/Datatype": "Row major linear FP16 format",
 "Thirty-two wide channel vectorized row major Int8 format", ...; TensorRT 11 splits the field in two, and both
 spellings are read). Each compute layer counts in the type of its first input (else its first output).
@@ -91,12 +91,13 @@ def mark_layer_outputs(network: trt.INetworkDefinition) -> dict[str, str]:
 
 
 def build_debug_engine(request: EngineRequest, plan: BuildPlan, onnx_path: Path) -> tuple[bytes, dict[str, str]]:
-    """Parse ``onnx_path`` as the loader does, mark every layer output, build; returns the serialized engine and
-    {network output name: ONNX tensor name}. No timing cache is read or written: a debug build must not
+    """Parse ``onnx_path`` as the cell's build does, mark every layer output, build; returns the serialized engine
+    and {network output name: ONNX tensor name}. No timing cache is read or written: a debug build must not
     leave entries that the cell's own builds would pick up."""
     import tensorrt as trt
 
-    from engines.trt.loader import create_network, parser_errors, trt_logger
+    from engines.trt.logger import trt_logger
+    from engines.trt.network import create_network, parser_errors
 
     label = f"tensorrt debug {request.cell_id}"
     logger = trt_logger()
@@ -144,7 +145,8 @@ def debug_runner(request: EngineRequest, artifacts: ModelArtifacts,
     import tensorrt as trt
 
     from engines.cuda.runtime import device_properties, driver_and_runtime_versions, set_device
-    from engines.trt.loader import require_tensorrt, trt_logger
+    from engines.trt.library import require_tensorrt
+    from engines.trt.logger import trt_logger
     from engines.trt.settings import cuda_device_index
 
     version = require_tensorrt()

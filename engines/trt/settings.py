@@ -1,8 +1,9 @@
 """The pure-Python half of the TensorRT backend: decisions that need neither tensorrt nor a GPU.
 
 Everything here is a plain function of versions, precisions and request fields, so it is unit-tested on
-CPU-only CI (tests/selftest/test_trt_settings.py) while the half that calls TensorRT (loader.py,
-runner.py) is exercised only on the GPU tier.
+CPU-only CI (tests/selftest/test_trt_settings.py) while the half that calls TensorRT (backend.py, builder.py,
+network.py, timing_cache.py, logger.py, runner.py) runs only on the GPU tier, its build steps also on fakes
+(tests/selftest/test_trt_loaders.py).
 
 Precision policy (TensorRT 10.12 deprecated the weak-typing precision flags; 11.0 removed them):
 
@@ -228,7 +229,7 @@ def builder_optimization_level(options: Mapping[str, Any]) -> int | None:
 
 @dataclass(frozen=True)
 class ParserErrorInfo:
-    """One ONNX parser error, copied out of ``trt.ParserError`` (see loader.parser_errors)."""
+    """One ONNX parser error, copied out of ``trt.ParserError`` (see network.parser_errors)."""
 
     code: str
     desc: str

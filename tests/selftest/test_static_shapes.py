@@ -119,7 +119,7 @@ def test_profile_of_a_static_model():
 
 
 def test_opt_batch_reaches_both_tensorrt_profiles_and_a_static_one_fixes_the_batch(tmp_path):
-    """opt_batch is TensorRT's opt shape (engines/trt/loader.py sets optimization_profile_shapes) and the TensorRT
+    """opt_batch is TensorRT's opt shape (engines/trt/builder.py sets optimization_profile_shapes) and the TensorRT
     EP's trt_profile_opt_shapes; a static-batch engine's profile is its batch thrice in both."""
     models = {"tiny": {**TINY, "opt_batch": 4}, "tiny_static": {**TINY, "opt_batch": 4, "static_batch": True}}
     session = SuiteSession(parse_config({"models": models}), ArtifactCache(tmp_path), "cpu")
@@ -190,9 +190,9 @@ def test_static_runner_sends_each_feed_and_latency_path_to_its_batchs_engine():
 
 
 def test_tensorrt_static_cell_builds_an_engine_per_batch_from_the_fixed_batch_graph(tmp_path):
-    """The TensorRT loader's dispatch (which needs no TensorRT): one load per batch, each min = opt = max, parsing
+    """The TensorRT backend's dispatch (which needs no TensorRT): one load per batch, each min = opt = max, parsing
     the graph exported at that batch, keyed by it."""
-    from engines.trt.loader import TensorRTBackend, onnx_source
+    from engines.trt.backend import TensorRTBackend, onnx_source
     from engines.trt.settings import BuildPlan, engine_cache_parts
 
     class Recording(TensorRTBackend):

@@ -17,7 +17,8 @@ from core.cache import ArtifactCache, digest
 from core.inputs import InputSpec
 from engines.base import PRECISIONS, EngineRequest, ShapeProfile
 from engines.cuda import runtime as cuda_rt
-from engines.trt import loader
+from engines.trt import backend as trt_backend
+from engines.trt import network as trt_network
 from engines.trt.settings import (
     BuildPlan,
     ParserErrorInfo,
@@ -168,7 +169,7 @@ def _fake_tensorrt(version="10.13.0.35"):
 
 def test_skip_reason_when_tensorrt_is_missing(monkeypatch):
     monkeypatch.setitem(sys.modules, "tensorrt", None)  # makes `import tensorrt` raise ImportError
-    reason = loader.TensorRTBackend().skip_reason(REQUEST)
+    reason = trt_backend.TensorRTBackend().skip_reason(REQUEST)
     assert reason is not None and reason.startswith("tensorrt is not installed")
     assert "pip install --extra-index-url https://pypi.nvidia.com tensorrt" in reason
 
@@ -176,25 +177,25 @@ def test_skip_reason_when_tensorrt_is_missing(monkeypatch):
 def test_skip_reason_when_only_the_type_stubs_are_installed(monkeypatch):
     """tensorrt-stubs installs a tensorrt/ folder of .pyi files: `import tensorrt` then succeeds, empty."""
     monkeypatch.setitem(sys.modules, "tensorrt", types.ModuleType("tensorrt"))
-    reason = loader.TensorRTBackend().skip_reason(REQUEST)
+    reason = trt_backend.TensorRTBackend().skip_reason(REQUEST)
     assert reason is not None and reason.startswith("tensorrt is not installed") and "stubs" in reason
 
 
 def test_skip_reason_for_old_tensorrt(monkeypatch):
     monkeypatch.setitem(sys.modules, "tensorrt", _fake_tensorrt("8.6.1"))
-    assert "older than 10.0" in loader.TensorRTBackend().skip_reason(REQUEST)
+    assert "older than 10.0" in trt_backend.TensorRTBackend().skip_reason(REQUEST)
 
 
 def test_skip_reason_on_cpu(monkeypatch):
     monkeypatch.setitem(sys.modules, "tensorrt", _fake_tensorrt())
-    reason = loader.TensorRTBackend().skip_reason(replace(REQUEST, device="cpu"))
+    reason = trt_backend.TensorRTBackend().skip_reason(replace(REQUEST, device="cpu"))
     assert reason is not None and "needs a CUDA device" in reason and "--device cuda:0" in reason
 
 
 def test_skip_reason_when_cuda_is_unavailable(monkeypatch):
     monkeypatch.setitem(sys.modules, "tensorrt", _fake_tensorrt())
-    monkeypatch.setattr(loader, "cuda_available", lambda index: f"CUDA is unavailable: no device {index}")
-    assert loader.TensorRTBackend().skip_reason(REQUEST) == "CUDA is unavailable: no device 0"
+    monkeypatch.setattr(trt_backend, "cuda_available", lambda index: f"CUDA is unavailable: no device {index}")
+    assert trt_backend.TensorRTBackend().skip_reason(REQUEST) == "CUDA is unavailable: no device 0"
 
 
 @pytest.mark.parametrize("precision,capability,skipped", [
@@ -203,11 +204,11 @@ def test_skip_reason_when_cuda_is_unavailable(monkeypatch):
 ])
 def test_skip_reason_for_precisions_the_gpu_lacks(monkeypatch, precision, capability, skipped):
     monkeypatch.setitem(sys.modules, "tensorrt", _fake_tensorrt())
-    monkeypatch.setattr(loader, "cuda_available", lambda index: None)
-    monkeypatch.setattr(loader, "device_properties", lambda index: {
+    monkeypatch.setattr(trt_backend, "cuda_available", lambda index: None)
+    monkeypatch.setattr(trt_backend, "device_properties", lambda index: {
         "name": "Some GPU", "compute_capability": f"{capability[0]}.{capability[1]}",
         "compute_capability_tuple": capability})
-    reason = loader.TensorRTBackend().skip_reason(replace(REQUEST, precision=precision))
+    reason = trt_backend.TensorRTBackend().skip_reason(replace(REQUEST, precision=precision))
     assert (reason is not None) == skipped
     if skipped:
         need = {"bf16": "8.0", "tf32": "8.0", "int8": "6.1"}[precision]
@@ -276,7 +277,7 @@ def test_parser_errors_are_reported_per_node():
         _FakeParserError("UNSUPPORTED_NODE", 7, "/blocks/attn/Einsum", "Einsum", "unsupported equation"),
         _FakeParserError("INVALID_NODE", 12, "/head/Gemm", "Gemm", "bad transB"),
     ][i])
-    errors = loader.parser_errors(parser)
+    errors = trt_network.parser_errors(parser)
     assert errors[0] == ParserErrorInfo("UNSUPPORTED_NODE", "unsupported equation", 7, "/blocks/attn/Einsum",
                                         "Einsum", "ModelImporter.cpp", 42, "parseNode")
     text = format_parser_errors("resnet-tensorrt-fp16", Path("/cache/onnx/model.onnx"), errors)
@@ -287,7 +288,7 @@ def test_parser_errors_are_reported_per_node():
 
 def test_parser_error_fields_missing_in_older_tensorrt_are_tolerated():
     old = types.SimpleNamespace(code=lambda: "INVALID_GRAPH", desc=lambda: "broken", node=lambda: -1)
-    errors = loader.parser_errors(types.SimpleNamespace(num_errors=1, get_error=lambda i: old))
+    errors = trt_network.parser_errors(types.SimpleNamespace(num_errors=1, get_error=lambda i: old))
     assert "INVALID_GRAPH at no node: broken" in format_parser_errors("c", "m.onnx", errors)
 
 
@@ -406,7 +407,7 @@ def test_tensorrt_engine_builds_and_runs(tmp_path):
     artifacts = _OnnxFile(_tiny_onnx(tmp_path / "tiny.onnx", weight, bias))
     request = EngineRequest(model="tiny", engine="tensorrt", precision="fp32", device="cuda:0",
                             inputs=(InputSpec("x", (4,)),), outputs=("y",), profile=ShapeProfile(1, 4, 8))
-    backend = loader.TensorRTBackend()
+    backend = trt_backend.TensorRTBackend()
     assert backend.skip_reason(request) is None
     cache = ArtifactCache(tmp_path / "cache")
 
