@@ -28,7 +28,7 @@ from core.cache import ArtifactCache, CacheEvent, CacheUnusable
 from engines import get_backend
 from engines.base import UNAVAILABLE, CellUnavailable
 from metrics.parity import failed_metric
-from suite import fleet, sigterm, verdict
+from suite import benchmark_files, fleet, scheduling, sigterm, verdict, workers
 from suite.cmdline import check_rootdir
 from suite.config import (
     ENGINES,
@@ -144,7 +144,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """``-n auto --device cuda``: one worker per visible GPU (suite/fleet.py). A module-level hook, because xdist
     resolves ``auto`` in pytest_cmdline_main, before any plugin object registered at configure time exists."""
-    return fleet.auto_workers(config.getoption("--device"), lambda: check_device("cuda"))
+    return workers.auto_workers(config.getoption("--device"), lambda: check_device("cuda"))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -188,7 +188,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except DeviceError as exc:
         raise pytest.UsageError(str(exc)) from exc
     numprocesses = config.getoption("numprocesses", None)
-    why = fleet.check_workers(device, numprocesses, gpus)
+    why = workers.check_workers(device, numprocesses, gpus)
     if why:
         raise pytest.UsageError(why)
     if numprocesses and (config.getoption("benchmark_compare", None) or config.getoption("benchmark_compare_fail",
@@ -196,8 +196,8 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError("--benchmark-compare/--benchmark-compare-fail compare in one process; under xdist "
                                 "use the suite's gate, --latency-baseline (docs/gating.md)")
     if device == "cuda" and not _is_worker(config):
-        os.environ[fleet.WORKER_GPUS_ENV] = ",".join(fleet.visible_gpus(gpus))  # read by each worker at import
-    if device == "cuda" or fleet.BOUND_GPU is not None:
+        os.environ[workers.WORKER_GPUS_ENV] = ",".join(workers.visible_gpus(gpus))  # read by each worker at import
+    if device == "cuda" or workers.BOUND_GPU is not None:
         device = "cuda:0"  # every visible GPU (one per worker: its own GPU is its cuda:0)
     if "cuda" in requires and not device.startswith("cuda"):
         raise pytest.UsageError(f"{suite_config.path.name} requires a CUDA device ([run] requires); run with "
@@ -247,7 +247,7 @@ def pytest_configure(config: pytest.Config) -> None:
         session.stream_records_to(Path(f"{results}.partial.jsonl"))
     config.stash[SESSION_KEY] = session
     config.stash[LIFETIME_KEY] = EngineLifetime(session, list(suite_config.models), _overhead_model(config))
-    fleet.take_thread_share(session)
+    workers.take_thread_share(session)
 
 
 def required_engines(loaded: SuiteConfig, selected: SuiteConfig,
@@ -882,10 +882,10 @@ class _VerdictPlugin:
         knobs = self_test_knobs(config)
         if plugin.benchmarks:  # an xdist run: the one pytest-benchmark file, from every worker's cases
             with _unwritten(config, ledger, "pytest-benchmark's JSON", "the merged file"):
-                fleet.write_benchmark_json(config, plugin.benchmarks, environment, ledger.interrupted is None,
+                benchmark_files.write_benchmark_json(config, plugin.benchmarks, environment, ledger.interrupted is None,
                                            ledger.interrupted, knobs)
         try:
-            fleet.save_durations(suite.cache.root, plugin.clock.per_unit)
+            scheduling.save_durations(suite.cache.root, plugin.clock.per_unit)
         except OSError as exc:  # only the next run's scheduling order needs it
             log.warning("the per-cell durations for the next run's scheduling were not saved: %s", exc)
         path = config.getoption("--suite-results")
@@ -899,7 +899,7 @@ class _VerdictPlugin:
                     verdict=config.stash[VERDICT_KEY], complete=ledger.interrupted is None,
                     incomplete_reason=ledger.interrupted, run=config.stash[RUN_INFO_KEY],
                     self_test_knobs=knobs))
-        for what, where, error in fleet.unwritten_benchmark_files(config):
+        for what, where, error in benchmark_files.unwritten_benchmark_files(config):
             _file_not_written(config, ledger, what, where, error)
         session.exitstatus = ledger.exit_status(int(session.exitstatus))  # a file not written fails the run
 

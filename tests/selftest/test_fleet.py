@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from suite import fleet
+from suite import benchmark_files, scheduling, timeline, workers
 from suite.verdict import EXIT_NOT_JUDGED
 from tests.selftest.suite_runs import ROOT, explain, run_suite
 
@@ -25,12 +25,12 @@ TESTS = (str(ROOT / "tests" / "latency" / "test_latency.py"), str(ROOT / "tests"
 
 
 def test_workers_never_share_a_gpu() -> None:
-    assert fleet.check_workers("cuda", 2, gpus=2) is None
-    assert fleet.check_workers("cuda", "auto", gpus=4) is None
-    assert "only 2 GPU(s) are visible" in str(fleet.check_workers("cuda", 3, gpus=2))
-    assert "every worker would time on the same GPU" in str(fleet.check_workers("cuda:1", 2, gpus=2))
-    assert fleet.check_workers("cuda:1", 1, gpus=2) is None
-    assert fleet.check_workers("cpu", 2, gpus=0) is None
+    assert workers.check_workers("cuda", 2, gpus=2) is None
+    assert workers.check_workers("cuda", "auto", gpus=4) is None
+    assert "only 2 GPU(s) are visible" in str(workers.check_workers("cuda", 3, gpus=2))
+    assert "every worker would time on the same GPU" in str(workers.check_workers("cuda:1", 2, gpus=2))
+    assert workers.check_workers("cuda:1", 1, gpus=2) is None
+    assert workers.check_workers("cpu", 2, gpus=0) is None
 
 
 def test_n_auto_means_one_worker_per_gpu() -> None:
@@ -39,34 +39,34 @@ def test_n_auto_means_one_worker_per_gpu() -> None:
     import suite.plugin
 
     assert callable(getattr(suite.plugin, "pytest_xdist_auto_num_workers", None))
-    assert fleet.auto_workers("cuda", lambda: 2) == 2
-    assert fleet.auto_workers("cuda", lambda: 1) == 1
-    assert fleet.auto_workers("cuda:1", lambda: 8) == 1
-    assert fleet.auto_workers("cpu", lambda: 8) is None
+    assert workers.auto_workers("cuda", lambda: 2) == 2
+    assert workers.auto_workers("cuda", lambda: 1) == 1
+    assert workers.auto_workers("cuda:1", lambda: 8) == 1
+    assert workers.auto_workers("cpu", lambda: 8) is None
 
     def no_gpu() -> int:
         raise RuntimeError("no CUDA")
 
-    assert fleet.auto_workers("cuda", no_gpu) is None  # xdist's choice; configure then names the device problem
+    assert workers.auto_workers("cuda", no_gpu) is None  # xdist's choice; configure then names the device problem
 
 
 def test_a_worker_binds_to_its_own_gpu_before_cuda_starts(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(fleet.WORKER_GPUS_ENV, "3,5")
+    monkeypatch.setenv(workers.WORKER_GPUS_ENV, "3,5")
     monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
-    assert fleet.bind_worker_gpu() == "5"
+    assert workers.bind_worker_gpu() == "5"
     import os
 
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "5"
     monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw2")
     with pytest.raises(RuntimeError, match="gw2 has no GPU of its own"):
-        fleet.bind_worker_gpu()
+        workers.bind_worker_gpu()
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")
-    assert fleet.visible_gpus(2) == ["0", "1"]
+    assert workers.visible_gpus(2) == ["0", "1"]
 
 
 def test_phases_take_engine_builds_out_of_the_tests_that_triggered_them() -> None:
-    clock = fleet.PhaseClock()
+    clock = timeline.PhaseClock()
     clock.add("latency", 10.0, 4.0, "m")
     clock.add("accuracy/parity", 3.0, 0.0, "m")
     assert clock.seconds == {"building": 4.0, "accuracy/parity": 3.0, "latency": 6.0, "other": 0.0}
@@ -99,7 +99,7 @@ def test_two_workers_leave_one_result_of_every_kind(tmp_path: Path) -> None:
         assert f'data-cell="{cell}' in html, cell
     out = done.stdout
     assert "engine cache: " in out and "time per phase: " in out and "summed over 2 workers" in out, explain(done)
-    durations = json.loads((tmp_path / "cache" / fleet.DURATIONS_FILE).read_text())
+    durations = json.loads((tmp_path / "cache" / scheduling.DURATIONS_FILE).read_text())
     assert set(durations) == {"tiny-torch-fp32", "tiny-onnxruntime-fp32", "steady-torch-fp32"}  # per unit: a cell
 
     # Accuracy and parity gated under xdist: each record compared once (not once per worker and again).
@@ -153,7 +153,7 @@ def test_pytest_benchmark_files_are_written_whole_or_not_at_all(tmp_path: Path,
     bench = SimpleNamespace(json=str(tmp_path / "bench.json"), storage=FileStorage(tmp_path / "store", logger, "m"),
                             logger=logger, save_json=None)
     config = SimpleNamespace(_benchmarksession=bench, stash={})
-    fleet.atomic_benchmark_files(config)  # type: ignore[arg-type]
+    benchmark_files.atomic_benchmark_files(config)  # type: ignore[arg-type]
     (tmp_path / "bench.json").write_text('{"old": true}')
 
     def broken_replace(src: object, dst: object) -> None:
@@ -162,7 +162,7 @@ def test_pytest_benchmark_files_are_written_whole_or_not_at_all(tmp_path: Path,
     monkeypatch.setattr("os.replace", broken_replace)
     bench.save_json({"benchmarks": [1]})  # a failed write is recorded, one line and a failed check (suite/plugin.py)
     bench.storage.save({"benchmarks": [1]}, "x")
-    assert [(what, str(error)) for what, _, error in fleet.unwritten_benchmark_files(config)] == [  # type: ignore[arg-type]
+    assert [(what, str(error)) for what, _, error in benchmark_files.unwritten_benchmark_files(config)] == [  # type: ignore[arg-type]
         ("--benchmark-json", "killed mid-write (simulated)"),
         ("pytest-benchmark's storage entry", "killed mid-write (simulated)")]
     assert json.loads((tmp_path / "bench.json").read_text()) == {"old": True}

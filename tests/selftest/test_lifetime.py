@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from suite import fleet
+from suite import scheduling, workers
+from suite import timeline as timelines
 from suite.baselines import DriftTolerances, ResultsBaseline, parse_drift
 from suite.config import ConfigError, load_config
 from suite.gpu_memory import MemoryMeter, memory_summary, nvml_index, peaks, resource_error
@@ -154,9 +155,9 @@ def test_engines_are_gone_before_the_next_models_first_test(tmp_path: Path) -> N
     """A child run with a probe that lists, before each test, the runner objects the garbage collector still
     reaches: never another model's, and never a cell of its own model other than the test's and its reference.
     The same with two xdist workers."""
-    for workers in ((), ("-n", "2")):
-        probe = tmp_path / f"probe{len(workers)}.jsonl"
-        done = run_suite(tmp_path, "-p", "tests.selftest.lifetime_probe", "--latency-rounds", "3", *workers,
+    for xdist in ((), ("-n", "2")):
+        probe = tmp_path / f"probe{len(xdist)}.jsonl"
+        done = run_suite(tmp_path, "-p", "tests.selftest.lifetime_probe", "--latency-rounds", "3", *xdist,
                          tests=TESTS, env={"SUITE_LIFETIME_PROBE": str(probe), "PYTHONPATH": str(ROOT)})
         assert done.returncode == 0, explain(done)
         lines = [json.loads(x) for x in probe.read_text().splitlines()]
@@ -276,7 +277,7 @@ def test_units_are_cells_and_tests_of_no_cell_go_with_their_model() -> None:
 
 def test_the_queue_hands_out_the_costliest_cell_of_the_workers_model_first() -> None:
     cost = {"a-torch-fp32": 10.0, "a-onnxruntime-fp16": 3.0, "b-torch-fp32": 8.0, "b-inductor-fp32": 30.0}
-    queue = fleet.CostQueue(lambda scope, tests: cost[scope], model_of=lambda scope: scope.split("-")[0])
+    queue = scheduling.CostQueue(lambda scope, tests: cost[scope], model_of=lambda scope: scope.split("-")[0])
     for scope in cost:
         queue[scope] = {}
     assert queue.popitem(last=False)[0] == "b-inductor-fp32"  # no model yet: the costliest of all (LPT)
@@ -291,14 +292,14 @@ def test_a_worker_changing_model_takes_the_most_work_left_that_no_other_worker_i
     worker-seconds than one GPU's): a new model is chosen by the work it has left, among those no one is on."""
     of_model = lambda scope: scope.split("-")[0]
     cost = {"x-1": 12.0, "y-1": 8.0, "y-2": 8.0}
-    queue = fleet.CostQueue(lambda scope, tests: cost[scope], model_of=of_model)
+    queue = scheduling.CostQueue(lambda scope, tests: cost[scope], model_of=of_model)
     for scope in cost:
         queue[scope] = {}
     assert queue.popitem(last=False)[0] == "y-1"  # model y has 16 s left, x 12: the model's work, not one cell's
 
     cost = {"a-torch-fp32": 10.0, "a-onnxruntime-fp32": 10.0, "b-torch-fp32": 9.0, "c-torch-fp32": 3.0,
             "c-onnxruntime-fp32": 3.0, "c-inductor-fp32": 3.0}
-    queue = fleet.CostQueue(lambda scope, tests: cost[scope], model_of=of_model)
+    queue = scheduling.CostQueue(lambda scope, tests: cost[scope], model_of=of_model)
     for scope in cost:
         queue[scope] = {}
     assert queue.popitem(last=False)[0] == "a-torch-fp32"
@@ -336,7 +337,7 @@ def test_two_workers_start_on_different_models_and_each_keeps_to_its_own() -> No
     options = {"tx": ["2*popen"], "numprocesses": 2}
     config = SimpleNamespace(getvalue=options.get, getoption=options.get,
                              option=SimpleNamespace(loadscopereorder=False))
-    scheduler = fleet._scheduler_class()(config, durations={}, place=place)  # cost: each unit's number of tests
+    scheduler = scheduling._scheduler_class()(config, durations={}, place=place)  # cost: each unit's number of tests
     nodes = [_Node("gw0"), _Node("gw1")]
     for node in nodes:
         scheduler.add_node(node)
@@ -357,7 +358,7 @@ def test_two_workers_start_on_different_models_and_each_keeps_to_its_own() -> No
 def test_the_timeline_says_where_each_workers_wall_time_went() -> None:
     """Setup, call and teardown per worker from the reports' start and stop, and the idle rest of its span: what
     the phase clock (calls only) cannot tell about a slow two-GPU night."""
-    timeline = fleet.Timeline()
+    timeline = timelines.Timeline()
     phases = [("t::a", "gw0", "setup", 100.0, 101.0), ("t::a", "gw0", "call", 101.0, 105.0),
               ("t::a", "gw0", "teardown", 105.0, 107.0), ("t::b", "gw0", "call", 110.0, 111.0),
               ("t::c", "gw1", "call", 102.0, 103.5)]
@@ -371,29 +372,29 @@ def test_the_timeline_says_where_each_workers_wall_time_went() -> None:
     assert timeline.tests()[0] == ["t::a", "gw0", "setup", 0.0, 1.0] and timeline.tests()[-1][3] == 2.0
     assert timeline.summary() == ("worker time (span: setup, calls, teardown, idle): gw0 11.0 s: 1.0, 5.0, 2.0, "
                                   "3.0; gw1 1.5 s: 0.0, 1.5, 0.0, 0.0")
-    assert fleet.Timeline().summary() is None
+    assert timelines.Timeline().summary() is None
 
 
 def test_each_worker_gets_its_own_share_of_the_cores() -> None:
     cpus = list(range(32))
     own = lambda cpu: cpu  # no hyperthreads: each logical CPU a core of its own
-    shares = [fleet.cpu_share(cpus, f"gw{i}", 2, own) for i in range(2)]
+    shares = [workers.cpu_share(cpus, f"gw{i}", 2, own) for i in range(2)]
     assert shares == [list(range(16)), list(range(16, 32))]
-    assert fleet.cpu_share(cpus, None, 2, own) == cpus and fleet.cpu_share(cpus, "gw0", 1, own) == cpus
-    assert fleet.cpu_share([0, 1], "gw1", 3, own) == [1] and fleet.cpu_share([0, 1], "gw2", 3, own) == [0]
+    assert workers.cpu_share(cpus, None, 2, own) == cpus and workers.cpu_share(cpus, "gw0", 1, own) == cpus
+    assert workers.cpu_share([0, 1], "gw1", 3, own) == [1] and workers.cpu_share([0, 1], "gw2", 3, own) == [0]
 
 
 def test_workers_never_share_a_physical_core() -> None:
     """16 cores with two threads each, numbered as many hosts do (CPU i and i+16 are one core's two threads): a split
     by logical CPU would give the two workers the two halves of the same 16 cores."""
     cpus, core = list(range(32)), lambda cpu: (0, cpu % 16)
-    shares = [fleet.cpu_share(cpus, f"gw{i}", 2, core) for i in range(2)]
+    shares = [workers.cpu_share(cpus, f"gw{i}", 2, core) for i in range(2)]
     assert shares == [[*range(8), *range(16, 24)], [*range(8, 16), *range(24, 32)]]
     assert {core(c) for c in shares[0]}.isdisjoint({core(c) for c in shares[1]})
     one_core = lambda cpu: (0, 0)  # fewer cores than workers: split the logical CPUs
-    assert fleet.cpu_share([0, 1], "gw1", 2, one_core) == [1]
-    assert fleet.describe_cpus(list(range(16, 32))) == "16 cores (16-31)"
-    assert fleet.describe_cpus([0, 2, 3]) == "3 cores (0,2-3)" and fleet.describe_cpus(None) == "every core"
+    assert workers.cpu_share([0, 1], "gw1", 2, one_core) == [1]
+    assert workers.describe_cpus(list(range(16, 32))) == "16 cores (16-31)"
+    assert workers.describe_cpus([0, 2, 3]) == "3 cores (0,2-3)" and workers.describe_cpus(None) == "every core"
 
 
 def test_nvml_counts_gpus_as_the_host_does() -> None:

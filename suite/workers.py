@@ -1,0 +1,132 @@
+"""One GPU and one share of the CPU cores per pytest-xdist worker, bound before anything initialises CUDA.
+
+``pytest -n auto --device cuda`` starts one worker per visible GPU. Each worker is bound to its GPU through
+CUDA_VISIBLE_DEVICES when this module is imported (suite/plugin.py imports it first), and then runs on ``cuda:0`` of
+its own view: no two workers ever time on the same GPU. Each worker also gets its own whole physical cores
+(affinity and thread caps), so host-bound cases do not time the other worker's threads.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+WORKER_GPUS_ENV = "SUITE_WORKER_GPUS"
+
+
+def bind_worker_gpu() -> str | None:
+    """In an xdist worker of a multi-GPU run: make the worker's one GPU its only visible device. Runs at
+    import of the suite's plugin, before torch (or anything) initialises CUDA. Returns the GPU bound."""
+    worker, gpus = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get(WORKER_GPUS_ENV)
+    if not worker or not gpus or not worker.startswith("gw"):
+        return None
+    visible = gpus.split(",")
+    index = int(worker[2:])
+    if index >= len(visible):
+        raise RuntimeError(f"xdist worker {worker} has no GPU of its own ({len(visible)} visible: {gpus})")
+    os.environ["CUDA_VISIBLE_DEVICES"] = visible[index]
+    return visible[index]
+
+
+BOUND_GPU = bind_worker_gpu()
+
+
+def physical_core(cpu: int) -> tuple[int, int]:
+    """The physical core a logical CPU belongs to, (package, core id), from sysfs; a CPU whose topology cannot be
+    read counts as a core of its own."""
+    topology = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology")
+    try:
+        return int((topology / "physical_package_id").read_text()), int((topology / "core_id").read_text())
+    except (OSError, ValueError):
+        return -1, cpu
+
+
+def cpu_share(cpus: list[int], worker: str | None, count: int,
+              core_of: Callable[[int], Any] = physical_core) -> list[int]:
+    """Worker ``gwI``'s share of ``cpus`` when ``count`` workers split them: whole physical cores (every hyperthread
+    of each), a contiguous run of them, at least one each; all of them outside xdist. Split by logical CPU
+    instead, two workers on a host that numbers siblings i and i+N would get the two threads of the same cores
+    and slow each other's host-side work."""
+    if not worker or not worker.startswith("gw") or count <= 1:
+        return cpus
+    cores: dict[Any, list[int]] = {}
+    for cpu in cpus:
+        cores.setdefault(core_of(cpu), []).append(cpu)
+    groups = list(cores.values()) if len(cores) >= count else [[cpu] for cpu in cpus]
+    index, per = int(worker[2:]), max(1, len(groups) // count)
+    start = (index * per) % len(groups)
+    mine = groups[start:start + per] or groups[-per:]
+    return sorted(cpu for group in mine for cpu in group)
+
+
+def bind_worker_cpus() -> list[int] | None:
+    """In an xdist worker: pin the process to its share of the CPU cores and cap the thread pools to it, before
+    torch (or anything) starts one. Host-bound cases share the host; without this, each worker's torch and ONNX
+    Runtime start a thread per core of the machine, and the workers time each other's threads. Returns the
+    share, None outside xdist."""
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER"), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
+    if not worker or count <= 1 or not hasattr(os, "sched_setaffinity"):
+        return None
+    share = cpu_share(sorted(os.sched_getaffinity(0)), worker, count)
+    os.sched_setaffinity(0, share)
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[name] = str(len(share))
+    return share
+
+
+BOUND_CPUS = bind_worker_cpus()
+
+
+def take_thread_share(session: Any) -> None:
+    """A worker's torch threads and ONNX Runtime sessions use its share of the cores (suite.session.request)."""
+    if BOUND_CPUS is None:
+        return
+    session.thread_share = len(BOUND_CPUS)
+    import torch
+
+    torch.set_num_threads(len(BOUND_CPUS))
+
+
+def describe_cpus(cpus: list[int] | None) -> str:
+    """'4 cores (0-3)' or '2 cores (0,5)'."""
+    if not cpus:
+        return "every core"
+    ranges, start = [], cpus[0]
+    for a, b in zip(cpus, [*cpus[1:], None], strict=True):
+        if b != a + 1:
+            ranges.append(f"{start}-{a}" if a != start else str(a))
+            start = b if b is not None else start
+    return f"{len(cpus)} core{'s' * (len(cpus) != 1)} ({','.join(ranges)})"
+
+
+def visible_gpus(count: int) -> list[str]:
+    """The GPUs a multi-GPU run spreads over, as CUDA_VISIBLE_DEVICES entries."""
+    listed = [g.strip() for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g.strip()]
+    return listed[:count] if listed else [str(i) for i in range(count)]
+
+
+def auto_workers(device: str, count_gpus: Any) -> int | None:
+    """``-n auto``'s worker count: one per visible GPU with ``--device cuda``, one with ``--device cuda:N``,
+    xdist's own choice (None) otherwise. ``count_gpus()`` is only called for ``--device cuda``; where it fails,
+    xdist's choice stands and the device check at configure time says why."""
+    if device == "cuda":
+        try:
+            return max(1, int(count_gpus()))
+        except Exception:
+            return None
+    return 1 if device.startswith("cuda:") else None
+
+
+def check_workers(device: str, numprocesses: Any, gpus: int) -> str | None:
+    """Why this combination of --device and -n cannot keep one worker per GPU, or None."""
+    if not numprocesses or numprocesses in ("auto", "logical") or not device.startswith("cuda"):
+        return None
+    n = int(numprocesses)
+    if device != "cuda" and n > 1:
+        return (f"-n {n} with --device {device}: every worker would time on the same GPU; use --device cuda "
+                "(one worker per visible GPU) or -n 1")
+    if n > gpus:
+        return f"-n {n} with --device cuda: only {gpus} GPU(s) are visible, and two workers must never share one"
+    return None
