@@ -28,7 +28,7 @@ from core.cache import ArtifactCache, CacheEvent, CacheUnusable
 from engines import get_backend
 from engines.base import UNAVAILABLE, CellUnavailable
 from metrics.parity import failed_metric
-from suite import benchmark_files, fleet, scheduling, sigterm, verdict, workers
+from suite import benchmark_files, fleet, junit, scheduling, sigterm, verdict, workers
 from suite.cmdline import check_rootdir
 from suite.config import (
     ENGINES,
@@ -214,6 +214,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[RUN_KEY] = state
     config.stash[LEDGER_KEY] = verdict.Ledger(accepted=accepted)
     config.pluginmanager.register(_VerdictPlugin(config), "suite-verdict")
+    if not _is_worker(config):
+        junit.register(config)  # --junitxml counts as the verdict (suite/junit.py)
     config.pluginmanager.register(fleet.FleetPlugin(config, gpus, note_collected), "suite-fleet")
 
     for noisy in ("onnxscript", "onnx_ir", "torch.onnx", "torch._dynamo", "torch.export"):
@@ -874,6 +876,7 @@ class _VerdictPlugin:
         _required_engines_judged(config.stash[RUN_KEY], ledger)
         self._strict_known_failures(ledger)
         _count_as_the_verdict(config, ledger)
+        junit.settle(config, ledger)  # before pytest's junitxml writes its file (a plain hook, after this one)
         session.exitstatus = ledger.exit_status(int(session.exitstatus))
         config.stash[VERDICT_KEY] = ledger.as_dict()  # read by report/plugin.py
         config.stash[RUN_INFO_KEY] = run_info(config)

@@ -1,20 +1,25 @@
 """Every count agrees with the verdict (issue 24): a test whose check was not judged is never shown as passed,
-neither in pytest's stats line (its category, word and letter) nor in pytest-html's rows and counters, in one
-process and under pytest-xdist; and identical skips are one row of the HTML report, with their count."""
+neither in pytest's stats line (its category, word and letter) nor in pytest-html's rows and counters nor in
+pytest's --junitxml file (a <skipped> testcase, suite/junit.py), in one process and under pytest-xdist; and
+identical skips are one row of the HTML report, with their count."""
 
 from __future__ import annotations
 
 import html as htmllib
+import itertools
 import json
 import re
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from _pytest.junitxml import LogXML, xml_key
 
 from report.results_table import NOT_JUDGED_LABEL, settle
 from suite import verdict
+from suite.junit import JunitVerdict
 from suite.plugin import _VerdictPlugin
 from suite.verdict import FAILED, NOT_JUDGED, PASSED, Component, Ledger
 from tests.selftest.suite_runs import ROOT, explain, run_suite, timed_only
@@ -195,8 +200,9 @@ def not_judged_runs(suite_baseline: Path, tmp_path_factory: pytest.TempPathFacto
         results, report = out / f"{name}.json", out / f"{name}.html"
         done = run_suite(suite_baseline, "--models", "steady,tiny", "--latency-paths", "all,model",
                          "--latency-batch-sizes", "1", "--benchmark-disable", "--latency-baseline", str(base),
-                         "--suite-results", str(results), "--html", str(report), "--self-contained-html", *extra)
-        assert results.exists() and report.exists(), explain(done)
+                         "--suite-results", str(results), "--html", str(report), "--self-contained-html",
+                         "--junitxml", str(report.with_suffix(".xml")), *extra)
+        assert results.exists() and report.exists() and report.with_suffix(".xml").exists(), explain(done)
         runs[name] = (done, json.loads(results.read_text())["verdict"], *_pytest_html(report), report)
     return runs
 
@@ -225,6 +231,8 @@ def test_a_not_judged_run_counts_as_its_verdict_on_the_terminal_and_in_the_repor
         want = "Passed" if state == PASSED else "Skipped"
         assert row["result"] == want, (nodeid, state, row["result"])
         assert ('<td class="col-result">Passed</td>' in row["resultsTableRow"]) == (state == PASSED), (nodeid, row)
+    # the junit file: each not-judged test a <skipped> testcase saying why, its counts the verdict's
+    _assert_junit_is_the_verdict(not_judged_runs[name][-1].with_suffix(".xml"), found)
     # identical skips (the device-resident path of every CPU cell) are one row, counting and listing them
     folded = [row for row in shown.values() if row.get("count")]
     assert len(folded) == 1 and folded[0]["count"] == 3, folded
@@ -273,13 +281,166 @@ def test_a_case_the_compared_run_lacks_is_counted_not_judged_after_the_run(tmp_p
     saved = run_suite(tmp_path, "--models", "steady", "--latency-rounds", "10", "--latency-batch-sizes", "1",
                       "--benchmark-autosave", tests=latency)
     assert timed_only(saved), explain(saved)  # it only saved the baseline: timed, not judged (docs/gating.md)
-    report = tmp_path / "report.html"
+    report, results, junit = tmp_path / "report.html", tmp_path / "results.json", tmp_path / "junit.xml"
     done = run_suite(tmp_path, "--models", "steady,tiny", "--latency-rounds", "10", "--latency-batch-sizes", "1",
                      "--latency-busy-limit", "100%", "--benchmark-compare=0001", "--benchmark-compare-fail=median:50%",
                      "--accept-not-judged", "no-data",  # not no-baseline, which the tiny config accepts
-                     "--html", str(report), "--self-contained-html", tests=latency)
+                     "--html", str(report), "--self-contained-html", "--suite-results", str(results),
+                     "--junitxml", str(junit), tests=latency)
     assert done.returncode == verdict.EXIT_NOT_JUDGED, explain(done)
     assert "not judged (no-baseline, NOT accepted): 2" in done.stdout, explain(done)
     assert _stats_line(done.stdout) == {"passed": 1, "not judged": 2}, explain(done)
     _, counters, _ = _pytest_html(report)
     assert (counters["passed"], counters["skipped"]) == (1, 2), counters
+    found = json.loads(results.read_text())["verdict"]
+    late = [n for n, s in found["states"].items() if s == "not judged (no-baseline)"]
+    assert len(late) == 2, found["states"]
+    cases = _assert_junit_is_the_verdict(junit, found)
+    for nodeid in late:  # closed by pytest's junit writer at the test's teardown, settled after the compare
+        assert cases[nodeid][0][:2] == ("skipped", "pytest.skip") and "compare" in cases[nodeid][0][2], cases
+
+
+# =========================================================================== pytest's --junitxml file
+
+
+def _junit(path: Path) -> tuple[dict[str, str], dict[str, list[tuple[str, str, str]]]]:
+    """A written junit file: its <testsuite>'s attributes, and each testcase's result elements (skipped, failure,
+    error: (tag, type, message)) by node id (the tests' files hold functions, no classes)."""
+    suite = ET.parse(path).getroot().find("testsuite")
+    assert suite is not None, path
+    cases = {}
+    for case in suite.iter("testcase"):
+        nodeid = f"{str(case.get('classname')).replace('.', '/')}.py::{case.get('name')}"
+        cases[nodeid] = [(e.tag, str(e.get("type")), str(e.get("message"))) for e in case
+                         if e.tag in ("skipped", "failure", "error")]
+    return dict(suite.attrib), cases
+
+
+def _assert_junit_is_the_verdict(path: Path, found: dict[str, Any]) -> dict[str, list[tuple[str, str, str]]]:
+    """Each testcase has the result of its check in the verdict (``found``, the results file's): none for passed,
+    one <failure> or <error> for failed, one <skipped> saying 'not judged (REASON)' for not judged (a known failure
+    is pytest's xfail, a skipped testcase); and the <testsuite>'s counts are the verdict's counts of those tests.
+    Returns the testcases."""
+    attrs, cases = _junit(path)
+    states = {n: s for n, s in found["states"].items() if "::" in n}  # the tests (not the run-level checks)
+    assert set(cases) == set(states), (sorted(cases), sorted(states))
+    for nodeid, results in cases.items():
+        state = states[nodeid]
+        if state == PASSED:
+            assert results == [], (nodeid, results)
+        elif state.endswith("(known failure)"):  # pytest's xfail: skipped there, counted apart by the verdict
+            assert [r[:2] for r in results] == [("skipped", "pytest.xfail")], (nodeid, results)
+        elif state == FAILED:
+            assert len(results) == 1 and results[0][0] in ("failure", "error"), (nodeid, results)
+        else:
+            reason = state.removeprefix("not judged (").removesuffix(")")
+            assert len(results) == 1 and results[0][:2] == ("skipped", "pytest.skip"), (nodeid, results)
+            assert results[0][2].startswith(f"not judged ({reason}): "), (nodeid, results)
+    counted = [s.split(" (")[0] for s in states.values()]
+    known = sum(s.endswith("(known failure)") for s in states.values())
+    assert int(attrs["tests"]) == len(states), attrs
+    assert int(attrs["skipped"]) == counted.count(NOT_JUDGED) + known, (attrs, found["counts"])
+    assert int(attrs["failures"]) + int(attrs["errors"]) == counted.count(FAILED) - known, (attrs, found["counts"])
+    passed = int(attrs["tests"]) - int(attrs["skipped"]) - int(attrs["failures"]) - int(attrs["errors"])
+    assert passed == counted.count(PASSED) == found["counts"]["passed"], (attrs, found["counts"])
+    return cases
+
+
+@pytest.mark.parametrize("extra", [(), ("-n", "2")], ids=["one process", "xdist"])
+def test_a_failed_runs_junit_file_keeps_its_failure_and_counts_as_its_verdict(suite_baseline: Path, tmp_path: Path,
+                                                                              extra: tuple[str, ...]) -> None:
+    """A run with a failure (an injected accuracy drop the drift gate catches), checks that passed (parity, the
+    reference's accuracy) and latency cases timed without a baseline (not judged, no-baseline): the failure keeps
+    its <failure>, each case timed is a <skipped> testcase, and the counts are the verdict's."""
+    results, junit = tmp_path / "results.json", tmp_path / "junit.xml"
+    done = run_suite(suite_baseline, "--models", "tiny", "--accuracy-baseline", str(suite_baseline / "base.json"),
+                     "--inject-accuracy-drop", "10%", "--latency-batch-sizes", "1", "--latency-rounds", "4",
+                     "--latency-busy-limit", "100%", "--suite-results", str(results), "--junitxml", str(junit), *extra,
+                     tests=(str(ROOT / "tests" / "accuracy"), str(ROOT / "tests" / "parity" / "test_parity.py"
+                                                               "::test_parity_on_dataset"),
+                            str(ROOT / "tests" / "latency" / "test_latency.py")))
+    assert done.returncode == 1 and junit.exists(), explain(done)
+    found = json.loads(results.read_text())["verdict"]
+    counts = found["counts"]
+    assert counts["passed"] and counts["failed"] and counts["not_judged"].get("no-baseline") == 2, counts
+    cases = _assert_junit_is_the_verdict(junit, found)
+    assert [c[0] for c in cases["tests/accuracy/test_accuracy.py::test_top1_top5[tiny-onnxruntime-fp32]"]] == \
+        ["failure"], cases
+
+
+def _test_report(nodeid: str, outcome: str, when: str = "call", node: object = None, **extra: Any) -> pytest.TestReport:
+    """A real pytest TestReport, as pytest's junit writer reads it (``node``: the xdist worker that sent it)."""
+    longrepr, props = extra.pop("longrepr", None), extra.pop("props", [])
+    report = pytest.TestReport(nodeid, ("t.py", 1, nodeid), {}, outcome, longrepr, when,  # type: ignore[arg-type]
+                               user_properties=props, duration=0.5)
+    if node is not None:
+        report.node = node  # type: ignore[attr-defined]
+    return report
+
+
+@pytest.mark.parametrize("workers", [1, 2], ids=["one process", "two xdist workers"])
+def test_the_junit_file_is_the_verdicts(tmp_path: Path, workers: int) -> None:
+    """pytest's own junit writer (LogXML) fed real reports, with suite/junit.py beside it as the suite registers it:
+    a test that passed while its gate could not judge, whether the gate said so in call or teardown, and one a
+    comparison after the run left not judged, are <skipped> testcases saying why; a pass has no child; a failure
+    keeps its <failure> (also one whose gate could not judge) and a teardown error its <error>; a skip is pytest's
+    own <skipped>, once; the <testsuite>'s counts are the ledger's. With two workers, reports come interleaved from
+    two xdist nodes, as the controller receives them; the test reports are never changed."""
+    late = Component("pytest-benchmark --benchmark-compare-fail", NOT_JUDGED, "no-baseline", "not in run 0001")
+    busy = [(verdict.USER_PROPERTY, BUSY.as_dict())]
+    nodes = [object() for _ in range(workers)]
+    tests: list[list[pytest.TestReport]] = []
+    for i, (nodeid, setup, call, teardown) in enumerate([
+            ("t.py::pass", "passed", {"outcome": "passed"}, {"outcome": "passed"}),
+            ("t.py::busy", "passed", {"outcome": "passed", "props": busy}, {"outcome": "passed", "props": busy}),
+            ("t.py::busy-in-teardown", "passed", {"outcome": "passed"}, {"outcome": "passed", "props": busy}),
+            ("t.py::late", "passed", {"outcome": "passed"}, {"outcome": "passed"}),
+            ("t.py::trt", "skipped", None, {"outcome": "passed"}),
+            ("t.py::fail", "passed", {"outcome": "failed", "longrepr": "E   isclose 12% < 99%"},
+             {"outcome": "passed"}),
+            ("t.py::fail-busy", "passed", {"outcome": "failed", "longrepr": "E   boom", "props": busy},
+             {"outcome": "passed", "props": busy}),
+            ("t.py::teardown-error", "passed", {"outcome": "passed", "props": busy},
+             {"outcome": "failed", "longrepr": "E   leaked", "props": busy})]):
+        node = nodes[i % workers]
+        reports = [_test_report(nodeid, setup, "setup", node, longrepr=("t.py", 1, f"Skipped: {TRT}")
+                                if setup == "skipped" else None)]
+        if call is not None:
+            reports.append(_test_report(nodeid, when="call", node=node, **call))
+        reports.append(_test_report(nodeid, when="teardown", node=node, **teardown))
+        tests.append(reports)
+    streams = [[r for reports in tests[w::workers] for r in reports] for w in range(workers)]
+    order = [r for step in itertools.zip_longest(*streams) for r in step if r is not None]  # workers interleaved
+    xml = LogXML(str(tmp_path / "junit.xml"), None, family="xunit2")
+    config = SimpleNamespace(stash={xml_key: xml})
+    plugin, ledger = JunitVerdict(config), Ledger()  # type: ignore[arg-type]
+    xml.pytest_sessionstart()
+    before = [(r.outcome, list(r.user_properties)) for r in order]
+    hooks = (xml, plugin) if workers == 1 else (plugin, xml)  # pytest calls LogXML's first; either order works
+    for report in order:
+        for hook in hooks:
+            hook.pytest_runtest_logreport(report)
+        ledger.add_report(report)
+    ledger.add_component("t.py::late", late)  # pytest-benchmark's compare, after the last test
+    assert plugin.settle(ledger) == 3
+    assert plugin.settle(ledger) == 0  # once
+    xml.pytest_sessionfinish()
+    assert [(r.outcome, list(r.user_properties)) for r in order] == before
+
+    attrs, cases = _junit(tmp_path / "junit.xml")
+    assert set(cases) == set(ledger.checks) and len(cases) == 8, cases
+    message = "not judged (busy): latency gate m-torch-fp32-bs1-all: others used 80%"
+    assert cases["t.py::pass"] == []
+    assert cases["t.py::busy"] == cases["t.py::busy-in-teardown"] == [("skipped", "pytest.skip", message)]
+    assert cases["t.py::late"] == [("skipped", "pytest.skip", "not judged (no-baseline): pytest-benchmark "
+                                                              "--benchmark-compare-fail: not in run 0001")]
+    assert cases["t.py::trt"] == [("skipped", "pytest.skip", TRT)]
+    assert cases["t.py::fail"] == [("failure", "None", "E   isclose 12% < 99%")]
+    assert [c[0] for c in cases["t.py::fail-busy"]] == ["failure"]
+    assert [c[0] for c in cases["t.py::teardown-error"]] == ["error"]
+    counts = ledger.as_dict()["counts"]
+    assert (counts["passed"], counts["failed"], sum(counts["not_judged"].values())) == (1, 3, 4), counts
+    assert attrs["tests"] == "8" and attrs["skipped"] == "4", attrs
+    assert int(attrs["failures"]) + int(attrs["errors"]) == 3, attrs
+    text = (tmp_path / "junit.xml").read_text()  # the element's text lists the comparisons that could not judge
+    assert "latency gate m-torch-fp32-bs1-all: not judged (busy): others used 80%</skipped>" in text
