@@ -596,19 +596,17 @@ def _runs_shortfall(spec: str, found: int, confidence: float) -> list[str]:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """The accuracy knob wraps the session's ``run_batched`` (every accuracy/parity output goes through it)."""
+    """The accuracy knob alters every non-reference engine's outputs through the session's output seam
+    (SuiteSession.alter_outputs: every accuracy/parity output goes through ``run_batched``)."""
     gate = gate_of(session.config)
     if gate is None or not gate.inject_accuracy_drop:
         return
-    suite = suite_session(session.config)
-    original = suite.run_batched
     fraction = gate.inject_accuracy_drop
 
-    def run_batched(cell: Any, feeds: dict[str, Any]) -> dict[str, Any]:
-        outputs = original(cell, feeds)
+    def flip(cell: Any, outputs: dict[str, Any]) -> dict[str, Any]:
         return outputs if cell.is_reference else inject.flip_top1(outputs, fraction)
 
-    suite.run_batched = run_batched  # type: ignore[method-assign]
+    suite_session(session.config).alter_outputs(flip)
 
 
 def set_coverage(config: pytest.Config, nodeids: list[str]) -> None:
