@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 
 from suite.environment import fingerprint
-from suite.gate_plugin import gate_of
+from suite.gate.state import gate_of
 from suite.state import suite_session
 
 WORKER_GPUS_ENV = "SUITE_WORKER_GPUS"
@@ -412,7 +412,7 @@ class FleetPlugin:
         environment'): true of workers sharing CPUs, not of one worker per GPU timing device work. Each
         worker times; the controller writes the one JSON (``write_benchmark_json``). Where workers do share
         the CPUs (``--device cpu -n 2``), each case measures the others' load and the busy guard refuses
-        to judge it (suite/gate_plugin.py): honest, if rarely useful."""
+        to judge it (suite/gate/): honest, if rarely useful."""
         bench = getattr(self.config, "_benchmarksession", None)
         if bench is None:
             return
