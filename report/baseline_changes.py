@@ -1,6 +1,6 @@
 """Changed since baseline (the latency gate's cases that moved, the accuracy/parity records that drifted), and the
 warnings that qualify every comparison: a baseline from another environment, self-test knobs that were on. Its
-own module because these read the gate's results (suite/gate_plugin.py) and nothing else."""
+own module because these read the gate's results (suite/gate/) and nothing else."""
 
 from __future__ import annotations
 

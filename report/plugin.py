@@ -28,7 +28,7 @@ import pytest
 from report.html import render_report
 from report.results_table import settle
 from suite.fleet import run_environment
-from suite.gate_plugin import gate_of
+from suite.gate.state import gate_of
 from suite.state import LEDGER_KEY, RUN_INFO_KEY, VERDICT_KEY, suite_session
 
 #: The keys pytest-metadata adds by itself that describe the environment (see the module docstring).

@@ -4,7 +4,7 @@ Why it matters: a device-bound case (the GPU is never idle between the case's fi
 has a median set by the GPU; it moved under 1-3 % between processes on the H100. A host-bound case
 (eager small batches: the GPU waits for Python to launch each kernel) has a median set by the host's
 launch speed, which moved 20-70 % between processes on the same machine (docs/gating.md). The gate
-treats the two differently (suite/gate_plugin.py), so every latency record says which it is, and why.
+treats the two differently (suite/gate/latency.py), so every latency record says which it is, and why.
 
 The rule, in order (thresholds from the H100 study in docs/gating.md "Launch-bound cases": eager cases at
 1.01-1.03x their replay moved at most 0.5 % with every CPU busy; one at 1.09x moved +88 %, so the line is
@@ -19,7 +19,7 @@ at 1.05x):
   case, device when at least UTILISATION_MIN percent (NVML: share of time a kernel was running);
 * nothing to decide with: host, the cautious answer (busy can then excuse it, and it is not judged).
 
-How the gate treats each class (``gate_rule`` and suite/gate_plugin.py): a device-bound case is judged by the
+How the gate treats each class (``gate_rule`` and suite/gate/latency.py): a device-bound case is judged by the
 plain rule whatever the CPUs did; a host-bound GPU case is judged only against HOST_MIN_BASELINE_RUNS or more
 baseline runs (fewer: a change is inconclusive) and is excused when other processes kept the CPUs busy.
 """

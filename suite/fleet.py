@@ -22,7 +22,7 @@ import pytest
 
 from suite.benchmark_files import atomic_benchmark_files
 from suite.environment import fingerprint
-from suite.gate_plugin import gate_of
+from suite.gate.state import gate_of
 from suite.scheduling import _scheduler_class, load_durations, work_unit_of
 from suite.state import suite_session
 from suite.timeline import PHASES, PhaseClock, Timeline, timed_call
@@ -118,7 +118,7 @@ class FleetPlugin:
         environment'): true of workers sharing CPUs, not of one worker per GPU timing device work. Each
         worker times; the controller writes the one JSON (``write_benchmark_json``). Where workers do share
         the CPUs (``--device cpu -n 2``), each case measures the others' load and the busy guard refuses
-        to judge it (suite/gate_plugin.py): honest, if rarely useful."""
+        to judge it (suite/gate/): honest, if rarely useful."""
         bench = getattr(self.config, "_benchmarksession", None)
         if bench is None:
             return

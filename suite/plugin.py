@@ -43,7 +43,8 @@ from suite.config import (
 )
 from suite.device import DeviceError, check_device
 from suite.environment import fingerprint
-from suite.gate_plugin import benchmark_compared, gate_of, self_test_knobs, set_coverage
+from suite.gate.coverage import benchmark_compared
+from suite.gate.state import gate_of, self_test_knobs, set_coverage
 from suite.gpu_memory import in_use, memory_summary, resource_error
 from suite.lifetime import HARNESS_TEST, EngineLifetime, cell_of, model_of_nodeid, run_order
 from suite.preflight import PROGRESS_PREFIX, check_models, startup_message

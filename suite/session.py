@@ -68,6 +68,8 @@ class SuiteSession:
         self.records: list[dict[str, Any]] = []
         self.remote_engines: dict[str, dict[str, Any]] = {}  # engine facts sent by xdist workers (suite/fleet.py)
         self._stream: Path | None = None
+        #: The one change ``run_batched`` makes to every cell's outputs, None for none (``alter_outputs``).
+        self._alter_outputs: Callable[[Cell, dict[str, np.ndarray]], dict[str, np.ndarray]] | None = None
 
     # ---- what exists -------------------------------------------------------------------------
     def cells(self, predicate: Callable[[ModelConfig], bool] = lambda m: True) -> list[Cell]:
@@ -231,7 +233,17 @@ class SuiteSession:
             check_outputs(outputs, len(next(iter(chunk.values()))), cell.id)
             self._check_dtypes(cell, chunk, outputs)
             chunks.append(outputs)
-        return {name: np.concatenate([c[name] for c in chunks]) for name in chunks[0]}
+        whole = {name: np.concatenate([c[name] for c in chunks]) for name in chunks[0]}
+        return whole if self._alter_outputs is None else self._alter_outputs(cell, whole)
+
+    def alter_outputs(self, change: Callable[[Cell, dict[str, np.ndarray]], dict[str, np.ndarray]]) -> None:
+        """The seam for the accuracy self-test knob (``--inject-accuracy-drop``, suite/gate/plugin.py): from now on
+        ``run_batched`` returns ``change(cell, outputs)`` for every cell's whole outputs (every accuracy and parity
+        output goes through it); ``change`` leaves alone what it must not alter (the reference's). Set once, before
+        the first test: a second change is refused rather than stacked or swapped."""
+        if self._alter_outputs is not None:
+            raise RuntimeError("SuiteSession.alter_outputs: the session's outputs are already altered")
+        self._alter_outputs = change
 
     def _check_dtypes(self, cell: Cell, chunk: dict[str, np.ndarray], outputs: dict[str, np.ndarray]) -> None:
         """The reference's output dtypes are learnt from its first call (run on this chunk when an engine comes

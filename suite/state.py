@@ -1,9 +1,9 @@
 """The run's state: what the suite's plugins keep on pytest's config, each under a ``config.stash`` key.
 
-One module for it, below the plugins (suite/plugin.py, suite/fleet.py, suite/gate_plugin.py, suite/summary.py)
+One module for it, below the plugins (suite/plugin.py, suite/fleet.py, suite/gate/, suite/summary.py)
 and report/plugin.py, so that each reads the run from here and none imports another's hooks to find it.
 suite/plugin.py sets these in pytest_configure and at the end of the run (pytest_sessionfinish); the gate's own
-state is its Gate, under suite.gate_plugin's GATE_KEY.
+state is its Gate, under suite.gate.state's GATE_KEY.
 
 Only the keys, their accessors and RunState: the types the keys hold are imported for the type checker only, so
 that importing this module imports nothing of the suite's at run time.

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from suite import verdict
-from suite.gate_plugin import verdict_lines
+from suite.gate.tables import verdict_lines
 from suite.state import ledger_of
 
 SHOWN = 8

@@ -47,7 +47,7 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
     from core.cache import ArtifactCache
     from core.inputs import synthetic_feed
     from suite.config import load_config
-    from suite.gate_plugin import CpuMeter
+    from suite.gate.cpu_meter import CpuMeter
     from suite.inject import SlowedCall
     from suite.session import Cell, SuiteSession
 

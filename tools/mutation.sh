@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Mutation testing of what decides a verdict (issue 23, "No green over a wrong answer"): mutmut 3 mutates the run's
-# verdict (suite/verdict.py), the latency gate's outcome mapping (suite/gate_plugin.py: LatencyOutcome.component,
-# Gate.check_latency, Gate.busy_matters, Gate.gated, Gate.ungated), the parity comparator (metrics/parity.py) and every cache-key
+# verdict (suite/verdict.py), the latency gate's outcome mapping (suite/gate/latency.py: LatencyOutcome.component,
+# LatencyChecks.check_latency, .busy_matters, .ungated; suite/gate/state.py: Gate.gated), the parity comparator (metrics/parity.py) and every cache-key
 # builder (engines/: the export, conversion, fusion and int8 keys, the TensorRT engine's, the AOTInductor
 # package's, the TensorRT EP's engine directory, and the spec/profile parts they hold, core/inputs.py's among
 # them), one change at a time, and runs the fast CPU tests that reach each mutated function ([tool.mutmut] in
@@ -25,7 +25,8 @@ SURVIVORS=docs/mutation-survivors.md
 # The mutants run: whole modules where the module is the verdict's logic, the named functions elsewhere (the rest
 # of those files builds, times or reports, and is tested by the slower tests). The names are mutmut's: module
 # path, then x_FUNCTION or xǁCLASSǁMETHOD, then __mutmut_N.
-G='suite.gate_plugin.xǁ'
+L='suite.gate.latency.xǁ'
+G='suite.gate.state.xǁ'
 A='engines.artifacts.xǁModelBuildǁ'
 B='engines.base.xǁ'
 R='engines.onnxrt.backend.xǁOnnxRuntimeBackendǁ'
@@ -33,8 +34,8 @@ T='engines.trt.settings.xǁBuildPlanǁ'
 DEFAULT_PATTERNS=(
   'suite.verdict.*'
   'metrics.parity.*'
-  "${G}LatencyOutcomeǁcomponent__mutmut_*" "${G}Gateǁcheck_latency__mutmut_*"
-  "${G}Gateǁbusy_matters__mutmut_*" "${G}Gateǁgated__mutmut_*" "${G}Gateǁungated__mutmut_*"
+  "${L}LatencyOutcomeǁcomponent__mutmut_*" "${L}LatencyChecksǁcheck_latency__mutmut_*"
+  "${L}LatencyChecksǁbusy_matters__mutmut_*" "${G}Gateǁgated__mutmut_*" "${L}LatencyChecksǁungated__mutmut_*"
   'engines.versions.x_version_of__mutmut_*' 'engines.artifacts.x__onnx_stage__mutmut_*'
   "${A}onnx_path__mutmut_*" "${A}onnx_key__mutmut_*" "${A}export_options_for__mutmut_*"
   "${A}_export_parts__mutmut_*" "${A}_fused_stage__mutmut_*" "${A}_stage__mutmut_*"

@@ -10,7 +10,7 @@ reuses static buffers, where a stale output passes every timing; the device path
 (``path_outputs``) outside the timed region.
 
 The suite's gate is ``--latency-baseline`` (docs/gating.md); the case names are stable so baselines
-line up. A case measured while other processes used the CPUs is re-measured (suite/gate_plugin.py).
+line up. A case measured while other processes used the CPUs is re-measured (suite/gate/check.py).
 ``--benchmark-disable`` runs each case once as a smoke test, as pytest-benchmark users expect.
 """
 
@@ -80,7 +80,7 @@ def test_latency(latency_case, suite, engine_for, benchmark, request, latency_wr
     checked = check_timed_outputs(cell, shape.id, path, call, *expected, model)
     suite.record("latency", cell, path=path, shape=shape.id, dims=dims, clock=timed.clock, samples_s=list(samples),
                  gpu=record["gpu"], attempts=attempts, outputs_checked=checked, **bound, **summary.as_dict())
-    gate.check()  # --latency-baseline: fails a significant slowdown (suite/gate_plugin.py)
+    gate.check()  # --latency-baseline: fails a significant slowdown (suite/gate/)
 
 
 def _untimed_outputs(suite, cell, feed):

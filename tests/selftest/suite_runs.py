@@ -71,7 +71,7 @@ def timed_only(done: subprocess.CompletedProcess[str]) -> bool:
 _ZYGOTE = r"""
 import json, os, runpy, select, sys, traceback
 import pytest
-import suite.plugin, suite.gate_plugin, report.plugin  # torch, numpy, the suite: what every run imports first
+import suite.plugin, suite.gate.plugin, report.plugin  # torch, numpy, the suite: what every run imports first
 
 MAIN = os.path.join(os.path.dirname(pytest.__file__), "__main__.py")  # argv[0] of `python -m pytest`
 PATH = list(sys.path[1:])

@@ -23,7 +23,10 @@ from suite.baselines import (
     record_key,
     resolve_latency_baselines,
 )
-from suite.gate_plugin import CpuMeter, Gate, load_can_explain
+from suite.gate.coverage import latency_key_of_nodeid
+from suite.gate.cpu_meter import CpuMeter
+from suite.gate.latency import load_can_explain
+from suite.gate.state import Gate
 from suite.inject import SlowedCall, busy_wait, flip_top1
 from tests.selftest.suite_runs import ROOT, explain, run_suite
 
@@ -58,8 +61,6 @@ def test_latency_keys_ignore_the_test_id_and_the_path_prefix() -> None:
     assert latency_key(info) == latency_key(record) == ("m", "onnxruntime", "fp32", "bs8", "all")
     assert latency_key({"model": "m"}) is None
     assert latency_key({**info, "shape": "bs32-seq128"})[3] == "bs32-seq128"  # named axes: the case's shape
-    from suite.gate_plugin import latency_key_of_nodeid
-
     assert latency_key_of_nodeid("tests/latency/test_latency.py::test_latency[minilm_l6-torch-fp16-bs32-seq128-graph]"
                                  ) == ("minilm_l6", "torch", "fp16", "bs32-seq128", "graph")
     assert latency_key_of_nodeid("tests/latency/test_latency.py::test_latency[my-net-onnxruntime-fp32-bs8]") == (

@@ -1,5 +1,5 @@
-"""The latency gate's outcome mapping (suite/gate_plugin.py: Gate.check_latency, LatencyOutcome.component, _STATE):
-which comparison becomes which verdict state. Three hand mutations of it lived through the earlier tests (issue
+"""The latency gate's outcome mapping (suite/gate/latency.py: LatencyChecks.check_latency, LatencyOutcome.component,
+STATE): which comparison becomes which verdict state. Three hand mutations of it lived through the earlier tests (issue
 23): busy silently accepted, inconclusive turned into passed, and only busy regressions set aside while busy
 improvements were judged. Fast and deterministic: the baselines are made in memory, nothing is timed.
 """
@@ -14,7 +14,8 @@ import pytest
 
 from suite import verdict
 from suite.baselines import DriftTolerances, LatencyBaseline
-from suite.gate_plugin import Gate, LatencyOutcome
+from suite.gate.latency import LatencyOutcome
+from suite.gate.state import Gate
 from suite.verdict import FAILED, NOT_JUDGED, PASSED, Ledger
 
 pytestmark = pytest.mark.selftest

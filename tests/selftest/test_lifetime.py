@@ -431,7 +431,7 @@ def test_the_summary_gives_the_runs_peak_and_each_models() -> None:
 
 
 def test_the_drift_gate_fails_a_cell_whose_memory_doubled() -> None:
-    from suite.gate_plugin import Gate
+    from suite.gate.state import Gate
 
     assert parse_drift("memory=2x").memory_factor == 2.0
     base = {"kind": "gpu_memory", "cell": "m-onnxruntime-fp16", "nvml_peak_mib": 4000.0, "allocator_peak_mib": None}

@@ -1,0 +1,105 @@
+"""What a test calls to be judged: ``gate.check()`` at its end compares every record the test appended to the
+session with its baseline counterpart, reports each comparison into the run's verdict (suite/verdict.py) as a
+component of the test, and fails the test with the numbers when a gate trips; ``settle_latency`` re-measures a
+latency case measured busy."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from suite import verdict
+from suite.baselines import key_label, latency_key
+from suite.gate import census
+from suite.gate.cpu_meter import CpuMeter
+from suite.gate.latency import LatencyOutcome
+from suite.gate.state import gate_of
+from suite.state import suite_session
+
+#: The meter started when a latency case's timed callable is made (suite/gate/plugin.py latency_wrapper).
+METER_KEY = pytest.StashKey["CpuMeter"]()
+#: The share of the CPUs others used during the case's last attempt.
+INTERFERENCE_KEY = pytest.StashKey["float | None"]()
+
+
+class GateCheck:
+    """What the ``gate`` fixture gives a test: ``settle_latency`` re-measures a busy case, ``check()``
+    compares the records the test appended and reports each comparison into the run's verdict."""
+
+    def __init__(self, request: pytest.FixtureRequest) -> None:
+        self._request = request
+        self._suite = suite_session(request.config)
+        self._first = len(self._suite.records)
+        config, gate = request.config, gate_of(request.config)
+        self._saving = bool(config.getoption("benchmark_save", None) or config.getoption("benchmark_autosave", None))
+        # Pad short cases' CPU windows only where the figure is used: gating now, or a saved baseline.
+        self._pad = bool((gate is not None and gate.latency_baseline is not None) or self._saving)
+
+    def settle_latency(self, record: dict[str, Any], remeasure: Callable[[], list[float]]) -> list[dict[str, Any]]:
+        """Measure the CPU share others used during the case; while it was busy and that could change the
+        outcome, re-measure (at most --latency-busy-retries times), updating ``record["samples_s"]``.
+        Returns one entry per attempt: the share and the median."""
+        node, gate = self._request.node, gate_of(self._request.config)
+        meter = node.stash.get(METER_KEY, None)
+        share = meter.stop(pad=self._pad) if meter is not None else None
+        attempts = [{"interference": share, "median_ms": statistics.median(record["samples_s"]) * 1e3}]
+        while (gate is not None and len(attempts) <= gate.busy_retries
+               and gate.busy_matters(record, share, self._saving)):
+            meter = CpuMeter()
+            record["samples_s"] = list(remeasure())
+            share = meter.stop(pad=self._pad)
+            attempts.append({"interference": share, "median_ms": statistics.median(record["samples_s"]) * 1e3})
+        node.stash[INTERFERENCE_KEY] = share
+        if self._saving and gate is not None and share is not None and share > gate.busy_limit \
+                and record.get("bound") != "device":
+            key = latency_key(record)
+            gate.saved_busy.append(key_label(key) if key else node.name)
+        return attempts
+
+    def smoke(self, cell: Any, shape: str, path: str) -> None:
+        """A latency case run once with --benchmark-disable: nothing timed, so a latency gate cannot judge it."""
+        gate = gate_of(self._request.config)
+        if gate is not None and gate.latency_baseline is not None:
+            label = key_label((cell.model, cell.engine, cell.precision, shape, path))
+            verdict.report_component(self._request.node, verdict.Component(
+                f"latency gate {label}", verdict.NOT_JUDGED, "benchmark-disabled",
+                "--benchmark-disable ran the case once, untimed"))
+
+    def check(self) -> None:
+        request, gate = self._request, gate_of(self._request.config)
+        census.check_precision(request.node, self._suite, self._suite.records[self._first:])
+        if gate is None:
+            return
+        node = request.node
+        failures = []
+        for record in self._suite.records[self._first:]:
+            if record.get("kind") == "latency":
+                interference = node.stash.get(INTERFERENCE_KEY, None)
+                outcome, message = gate.check_latency(record, node.nodeid, interference,
+                                                      attempts=len(record.get("attempts") or [1]))
+                _annotate_benchmark(request, interference, outcome)
+                component = outcome.component() if outcome is not None else None
+            else:
+                component, message = gate.check_drift(record, node.nodeid)
+            if component is not None:
+                verdict.report_component(node, component)
+            if message:
+                failures.append(message)
+        if failures:
+            pytest.fail("\n".join(failures), pytrace=False)
+
+
+def _annotate_benchmark(request: pytest.FixtureRequest, interference: float | None,
+                        outcome: LatencyOutcome | None) -> None:
+    """Saved benchmarks carry the interference figure, so they can serve as baselines that know it."""
+    if "benchmark" not in request.fixturenames:
+        return
+    info: dict[str, Any] = {"interference": interference}
+    if outcome is not None:
+        info["verdict"] = outcome.status
+        if outcome.comparison is not None:
+            info["ratio"] = outcome.comparison.ratio
+    request.getfixturevalue("benchmark").extra_info["gate"] = info

@@ -1,0 +1,76 @@
+"""The drift gate: a run's accuracy and parity records, and each cell's peak GPU memory, against the same records
+of a --suite-results baseline (``--accuracy-baseline``), within ``--accuracy-drift``'s tolerances."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from metrics.regression import DriftComparison, compare_accuracy, compare_memory, compare_parity
+from suite import verdict
+from suite.baselines import DriftTolerances, record_key
+from suite.gate.environment import BaselineEnvironment
+
+
+@dataclass
+class DriftOutcome:
+    label: str
+    nodeid: str
+    comparison: DriftComparison
+
+
+class DriftChecks(BaselineEnvironment):
+    """The drift half of the Gate (suite/gate/state.py): compares a record and keeps its outcome. The fields are
+    the Gate's."""
+
+    drift: DriftTolerances
+    drift_results: list[DriftOutcome]
+    no_accuracy_baseline: list[str]
+    _drift_seen: set[int]
+
+    # ---- peak GPU memory ---------------------------------------------------------------------------
+    def check_memory(self, record: dict[str, Any]) -> tuple[verdict.Component | None, str | None]:
+        """A cell's peak GPU memory (suite/lifetime.py) against the accuracy baseline's record of the same cell:
+        a component only where both runs measured it (a CPU run, or a baseline from before the figure existed,
+        judges nothing here and makes no check not judged); a failure message where it grew beyond
+        ``--accuracy-drift memory=``."""
+        if self.results_baseline is None or record.get("kind") != "gpu_memory":
+            return None, None
+        baseline = self.results_baseline.gpu_memory.get(str(record.get("cell")))
+        comparisons = compare_memory(baseline, record, self.drift.memory_factor) if baseline else []
+        if not comparisons:
+            return None, None
+        grew = [c for c in comparisons if c.failed]
+        label = f"gpu memory drift gate {record.get('cell')}"
+        figures = "; ".join(c.describe() for c in comparisons)
+        component = verdict.Component(label, verdict.FAILED if grew else verdict.PASSED, None, figures)
+        if not grew:
+            return component, None
+        return component, (f"{record.get('cell')}: peak GPU memory grew: {'; '.join(c.describe() for c in grew)}"
+                           f"{self._env_note('accuracy')}")
+
+    # ---- accuracy / parity -------------------------------------------------------------------------
+    def check_drift(self, record: dict[str, Any], nodeid: str) -> tuple[verdict.Component | None, str | None]:
+        """The record's comparison as a verdict component (None without an accuracy baseline) and a failure
+        message when it drifted beyond tolerance."""
+        key = record_key(record)
+        if key is None or self.results_baseline is None or id(record) in self._drift_seen:
+            return None, None
+        self._drift_seen.add(id(record))
+        label = " / ".join(key[1:])
+        baseline = self.results_baseline.records.counterpart(key)
+        if baseline is None:
+            self.no_accuracy_baseline.append(f"{key[0]} {label}")
+            return verdict.Component(f"{key[0]} drift gate {label}", verdict.NOT_JUDGED, "no-baseline",
+                                     "the accuracy baseline has no such record"), None
+        if key[0] == "accuracy":
+            comparison = compare_accuracy(baseline, record, self.drift.top1_pts / 100, self.drift.top5_pts / 100)
+        else:
+            comparison = compare_parity(baseline, record, self.drift.isclose_pts, self.drift.mae_factor)
+        self.drift_results.append(DriftOutcome(label, nodeid, comparison))
+        figures = "; ".join(f.describe() for f in comparison.figures)
+        component = verdict.Component(f"{key[0]} drift gate {label}",
+                                      verdict.FAILED if comparison.failed else verdict.PASSED, None, figures)
+        if comparison.failed:
+            return component, f"{label}: {comparison.explain()}{self._env_note('accuracy')}"
+        return component, None

@@ -1,0 +1,177 @@
+"""The latency gate: a case's per-round samples against its pytest-benchmark baseline's, and which verdict
+state each outcome is (regression fails; unchanged and improvement pass; busy, inconclusive and no-baseline are
+not judged).
+
+A latency case timed in a run given no baseline at all is no-baseline too: it was timed and compared with nothing,
+so it never reads as passed. Why the busy rule (``load_can_explain``): on a shared machine a neighbour's burst
+looks exactly like a regression. A case measured while others used more than ``--latency-busy-limit`` of the CPUs
+(suite/gate/cpu_meter.py) is re-measured (``--latency-busy-retries``, suite/gate/check.py); still busy, it is not
+judged ("busy"). A baseline case saved busy is shown next to the current figure: against it a regression still
+fails (the baseline was, if anything, slow), anything else is not judged. A device-bound GPU case
+(``bound = "device"`` in its record) is judged whatever the CPUs did: its time is the device's (docs/gating.md).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from metrics.regression import LatencyComparison, compare_latency, student_t_quantile
+from suite import bound, verdict
+from suite.baselines import key_label, latency_key
+from suite.gate.environment import BaselineEnvironment
+
+BENCHMARK_COMPARE_NOTE = (
+    "--benchmark-compare-fail is pytest-benchmark's own check: one run's statistic against one saved run's, "
+    "with no noise model, so on a shared machine it flags unchanged cases (docs/gating.md 'Two gates' has the "
+    "measured false-alarm rates); the suite's gate is --latency-baseline")
+
+
+def load_can_explain(baseline_interference: float | None, current_interference: float | None) -> float:
+    """The largest slowdown (current / baseline time) that the difference in interference can explain: the CPU
+    time the case had (1 - the share others used) at the baseline over what it had now. Equal interference on both
+    sides explains nothing (1.0), whatever its level: a slowdown measured at 76 % against a baseline at 75 % is a
+    regression. A share not measured counts as none (0). Checked against the hog study (docs/gating.md,
+    "Launch-bound cases"): with every CPU busy (16 loops on 16 vCPUs, others' share above 90 %) against quiet
+    runs, the largest move of any case was +88 %, within this bound (10x and more); a bound any tighter than
+    the CPU time lost would call a neighbour's slowdown a regression."""
+    base = min(max(baseline_interference or 0.0, 0.0), 0.999)
+    current = min(max(current_interference or 0.0, 0.0), 0.999)
+    return (1.0 - base) / (1.0 - current)
+
+
+#: What judges a latency case: the suite's gate, or pytest-benchmark's own check (suite/plugin.py takes its findings).
+NO_BASELINE_OPTIONS = "--latency-baseline or --benchmark-compare-fail"
+
+#: A latency outcome's status -> its verdict state (pinned status by status: tests/selftest/test_gate_outcomes.py).
+STATE = {"regression": verdict.FAILED, "unchanged": verdict.PASSED, "improvement": verdict.PASSED,
+         "busy": verdict.NOT_JUDGED, "inconclusive": verdict.NOT_JUDGED, "no-baseline": verdict.NOT_JUDGED}
+
+
+@dataclass
+class LatencyOutcome:
+    label: str
+    nodeid: str
+    status: str  # a LatencyComparison verdict, "busy" or "no-baseline"
+    comparison: LatencyComparison | None = None
+    interference: float | None = None
+    baseline_interference: float | None = None
+    busy_side: str | None = None  # "current" | "baseline" when status is busy
+    attempts: int = 1
+    baseline_given: bool = True  # False: no-baseline because the run was given no latency baseline at all
+
+    def component(self) -> verdict.Component:
+        """This outcome as a check component of its test (suite/verdict.py)."""
+        state = STATE[self.status]
+        reason = self.status if state == verdict.NOT_JUDGED else None
+        if self.status == "no-baseline" and not self.baseline_given:
+            detail = f"no latency baseline given ({NO_BASELINE_OPTIONS}); timed, not judged"
+        elif self.status == "no-baseline":
+            detail = "the latency baseline has no such case"
+        elif self.status == "busy" and self.busy_side == "baseline":
+            detail = (f"the baseline was measured while other processes used {pct(self.baseline_interference)} of "
+                      "the CPUs; save a new baseline on a quiet machine")
+        elif self.status == "busy":
+            detail = (f"other processes used {pct(self.interference)} of the CPUs in each of {self.attempts} "
+                      "attempt(s)")
+        else:
+            assert self.comparison is not None
+            c = self.comparison
+            detail = (f"median {c.baseline_median_s * 1e3:.4g} -> {c.current_median_s * 1e3:.4g} ms "
+                      f"({c.change_pct:+.2f}%), CI {c.interval_text}; {c.reason}")
+        return verdict.Component(f"latency gate {self.label}", state, reason, detail)
+
+
+class LatencyChecks(BaselineEnvironment):
+    """The latency half of the Gate (suite/gate/state.py): compares a case and keeps its outcome. The fields are
+    the Gate's."""
+
+    max_slowdown: float
+    confidence: float
+    busy_limit: float
+    benchmark_compares: bool
+    latency: list[LatencyOutcome]
+
+    def ungated(self) -> int:
+        """Latency cases timed in a run given no latency baseline: not judged (no-baseline), counted apart from a
+        given baseline's missing cases, so that the verdict says how many were timed and nothing more."""
+        return sum(1 for o in self.latency if o.status == "no-baseline" and not o.baseline_given)
+
+    def compare(self, record: dict[str, Any]) -> LatencyComparison | None:
+        key = latency_key(record)
+        if key is None or self.latency_baseline is None or key not in self.latency_baseline.samples:
+            return None
+        return compare_latency(self.latency_baseline.samples[key], record["samples_s"], self.max_slowdown,
+                               self.confidence)
+
+    def busy_matters(self, record: dict[str, Any], interference: float | None, saving: bool) -> bool:
+        """Whether a re-measurement could change this case's outcome: the current run was busy, the case's
+        time is not the device's, and either a baseline is being saved or the comparison is not 'unchanged'."""
+        if interference is None or interference <= self.busy_limit or record.get("bound") == "device":
+            return False
+        if self.latency_baseline is None:
+            return saving
+        comparison = self.compare(record)
+        return comparison is None or comparison.verdict != "unchanged"
+
+    def check_latency(self, record: dict[str, Any], nodeid: str, interference: float | None,
+                      attempts: int = 1) -> tuple[LatencyOutcome | None, str | None]:
+        """The case's outcome and a failure message for a regression. A case timed with no baseline to compare
+        with, given or in the given one, is not judged (no-baseline): timing alone judges nothing. None where
+        pytest-benchmark's --benchmark-compare-fail judges the case instead."""
+        key = latency_key(record)
+        if key is None or (self.latency_baseline is None and self.benchmark_compares):
+            return None, None
+        label = key_label(key)
+        comparison = self.compare(record)
+        if comparison is None:
+            outcome = LatencyOutcome(label, nodeid, "no-baseline", interference=interference, attempts=attempts,
+                                     baseline_given=self.latency_baseline is not None)
+            self.latency.append(outcome)
+            return outcome, None
+        assert self.latency_baseline is not None
+        comparison = bound.gate_rule(record, comparison)  # a class's rule (suite/bound.py)
+        base_busy = self.latency_baseline.interference.get(key)
+        device_bound = record.get("bound") == "device"
+        current_busy = not device_bound and interference is not None and interference > self.busy_limit
+        baseline_busy = not device_bound and base_busy is not None and base_busy > self.busy_limit
+        status, side = comparison.verdict, None
+        # Busy excuses only what the difference in interference can explain (load_can_explain): a slowdown
+        # measured at the baseline's interference, or beyond what the CPU time others took can account for, is
+        # a regression however busy both runs were.
+        if status == "regression" and current_busy and comparison.ratio <= load_can_explain(base_busy, interference):
+            status, side = "busy", "current"
+        elif status in ("improvement", "inconclusive") and current_busy:
+            status, side = "busy", "current"  # a neighbour's burst moves a case either way: no finding
+        elif (status in ("improvement", "unchanged", "inconclusive") and baseline_busy
+              and load_can_explain(interference, base_busy) >= 1.0 + self.max_slowdown / 2):
+            # A slow, busy baseline hides a real slowdown as "unchanged" or an "improvement" when it was busier than
+            # this run by enough to hide one the gate must catch; only a regression over it is then a finding.
+            status, side = "busy", "baseline"
+        outcome = LatencyOutcome(label, nodeid, status, comparison, interference, base_busy, side, attempts)
+        self.latency.append(outcome)
+        if status == "regression":
+            return outcome, f"{label}: {comparison.explain()}{self._env_note('latency')}"
+        return outcome, None
+
+
+def pct(x: float | None) -> str:
+    return "-" if x is None else f"{x * 100:.0f}%"
+
+
+def runs_shortfall(spec: str, found: int, confidence: float) -> list[str]:
+    """``last:K`` with fewer than K saved runs: say what protection is lost."""
+    asked = [int(m) for m in re.findall(r"(?:last|latest):(\d+)", spec)]
+    if not asked or found >= sum(asked):
+        return []
+    k = sum(asked)
+    if found == 1:
+        lost = ("with one run there is no run-to-run spread at all, so a shift of the whole run (thread placement, "
+                "clocks, a neighbour) is judged on within-run noise alone and can fail as a regression")
+    else:
+        t = student_t_quantile(0.5 + confidence / 2, found - 1)
+        lost = (f"the run-to-run interval rests on {found} runs (t factor {t:.1f} at {confidence * 100:g}%, against "
+                f"{student_t_quantile(0.5 + confidence / 2, k - 1):.1f} with {k}), so many cases come out inconclusive")
+    return [f"--latency-baseline {spec}: asked for {k} saved runs, found {found}: {lost}; keep saving runs "
+            "(--benchmark-autosave or --benchmark-save)"]

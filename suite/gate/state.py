@@ -1,0 +1,205 @@
+"""The gate's state: the Gate (options, baselines, every comparison of the run), under ``config.stash[GATE_KEY]``,
+and the few functions the suite's other plugins call to reach it (suite/plugin.py, fleet.py, report/plugin.py).
+
+Its own module, below the hooks (suite/gate/plugin.py), so that what reads the gate never imports the hooks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from metrics.regression import DriftComparison, DriftFigure, LatencyComparison
+from suite import verdict
+from suite.baselines import (
+    BaselineError,
+    DriftTolerances,
+    LatencyBaseline,
+    ResultsBaseline,
+    benchmark_storage_dir,
+    load_latency_baselines,
+    load_results_baseline,
+    parse_drift,
+    parse_fraction,
+    resolve_latency_baselines,
+)
+from suite.environment import fingerprint
+from suite.gate.coverage import Coverage, CoverageChecks, benchmark_compare_coverage
+from suite.gate.drift import DriftChecks, DriftOutcome
+from suite.gate.latency import STATE, LatencyChecks, LatencyOutcome, runs_shortfall
+from suite.state import suite_session
+
+GATE_KEY = pytest.StashKey["Gate"]()
+
+
+@dataclass
+class Gate(LatencyChecks, DriftChecks, CoverageChecks):
+    """Options, baselines and everything compared during the session: the latency gate's checks
+    (suite/gate/latency.py), the drift gate's (drift.py) and coverage (coverage.py) are its bases."""
+
+    max_slowdown: float
+    confidence: float
+    busy_limit: float
+    drift: DriftTolerances
+    inject_slowdown: float | None
+    inject_accuracy_drop: float | None
+    environment: dict[str, Any]
+    busy_retries: int = 2
+    latency_baseline: LatencyBaseline | None = None
+    #: pytest-benchmark's --benchmark-compare-fail judges the latency cases instead (suite/plugin.py
+    #: _take_benchmark_regressions, which also makes a case its compared run lacks not judged, no-baseline)
+    benchmark_compares: bool = False
+    results_baseline: ResultsBaseline | None = None
+    latency: list[LatencyOutcome] = field(default_factory=list)
+    drift_results: list[DriftOutcome] = field(default_factory=list)
+    no_accuracy_baseline: list[str] = field(default_factory=list)
+    coverage: dict[str, Coverage] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    saved_busy: list[str] = field(default_factory=list)
+    imported: bool = False  # holds comparisons sent by xdist workers (suite/fleet.py)
+    _drift_seen: set[int] = field(default_factory=set)
+
+    def finish(self, records: list[dict[str, Any]]) -> None:
+        """Compare, for the tables only, the records whose test failed before reaching gate.check(). (Under
+        xdist each worker does this before sending its comparisons; the controller's records are theirs.)"""
+        if self.imported:
+            return
+        for record in records:
+            if record.get("kind") in ("accuracy", "parity"):
+                self.check_drift(record, "")
+
+    def gated(self, which: str) -> int:
+        """Cases the gate judged: compared and decided (busy, inconclusive and no-baseline are not)."""
+        if which == "latency":
+            return sum(1 for o in self.latency if STATE[o.status] != verdict.NOT_JUDGED)
+        # A case may hold several records (a cell's generated:batches parity: one per batch): count the case once,
+        # by its test and its label without the batch and seed (cell / dataset / output).
+        return len({(o.nodeid, " / ".join(o.label.split(" / ")[:3])) for o in self.drift_results})
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain data for the HTML report."""
+        coverage = {k: {**c.as_dict(), "gated": self.gated(k)} for k, c in self.coverage.items()}
+        return {
+            "max_slowdown": self.max_slowdown,
+            "confidence": self.confidence,
+            "busy_limit": self.busy_limit,
+            "drift_tolerances": self.drift.describe(),
+            "latency_baseline": None if self.latency_baseline is None else str(self.latency_baseline.source),
+            "accuracy_baseline": None if self.results_baseline is None else str(self.results_baseline.source),
+            "environment_differences": {k: {"source": str(src), "keys": {n: list(v) for n, v in d.items()}}
+                                        for k, (src, d) in self.environment_differences().items()},
+            "latency": [{"label": o.label, "status": o.status, "interference": o.interference,
+                         "baseline_interference": o.baseline_interference, "busy_side": o.busy_side,
+                         "attempts": o.attempts,
+                         **({} if o.comparison is None else o.comparison.as_dict())} for o in self.latency],
+            "drift": [{"label": o.label, **o.comparison.as_dict()} for o in self.drift_results],
+            "no_accuracy_baseline": list(self.no_accuracy_baseline),
+            "coverage": coverage,
+            "warnings": list(self.warnings) + self.saved_busy_warning(),
+            "injected": {"slowdown": self.inject_slowdown, "accuracy_drop": self.inject_accuracy_drop},
+        }
+
+    def export_outcomes(self) -> dict[str, Any]:
+        """This process's comparisons as plain data, for the controller of an xdist run (suite/fleet.py)."""
+        return {"latency": [{**{k: v for k, v in vars(o).items() if k != "comparison"},
+                             "comparison": None if o.comparison is None else dataclasses.asdict(o.comparison)}
+                            for o in self.latency],
+                "drift": [{"label": o.label, "nodeid": o.nodeid, "kind": o.comparison.kind,
+                           "figures": [f.as_dict() for f in o.comparison.figures], "notes": list(o.comparison.notes)}
+                          for o in self.drift_results],
+                "no_accuracy_baseline": list(self.no_accuracy_baseline), "saved_busy": list(self.saved_busy)}
+
+    def import_outcomes(self, data: dict[str, Any]) -> None:
+        """Add a worker's comparisons (``export_outcomes``) to this process's tables."""
+        self.imported = True
+        for o in data.get("latency", []):
+            comparison = None if o["comparison"] is None else LatencyComparison(**o["comparison"])
+            self.latency.append(LatencyOutcome(**{**o, "comparison": comparison}))
+        for d in data.get("drift", []):
+            figures = tuple(DriftFigure(**f) for f in d["figures"])
+            self.drift_results.append(DriftOutcome(d["label"], d["nodeid"],
+                                                   DriftComparison(d["kind"], figures, tuple(d["notes"]))))
+        self.no_accuracy_baseline.extend(data.get("no_accuracy_baseline", []))
+        self.saved_busy.extend(data.get("saved_busy", []))
+
+    def saved_busy_warning(self) -> list[str]:
+        if not self.saved_busy:
+            return []
+        return [f"{len(self.saved_busy)} case(s) were saved to the baseline while other processes used more than "
+                f"{self.busy_limit * 100:g}% of the CPUs ({', '.join(self.saved_busy[:4])}"
+                + (" ..." if len(self.saved_busy) > 4 else "") + "): as a baseline they cannot judge a later run "
+                "except a regression; save the baseline again on a quiet machine"]
+
+
+def gate_of(config: pytest.Config) -> Gate | None:
+    return config.stash.get(GATE_KEY, None)
+
+
+def gate_from_options(config: pytest.Config) -> Gate:
+    """The run's Gate, from its options and the baselines they name; a bad option or baseline is a
+    usage error."""
+    try:
+        def pct(option: str) -> float:
+            return parse_fraction(config.getoption(option), option)
+
+        inject_slow = config.getoption("--inject-slowdown")
+        inject_drop = config.getoption("--inject-accuracy-drop")
+        gate = Gate(
+            max_slowdown=pct("--latency-regression"), confidence=pct("--latency-confidence"),
+            busy_limit=pct("--latency-busy-limit"), drift=parse_drift(config.getoption("--accuracy-drift")),
+            inject_slowdown=None if inject_slow is None else parse_fraction(inject_slow, "--inject-slowdown"),
+            inject_accuracy_drop=None if inject_drop is None else parse_fraction(inject_drop, "--inject-accuracy-drop"),
+            environment=fingerprint(config.getoption("--device", "cpu")),
+            busy_retries=int(config.getoption("--latency-busy-retries")),
+            benchmark_compares=bool(config.getoption("benchmark_compare_fail", None)),
+        )
+        if not (0.0 < gate.max_slowdown < 10.0):
+            raise BaselineError("--latency-regression must be above 0%")
+        if not (0.5 <= gate.confidence < 1.0):
+            raise BaselineError("--latency-confidence must be in [50%, 100%)")
+        if gate.busy_retries < 0:
+            raise BaselineError("--latency-busy-retries must be >= 0")
+        accept_incomplete = bool(config.getoption("--accept-incomplete-baseline"))
+        spec = config.getoption("--latency-baseline")
+        if spec:
+            storage = benchmark_storage_dir(config.getoption("benchmark_storage", None))
+            paths = resolve_latency_baselines(spec, storage)
+            gate.latency_baseline = load_latency_baselines(paths, accept_incomplete)
+            gate.warnings.extend(runs_shortfall(spec, len(paths), gate.confidence))
+        spec = config.getoption("--accuracy-baseline")
+        if spec:
+            gate.results_baseline = load_results_baseline(Path(spec), accept_incomplete)
+    except BaselineError as exc:
+        raise pytest.UsageError(str(exc)) from exc
+    return gate
+
+
+def self_test_knobs(config: pytest.Config) -> dict[str, float]:
+    """The self-test knobs this run is made with, by option: written into every file the run saves (results,
+    pytest-benchmark's JSON and storage), where suite.baselines refuses such a file as a baseline."""
+    gate = gate_of(config)
+    if gate is None:
+        return {}
+    knobs = {"--inject-slowdown": gate.inject_slowdown, "--inject-accuracy-drop": gate.inject_accuracy_drop}
+    return {k: v for k, v in knobs.items() if v}
+
+
+def set_coverage(config: pytest.Config, nodeids: list[str]) -> None:
+    """Called once the run's test ids are known (suite/plugin.py note_collected)."""
+    benchmark_compare_coverage(config, nodeids)
+    gate = gate_of(config)
+    if gate is None or (gate.latency_baseline is None and gate.results_baseline is None):
+        return
+    try:
+        gate.set_coverage(nodeids, dict(suite_session(config).config.models))
+    except BaselineError as exc:
+        raise pytest.UsageError(str(exc)) from exc
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        for which, coverage in gate.coverage.items():
+            reporter.write_line(f"{which} gate coverage: {coverage.describe()}",
+                                yellow=bool(coverage.without_baseline or coverage.absent_from_run))

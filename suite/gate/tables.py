@@ -1,0 +1,146 @@
+"""What the gate prints: its report-header lines, its part of the verdict block (suite/summary.py), and the
+latency and drift tables of the terminal summary. The HTML report (report/) reads ``Gate.as_dict`` instead."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from suite.gate.latency import BENCHMARK_COMPARE_NOTE, NO_BASELINE_OPTIONS, LatencyOutcome, pct
+from suite.gate.state import Gate, gate_of
+from suite.state import suite_session
+
+
+def header_lines(config: pytest.Config) -> list[str]:
+    """The gate's lines of pytest's report header: its baselines, their warnings, the knobs."""
+    gate = gate_of(config)
+    if gate is None:
+        return []
+    lines = []
+    if gate.latency_baseline is not None:
+        b = gate.latency_baseline
+        busy = sum(1 for v in b.interference.values() if v > gate.busy_limit)
+        lines.append(f"latency gate: baseline {b.source} ({b.datetime or 'undated'}, {len(b.samples)} cases"
+                     + (f", {busy} saved busy" if busy else "") + f"), fails at a significant slowdown >= "
+                     f"{gate.max_slowdown * 50:g}% (--latency-regression {gate.max_slowdown * 100:g}%)")
+    if gate.results_baseline is not None:
+        lines.append(f"drift gate: baseline {gate.results_baseline.source} "
+                     f"({len(gate.results_baseline.records)} records), tolerances {gate.drift.describe()}")
+    lines.extend(f"WARNING: {w}" for w in gate.warnings)
+    for which, (source, diff) in gate.environment_differences().items():
+        lines.append(f"WARNING: {which} baseline {source} comes from a DIFFERENT ENVIRONMENT:")
+        lines.extend(f"WARNING:   {k}: {b} -> {c}" for k, (b, c) in diff.items())
+    if config.getoption("benchmark_compare_fail", None):
+        lines.append(f"NOTE: {BENCHMARK_COMPARE_NOTE}")
+    if gate.inject_slowdown:
+        lines.append(f"SELF-TEST: every latency round is slowed down by {gate.inject_slowdown * 100:g}%")
+    if gate.inject_accuracy_drop:
+        lines.append(f"SELF-TEST: top-1 flipped on {gate.inject_accuracy_drop * 100:g}% of rows of every engine")
+    return lines
+
+
+def verdict_lines(config: pytest.Config) -> list[tuple[str, dict[str, bool]]]:
+    """The gate's part of the verdict block (suite/summary.py): coverage, regressions with their figures,
+    and what weakens the comparison."""
+    gate = gate_of(config)
+    if gate is None:
+        return []
+    lines: list[tuple[str, dict[str, bool]]] = []
+    if config.getoption("benchmark_compare_fail", None):
+        lines.append((f"NOTE: {BENCHMARK_COMPARE_NOTE}", {"yellow": True}))
+    for which, coverage in gate.coverage.items():
+        lines.append((f"{which} gate: {coverage.describe(gate.gated(which))}",
+                      {"yellow": bool(coverage.without_baseline or coverage.absent_from_run)}))
+    ungated = gate.ungated()
+    if ungated:
+        lines.append((f"latency gate: no baseline given ({NO_BASELINE_OPTIONS}): gated 0 of {ungated} cases; "
+                      f"{ungated} timed, not judged (no-baseline)", {"yellow": True}))
+    for o in gate.latency:
+        if o.status == "regression" and o.comparison is not None:
+            c = o.comparison
+            lines.append((f"  REGRESSION {o.label}: {c.baseline_median_s * 1e3:.4g} -> "
+                          f"{c.current_median_s * 1e3:.4g} ms ({c.change_pct:+.2f}%), CI {c.interval_text}",
+                          {"red": True}))
+    for o in gate.drift_results:
+        if o.comparison.failed:
+            figures = "; ".join(f.describe() for f in o.comparison.failures)
+            lines.append((f"  DRIFT {o.label}: {figures}", {"red": True}))
+    for warning in gate.warnings + gate.saved_busy_warning():
+        lines.append((f"WARNING: {warning}", {"yellow": True}))
+    return lines
+
+
+def terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """The gate's sections of the terminal summary: another environment, the knobs, the two tables."""
+    gate = gate_of(config)
+    if gate is None:
+        return
+    gate.finish(suite_session(config).records)
+    tr = terminalreporter
+    for which, (source, diff) in gate.environment_differences().items():
+        tr.section(f"WARNING: {which} baseline from a DIFFERENT ENVIRONMENT", sep="!", red=True, bold=True)
+        tr.write_line(f"{source} was measured on another machine or software stack; its comparisons are shown "
+                      "but may reflect the environment, not the engine:", red=True)
+        for key, (base, cur) in diff.items():
+            tr.write_line(f"  {key:<24} {base!s:>28}  ->  {cur!s}", red=True)
+    if gate.inject_slowdown or gate.inject_accuracy_drop:
+        tr.section("SELF-TEST KNOBS WERE ON", sep="!", yellow=True)
+        if gate.inject_slowdown:
+            tr.write_line(f"--inject-slowdown {gate.inject_slowdown * 100:g}%: every latency round was made slower")
+        if gate.inject_accuracy_drop:
+            tr.write_line(f"--inject-accuracy-drop {gate.inject_accuracy_drop * 100:g}%: engine outputs were altered")
+    if gate.latency_baseline is not None:
+        latency_table(tr, gate)
+    if gate.results_baseline is not None:
+        drift_table(tr, gate)
+
+
+def latency_table(tr: Any, gate: Gate) -> None:
+    by_status: dict[str, list[LatencyOutcome]] = {}
+    for o in gate.latency:
+        by_status.setdefault(o.status, []).append(o)
+    title = (f"latency gate: {gate.max_slowdown * 100:g}% threshold, {gate.confidence * 100:g}% CI, "
+             f"baseline {gate.latency_baseline.source if gate.latency_baseline else '-'}")
+    tr.section(title, sep="-", red=bool(by_status.get("regression")))
+    shown = [o for s in ("regression", "improvement", "busy", "inconclusive") for o in by_status.get(s, [])]
+    if shown:
+        tr.write_line(f"{'case':<52}{'baseline':>11}{'current':>11}{'change':>9}  {'CI of ratio':<18}"
+                      f"{'others CPU now / base':>22}  verdict")
+        for o in shown:
+            c = o.comparison
+            assert c is not None
+            others = f"{pct(o.interference)} / {pct(o.baseline_interference)}"
+            status = o.status + (f" ({o.busy_side})" if o.busy_side else "")
+            tr.write_line(f"{o.label:<52}{c.baseline_median_s * 1e3:>9.4g}ms{c.current_median_s * 1e3:>9.4g}ms"
+                          f"{c.change_pct:>+8.2f}%  {c.interval_text:<18}{others:>22}  {status}",
+                          red=o.status == "regression", green=o.status == "improvement",
+                          yellow=o.status in ("busy", "inconclusive"))
+    counts = ", ".join(f"{len(v)} {k}" for k, v in sorted(by_status.items()))
+    tr.write_line(f"cases: {counts or 'none compared'}")
+    missing = by_status.get("no-baseline", [])
+    if missing:
+        tr.write_line(f"no baseline for {len(missing)} cases: {', '.join(o.label for o in missing[:8])}"
+                      + (" ..." if len(missing) > 8 else ""), yellow=True)
+    base = gate.latency_baseline
+    if base is not None and base.without_samples:
+        tr.write_line(f"{len(base.without_samples)} baseline cases hold no per-round samples (saved before the gate "
+                      "existed; save a new baseline)", yellow=True)
+
+
+def drift_table(tr: Any, gate: Gate) -> None:
+    failed = [o for o in gate.drift_results if o.comparison.failed]
+    changed = [o for o in gate.drift_results if o.comparison.changed and not o.comparison.failed]
+    tr.section(f"accuracy/parity drift gate: {gate.drift.describe()}, baseline "
+               f"{gate.results_baseline.source if gate.results_baseline else '-'}", sep="-", red=bool(failed))
+    for o in failed + changed:
+        figures = "; ".join(f.describe() for f in o.comparison.figures)
+        tr.write_line(f"{'DRIFT ' if o.comparison.failed else 'moved '}{o.label}: {figures}",
+                      red=o.comparison.failed)
+    unchanged = len(gate.drift_results) - len(failed) - len(changed)
+    tr.write_line(f"records: {len(failed)} drifted beyond tolerance, {len(changed)} moved within it, "
+                  f"{unchanged} identical")
+    if gate.no_accuracy_baseline:
+        tr.write_line(f"no baseline for {len(gate.no_accuracy_baseline)} records: "
+                      f"{', '.join(gate.no_accuracy_baseline[:6])}" + (" ..." if len(gate.no_accuracy_baseline) > 6
+                                                                        else ""), yellow=True)
