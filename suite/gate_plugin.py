@@ -30,6 +30,7 @@ warned so). Where the project is installed, the entry points load it unmarked, u
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import re
 import statistics
@@ -67,6 +68,7 @@ from suite.baselines import (
     record_key,
     refuse_self_test_run,
     resolve_latency_baselines,
+    saved_fingerprint,
 )
 from suite.environment import differences, fingerprint
 from suite.results import incompleteness
@@ -240,6 +242,8 @@ class Gate:
     coverage: dict[str, Coverage] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     saved_busy: list[str] = field(default_factory=list)
+    #: (source, saved_fingerprint) of each run --benchmark-compare loaded (pytest_benchmark_compare_machine_info)
+    compared: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     imported: bool = False  # holds comparisons sent by xdist workers (suite/fleet.py)
     _drift_seen: set[int] = field(default_factory=set)
 
@@ -261,6 +265,18 @@ class Gate:
                 if diff:
                     out[name] = (base.source, diff)
         return out
+
+    def baseline_fingerprints(self) -> list[tuple[str, dict[str, Any]]]:
+        """(source, saved fingerprint) of every baseline run this run is compared with, latency runs oldest first:
+        the baseline side of the difference that opens the report (suite/baseline_environment.py)."""
+        runs: list[tuple[str, dict[str, Any]]] = []
+        if self.latency_baseline is not None:
+            base = self.latency_baseline
+            runs += [(str(s), f or {}) for s, f in itertools.zip_longest(base.sources, base.fingerprints)]
+        runs += self.compared
+        if self.results_baseline is not None:
+            runs.append((str(self.results_baseline.source), self.results_baseline.fingerprint))
+        return runs
 
     # ---- coverage ----------------------------------------------------------------------------------
     def set_coverage(self, nodeids: list[str], models: dict[str, Any]) -> None:
@@ -568,6 +584,11 @@ def pytest_benchmark_compare_machine_info(config: pytest.Config, benchmarksessio
                              "--benchmark-compare's run")
     except BaselineError as exc:
         raise pytest.UsageError(str(exc)) from exc
+    gate = gate_of(config)
+    if gate is not None:
+        spec = config.getoption("benchmark_compare")
+        gate.compared.append((f"--benchmark-compare {'latest' if spec is True else spec}",
+                              saved_fingerprint(compared_benchmark)))
 
 
 def _refuse_incomplete_compared(data: dict[str, Any], accept: bool) -> None:
