@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from html import escape
 from typing import Any
 
+from metrics import environment_diff
+
 
 def fmt(value: Any, digits: int = 3) -> str:
     """A figure as a table shows it: '-' for missing or not finite, thousands separated, never scientific
@@ -78,19 +80,11 @@ def ratio_interval(o: Mapping[str, Any]) -> str:
 
 
 def cudnn_text(value: Any) -> str:
-    """torch.backends.cudnn.version()'s integer as a version: 91900 -> '9.19.0 (91900)' (cuDNN 9 encodes
-    major*10000 + minor*100 + patch), 8902 -> '8.9.2 (8902)' (cuDNN 8: major*1000 + minor*100 + patch)."""
+    """torch.backends.cudnn.version()'s integer as a version (metrics/environment_diff.py), anything else as is."""
     try:
-        v = int(value)
+        return environment_diff.cudnn_text(int(value))
     except (TypeError, ValueError):
         return one_line(value)
-    if v >= 90000:
-        major, minor, patch = v // 10000, v % 10000 // 100, v % 100
-    elif v >= 1000:
-        major, minor, patch = v // 1000, v % 1000 // 100, v % 100
-    else:
-        return str(v)
-    return f"{major}.{minor}.{patch} ({v})"
 
 
 def env_value(key: str, value: Any) -> str:

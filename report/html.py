@@ -7,6 +7,8 @@ one, and the tests can feed them by hand.
 
 Order, for the reader who opens the report after an upgrade (docs/report.md):
 
+0. what differs between the baseline runs' environments and this run's (report/difference_section.py), where the
+   run was given a baseline: the likeliest cause of whatever follows;
 1. the verdict (report/verdict_section.py): passed / failed / not judged, why (and the error that
    stopped a run), the counts, what was not tested at all, the gates' warnings, the failed checks,
    latency regressions, what was not judged (reasons not accepted open, accepted ones folded and
@@ -33,6 +35,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from report.baseline_changes import changes_section, environment_warning, knob_warning
+from report.difference_section import difference_section
 from report.environment_section import environment_section
 from report.model_section import model_section
 from report.run_section import run_section
@@ -46,9 +49,11 @@ __all__ = ["render_report"]
 def render_report(records: Sequence[Mapping[str, Any]], engines: Mapping[str, Mapping[str, Any]],
                   environment: Mapping[str, Any], gate: Mapping[str, Any] | None = None,
                   verdict: Mapping[str, Any] | None = None, run_info: Mapping[str, Any] | None = None,
-                  with_plots: bool = True) -> str:
-    """The whole suite section: verdict, the run, per-model tables and figures, changes, environment."""
+                  with_plots: bool = True, difference: Mapping[str, Any] | None = None) -> str:
+    """The whole suite section: the difference from the baselines, verdict, the run, per-model tables and figures,
+    changes, environment. ``difference``: suite/baseline_environment.py's block (None: no baseline)."""
     parts = [STYLE, '<div class="suite-report">']
+    parts.append(difference_section(difference))
     parts.append(verdict_section(verdict, gate, records))
     parts.append(environment_warning(gate))
     parts.append(knob_warning(gate))

@@ -29,7 +29,7 @@ from report.html import render_report
 from report.results_table import settle
 from suite.fleet import run_environment
 from suite.gate.state import gate_of
-from suite.state import LEDGER_KEY, RUN_INFO_KEY, VERDICT_KEY, suite_session
+from suite.state import DIFFERENCE_KEY, LEDGER_KEY, RUN_INFO_KEY, VERDICT_KEY, suite_session
 
 #: The keys pytest-metadata adds by itself that describe the environment (see the module docstring).
 PYTEST_METADATA_ENVIRONMENT = ("Python", "Platform", "Packages", "Plugins")
@@ -81,7 +81,8 @@ def pytest_html_results_summary(prefix: list[str], summary: list[str], postfix: 
     """The suite's report above pytest-html's summary; then its rows and counters as the verdict has them (called
     after the verdict is settled: pytest-html writes the file at the end of pytest_sessionfinish)."""
     records, engines, environment, gate, verdict, run_info = _suite_data(session.config)
-    prefix.append(render_report(records, engines, environment, gate, verdict, run_info))
+    prefix.append(render_report(records, engines, environment, gate, verdict, run_info,
+                                difference=session.config.stash.get(DIFFERENCE_KEY, None)))
     data, ledger = session.config.stash.get(_HTML_DATA, None), session.config.stash.get(LEDGER_KEY, None)
     if data is not None and ledger is not None:
         settle(data.data["tests"], data.outcomes, {i: c.as_dict() for i, c in ledger.checks.items()})

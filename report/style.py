@@ -25,6 +25,9 @@ STYLE = """
 .suite-report table.suite td .unit { display: block; color: #666; font-size: 11px; }
 .suite-report .warning { border: 3px solid #c00; background: #fee; padding: 8px 12px; margin: 10px 0; }
 .suite-report .warning h3 { color: #c00; margin-top: 0; }
+.suite-report section#suite-difference { padding: 2px 16px 8px; margin: 8px 0; border-left: 10px solid #888; }
+.suite-report section#suite-difference.differs { border-color: #d08000; background: #fff7e6; }
+.suite-report section#suite-difference h2 { margin-top: 4px; border: none; }
 .suite-report .knob { border: 2px solid #c80; background: #ffe; padding: 6px 12px; }
 .suite-report div.run-error { border: 3px solid #c00; background: #fff; padding: 2px 12px 4px; margin: 8px 0; }
 .suite-report div.run-error h3 { color: #c00; margin: 6px 0 4px; }

@@ -110,7 +110,8 @@ def key_label(key: LatencyKey) -> str:
 @dataclass(frozen=True)
 class LatencyBaseline:
     """One or more saved runs. ``samples[key]`` holds one list of per-round seconds per run that has
-    the case (newest last); ``environment`` and ``datetime`` are the newest run's."""
+    the case (newest last); ``environment`` and ``datetime`` are the newest run's; ``fingerprints`` each run's
+    (``saved_fingerprint``, as ``sources``), for the difference that opens the report."""
 
     sources: tuple[Path, ...]
     environment: dict[str, Any]
@@ -118,6 +119,7 @@ class LatencyBaseline:
     samples: dict[LatencyKey, list[list[float]]]
     interference: dict[LatencyKey, float]
     without_samples: tuple[str, ...] = ()
+    fingerprints: tuple[dict[str, Any], ...] = ()
 
     @property
     def source(self) -> str:
@@ -221,6 +223,7 @@ def load_latency_baselines(paths: list[Path], accept_incomplete: bool = False) -
     interference: dict[LatencyKey, float] = {}
     without: list[str] = []
     environment: dict[str, Any] = {}
+    fingerprints: list[dict[str, Any]] = []
     when = None
     for path in paths:
         try:
@@ -247,9 +250,29 @@ def load_latency_baselines(paths: list[Path], accept_incomplete: bool = False) -
             if isinstance(gate.get("interference"), (int, float)):
                 interference[key] = max(interference.get(key, 0.0), float(gate["interference"]))
         environment = dict((data.get("machine_info") or {}).get("suite_environment") or {})
+        fingerprints.append(saved_fingerprint(data))
         when = data.get("datetime")
     return LatencyBaseline(sources=tuple(Path(p) for p in paths), environment=environment, datetime=when,
-                           samples=samples, interference=interference, without_samples=tuple(without))
+                           samples=samples, interference=interference, without_samples=tuple(without),
+                           fingerprints=tuple(fingerprints))
+
+
+def saved_fingerprint(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A saved run's environment as the difference compares it (metrics/environment_diff.py): its fingerprint, and
+    the suite's commit and config from the run's ``suite`` block (pytest-benchmark file) or ``run`` block
+    (--suite-results); a pytest-benchmark file saved before the suite recorded its commit has pytest-benchmark's
+    commit_info instead. Empty where the run recorded no fingerprint (nothing to compare, not every key changed)."""
+    benchmark = "benchmarks" in data
+    environment = (data.get("machine_info") or {}).get("suite_environment") if benchmark else data.get("environment")
+    if not isinstance(environment, Mapping) or not environment:
+        return {}
+    block = data.get("suite" if benchmark else "run")
+    block = block if isinstance(block, Mapping) else {}
+    commit = block.get("git_commit")
+    info = data.get("commit_info")
+    if commit is None and benchmark and isinstance(info, Mapping) and info.get("id"):
+        commit = str(info["id"])[:12] + (" (uncommitted changes)" if info.get("dirty") else "")
+    return {**environment, "suite_commit": commit, "suite_config": block.get("config_digest")}
 
 
 def _samples(values: Any, where: str) -> list[float]:
@@ -317,6 +340,8 @@ class ResultsBaseline:
     source: Path
     environment: dict[str, Any]
     records: RecordsByCase = field(default_factory=RecordsByCase)
+    #: ``saved_fingerprint`` of the file: for the difference that opens the report
+    fingerprint: dict[str, Any] = field(default_factory=dict)
     #: cell id -> its peak GPU memory record (suite/lifetime.py): the drift gate's memory comparison, apart from
     #: the accuracy/parity cases the coverage counts
     gpu_memory: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -344,4 +369,4 @@ def load_results_baseline(path: Path, accept_incomplete: bool = False) -> Result
         elif isinstance(record, dict) and record.get("kind") == "gpu_memory":
             memory[str(record.get("cell"))] = record
     return ResultsBaseline(source=Path(path), environment=dict(data.get("environment") or {}), records=records,
-                           gpu_memory=memory)
+                           gpu_memory=memory, fingerprint=saved_fingerprint(data))

@@ -58,9 +58,11 @@ def unwritten_benchmark_files(config: pytest.Config) -> list[tuple[str, str, OSE
 
 def write_benchmark_json(config: pytest.Config, benchmarks: list[dict[str, Any]], environment: dict[str, Any],
                          complete: bool, incomplete_reason: str | None,
-                         self_test_knobs: dict[str, Any] | None = None) -> list[Path]:
+                         self_test_knobs: dict[str, Any] | None = None,
+                         identity: dict[str, Any] | None = None) -> list[Path]:
     """The controller's one pytest-benchmark file (storage entry and/or --benchmark-json), from every worker's
-    cases, written atomically; as loadable by --latency-baseline and --benchmark-compare as a single run's."""
+    cases, written atomically; as loadable by --latency-baseline and --benchmark-compare as a single run's.
+    ``identity``: the suite's commit and config (suite/plugin.py run_identity), as a single run's file has them."""
     bench = getattr(config, "_benchmarksession", None)
     if bench is None or not benchmarks:
         return []
@@ -71,6 +73,7 @@ def write_benchmark_json(config: pytest.Config, benchmarks: list[dict[str, Any]]
            "benchmarks": sorted(benchmarks, key=lambda b: str(b.get("fullname"))),
            "datetime": datetime.now(UTC).isoformat(), "version": pytest_benchmark.__version__,
            "suite": {"complete": complete, "incomplete_reason": incomplete_reason, "merged_from_workers": True,
+                     **(identity or {}),
                      **({"self_test_knobs": self_test_knobs} if self_test_knobs else {})}}
     written = []
     name = bench.save or bench.autosave

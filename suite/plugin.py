@@ -29,6 +29,7 @@ from engines import get_backend
 from engines.base import UNAVAILABLE, CellUnavailable
 from metrics.parity import failed_metric
 from suite import benchmark_files, fleet, junit, scheduling, sigterm, verdict, workers
+from suite.baseline_environment import config_digest, current_fingerprint, difference_block
 from suite.cmdline import check_rootdir
 from suite.config import (
     ENGINES,
@@ -51,6 +52,7 @@ from suite.preflight import PROGRESS_PREFIX, check_models, startup_message
 from suite.results import merge_streamed, results_document, write_json_atomic
 from suite.session import REFERENCE_ENGINE, Cell, SuiteSession
 from suite.state import (
+    DIFFERENCE_KEY,
     LEDGER_KEY,
     LIFETIME_KEY,
     NOT_COLLECTED_KEY,
@@ -382,7 +384,7 @@ def pytest_benchmark_update_json(config: pytest.Config, benchmarks: Any, output_
     """A saved pytest-benchmark run says whether the run ended; the gate refuses an incomplete baseline."""
     ledger = config.stash.get(LEDGER_KEY, None)
     interrupted = ledger.interrupted if ledger is not None else None
-    output_json["suite"] = {"complete": interrupted is None, "incomplete_reason": interrupted,
+    output_json["suite"] = {"complete": interrupted is None, "incomplete_reason": interrupted, **run_identity(config),
                             **({"self_test_knobs": knobs} if (knobs := self_test_knobs(config)) else {})}
 
 
@@ -880,14 +882,18 @@ class _VerdictPlugin:
         junit.settle(config, ledger)  # before pytest's junitxml writes its file (a plain hook, after this one)
         session.exitstatus = ledger.exit_status(int(session.exitstatus))
         config.stash[VERDICT_KEY] = ledger.as_dict()  # read by report/plugin.py
-        config.stash[RUN_INFO_KEY] = run_info(config)
+        info = config.stash[RUN_INFO_KEY] = run_info(config)
         suite = suite_session(config)
         environment = fleet.run_environment(config)
+        gate = gate_of(config)
+        difference = config.stash[DIFFERENCE_KEY] = difference_block(
+            current_fingerprint(environment, info), gate.baseline_fingerprints() if gate is not None else [])
         knobs = self_test_knobs(config)
         if plugin.benchmarks:  # an xdist run: the one pytest-benchmark file, from every worker's cases
             with _unwritten(config, ledger, "pytest-benchmark's JSON", "the merged file"):
-                benchmark_files.write_benchmark_json(config, plugin.benchmarks, environment, ledger.interrupted is None,
-                                           ledger.interrupted, knobs)
+                benchmark_files.write_benchmark_json(config, plugin.benchmarks, environment,
+                                                     ledger.interrupted is None, ledger.interrupted, knobs,
+                                                     {k: info[k] for k in ("git_commit", "config_digest")})
         try:
             scheduling.save_durations(suite.cache.root, plugin.clock.per_unit)
         except OSError as exc:  # only the next run's scheduling order needs it
@@ -901,7 +907,7 @@ class _VerdictPlugin:
                 write_json_atomic(path, results_document(
                     environment=environment, records=records, engines=suite.engine_facts(),
                     verdict=config.stash[VERDICT_KEY], complete=ledger.interrupted is None,
-                    incomplete_reason=ledger.interrupted, run=config.stash[RUN_INFO_KEY],
+                    incomplete_reason=ledger.interrupted, run=info, baseline_environment=difference,
                     self_test_knobs=knobs))
         for what, where, error in benchmark_files.unwritten_benchmark_files(config):
             _file_not_written(config, ledger, what, where, error)
@@ -1061,8 +1067,16 @@ def run_info(config: pytest.Config) -> dict[str, Any]:
             **({"peak_gpu_memory": memory} if (memory := memory_summary(suite.records)) else {}),
             "engine_options": {m.name: {e: dict(o) for e, o in m.engine_options.items() if o and e in m.engines}
                                for m in state.config.models.values()},
-            "git_commit": git_commit(), "command": " ".join(config.invocation_params.args),
+            **run_identity(config), "command": " ".join(config.invocation_params.args),
             "wall_s": round(time.time() - state.started, 1), "cache": suite.cache.stats.summary_line()}
+
+
+def run_identity(config: pytest.Config) -> dict[str, Any]:
+    """The suite's own commit and config, which every saved run records: a baseline measured by another version of
+    the suite, or under another config, shows it in the difference that opens the report."""
+    state = config.stash.get(RUN_KEY, None)
+    return {"git_commit": git_commit(),
+            "config_digest": config_digest(state.config.path) if state is not None else None}
 
 
 def git_commit() -> str | None:

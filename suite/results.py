@@ -35,12 +35,15 @@ def write_json_atomic(path: Path | str, data: Any) -> None:
 
 def results_document(*, environment: dict[str, Any], records: list[dict[str, Any]], engines: dict[str, Any],
                      verdict: dict[str, Any], complete: bool, incomplete_reason: str | None,
-                     run: dict[str, Any], self_test_knobs: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The --suite-results file: what the run measured, the verdict, whether it ran to its end, and the
-    self-test knobs it was made with (a file that has them is refused as a baseline: suite.baselines)."""
+                     run: dict[str, Any], self_test_knobs: dict[str, Any] | None = None,
+                     baseline_environment: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The --suite-results file: what the run measured, the verdict, whether it ran to its end, the self-test
+    knobs it was made with (a file that has them is refused as a baseline: suite.baselines), and what differs
+    from its baselines' environments (suite/baseline_environment.py; None: no baseline)."""
     return {"format": FORMAT, "complete": complete, "incomplete_reason": incomplete_reason,
             **({"self_test_knobs": self_test_knobs} if self_test_knobs else {}),
-            "environment": environment, "run": run, "verdict": verdict, "records": records, "engines": engines}
+            "environment": environment, "baseline_environment": baseline_environment, "run": run,
+            "verdict": verdict, "records": records, "engines": engines}
 
 
 def incompleteness(data: dict[str, Any]) -> str | None:

@@ -53,6 +53,9 @@ NOT_COLLECTED_KEY: pytest.StashKey[dict[str, tuple[list[str], int]]] = pytest.St
 VERDICT_KEY: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
 #: How the run was made (suite/plugin.py run_info), set with the verdict (read by report/plugin.py).
 RUN_INFO_KEY: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
+#: What differs between the baselines' environments and this run's (suite/baseline_environment.py difference_block;
+#: None: no baseline), set with the verdict (printed by suite/summary.py, read by report/plugin.py).
+DIFFERENCE_KEY: pytest.StashKey[dict[str, Any] | None] = pytest.StashKey()
 
 
 def suite_session(config: pytest.Config) -> SuiteSession:

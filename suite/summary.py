@@ -2,7 +2,8 @@
 
 Why last: after a nightly run or an upgrade, the reader scrolls to the bottom. What they find there
 must be the answer (passed, failed, not judged), why, and the figures behind a regression, not the
-middle of pytest-benchmark's tables.
+middle of pytest-benchmark's tables. A run given a baseline first says what differs between the baseline's
+environment and this one (suite/baseline_environment.py): the likeliest cause of what the verdict reports.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from typing import Any
 import pytest
 
 from suite import verdict
+from suite.baseline_environment import block_lines
 from suite.gate.tables import verdict_lines
-from suite.state import ledger_of
+from suite.state import DIFFERENCE_KEY, ledger_of
 
 SHOWN = 8
 
@@ -25,6 +27,11 @@ def print_verdict(config: pytest.Config) -> None:
     ledger = ledger_of(config)
     outcome, why = ledger.outcome()
     colour = {verdict.PASSED: {"green": True}, verdict.FAILED: {"red": True}}.get(outcome, {"yellow": True})
+    difference = config.stash.get(DIFFERENCE_KEY, None)
+    if difference:
+        tr.write_sep("=", "WHAT DIFFERS FROM THE BASELINE", bold=True)
+        for line in block_lines(difference):
+            tr.write_line(line, yellow=bool(difference["differences"]))
     tr.write_sep("=", f"VERDICT: {outcome.upper()}", bold=True, **colour)
     counts = ledger.as_dict()["counts"]
     not_judged = sum(counts["not_judged"].values())

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from suite import inject
-from suite.baselines import BaselineError, DriftTolerances, refuse_self_test_run
+from suite.baselines import BaselineError, DriftTolerances, refuse_self_test_run, saved_fingerprint
 from suite.gate import tables
 from suite.gate.check import METER_KEY, GateCheck
 from suite.gate.cpu_meter import CpuMeter
@@ -82,6 +82,11 @@ def pytest_benchmark_compare_machine_info(config: pytest.Config, benchmarksessio
                              "--benchmark-compare's run")
     except BaselineError as exc:
         raise pytest.UsageError(str(exc)) from exc
+    gate = gate_of(config)
+    if gate is not None:
+        spec = config.getoption("benchmark_compare")
+        gate.compared.append((f"--benchmark-compare {'latest' if spec is True else spec}",
+                              saved_fingerprint(compared_benchmark)))
 
 
 def _refuse_incomplete_compared(data: dict[str, Any], accept: bool) -> None:

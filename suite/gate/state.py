@@ -7,6 +7,7 @@ Its own module, below the hooks (suite/gate/plugin.py), so that what reads the g
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,8 @@ class Gate(LatencyChecks, DriftChecks, CoverageChecks):
     coverage: dict[str, Coverage] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     saved_busy: list[str] = field(default_factory=list)
+    #: (source, saved_fingerprint) of each run --benchmark-compare loaded (pytest_benchmark_compare_machine_info)
+    compared: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     imported: bool = False  # holds comparisons sent by xdist workers (suite/fleet.py)
     _drift_seen: set[int] = field(default_factory=set)
 
@@ -125,6 +128,18 @@ class Gate(LatencyChecks, DriftChecks, CoverageChecks):
                                                    DriftComparison(d["kind"], figures, tuple(d["notes"]))))
         self.no_accuracy_baseline.extend(data.get("no_accuracy_baseline", []))
         self.saved_busy.extend(data.get("saved_busy", []))
+
+    def baseline_fingerprints(self) -> list[tuple[str, dict[str, Any]]]:
+        """(source, saved fingerprint) of every baseline run this run is compared with, latency runs oldest first:
+        the baseline side of the difference that opens the report (suite/baseline_environment.py)."""
+        runs: list[tuple[str, dict[str, Any]]] = []
+        if self.latency_baseline is not None:
+            base = self.latency_baseline
+            runs += [(str(s), f or {}) for s, f in itertools.zip_longest(base.sources, base.fingerprints)]
+        runs += self.compared
+        if self.results_baseline is not None:
+            runs.append((str(self.results_baseline.source), self.results_baseline.fingerprint))
+        return runs
 
     def saved_busy_warning(self) -> list[str]:
         if not self.saved_busy:

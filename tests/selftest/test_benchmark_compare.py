@@ -24,6 +24,9 @@ def test_compare_fail_catches_a_faster_baseline_and_passes_an_honest_one(tmp_pat
     assert timed_only(saved), explain(saved)  # it saved the baseline and judged nothing
     honest = run_suite(tmp_path, *LATENCY, "--benchmark-compare=0001", "--benchmark-compare-fail=min:10%")
     assert honest.returncode == 0, explain(honest)
+    # the compared run's environment opens the verdict too (suite/baseline_environment.py)
+    assert "environment: baseline (--benchmark-compare 0001) -> this run:\n  no difference in the recorded " \
+           "environment\n" in honest.stdout, explain(honest)
 
     path = _saved(tmp_path)
     data = json.loads(path.read_text())

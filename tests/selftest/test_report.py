@@ -22,6 +22,7 @@ from report.html import render_report
 from report.practitioners_table import BASELINE_COLUMNS, GPU_COLUMNS, PRACTITIONER_COLUMNS
 from report.run_section import RUN_METADATA_TITLE
 from suite import verdict
+from suite.baseline_environment import difference_block
 from tests.selftest.suite_runs import explain, run_suite
 
 pytestmark = pytest.mark.selftest
@@ -187,9 +188,13 @@ def _one(pattern: str, text: str) -> str:
 
 
 def test_verdict_comes_first_then_the_run_then_models_changes_and_the_environment() -> None:
-    html = _render()
-    order = [html.index(marker) for marker in ('id="suite-verdict"', 'id="suite-run"', 'id="model-net"',
-                                               'class="suite practitioners"', 'id="changes"', 'id="suite-environment"')]
+    """Only the difference from the baseline's environment comes before the verdict (test_environment_difference.py
+    has what it shows)."""
+    base = {**_environment(), "onnxruntime-gpu": "1.30.0"}
+    html = _render(difference=difference_block(_environment(), [("b.json", base)]))
+    order = [html.index(marker) for marker in ('id="suite-difference"', 'id="suite-verdict"', 'id="suite-run"',
+                                               'id="model-net"', 'class="suite practitioners"', 'id="changes"',
+                                               'id="suite-environment"')]
     assert order == sorted(order)
     verdict = _one(r'<section id="suite-verdict".*?</section>', html)
     assert 'class="verdict verdict-failed"' in verdict and '<span class="word">failed</span>' in verdict

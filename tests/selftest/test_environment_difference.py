@@ -1,0 +1,161 @@
+"""The report opens with what differs between the baseline runs' environments and this run's (issue 26, item 2):
+the pure difference (metrics/environment_diff.py), and a real run against a baseline whose recorded environment was
+edited, whose terminal and HTML report name the difference before the verdict."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from metrics.environment_diff import (
+    KEY_ORDER,
+    NO_DIFFERENCE,
+    EnvironmentDifference,
+    environment_differences,
+    value_text,
+)
+from report.difference_section import difference_section
+from suite.baseline_environment import block_lines, difference_block
+from suite.baselines import saved_fingerprint
+from tests.selftest.suite_runs import ROOT, explain, run_suite
+
+pytestmark = pytest.mark.selftest
+
+RUN: dict[str, Any] = {
+    "device": "cuda:0", "gpu_name": "NVIDIA H100 80GB HBM3", "gpu_compute_capability": "9.0", "driver": "550.54.15",
+    "cpu": "AMD EPYC 7R13", "cuda_runtime": "12.4", "cudnn": 90100, "onnxruntime-gpu": "1.20.1",
+    "tensorrt": "10.7.0", "torch": "2.5.1", "python": "3.11.9", "numpy": "2.1.3",
+    "onnxruntime_providers": ["TensorrtExecutionProvider", "CUDAExecutionProvider"],
+    "suite_commit": "c152e7a0b1d2", "suite_config": "suite-gpu.toml sha256:0123456789ab",
+}
+
+
+@pytest.mark.parametrize("key", sorted(RUN))
+def test_each_recorded_key_that_differs_is_one_difference_with_both_values(key: str) -> None:
+    base = {**RUN, key: "other"}
+    assert environment_differences(RUN, [base]) == [EnvironmentDifference(key, ("other",), RUN[key])]
+
+
+def test_no_difference_is_an_empty_list_and_says_so() -> None:
+    assert environment_differences(RUN, [dict(RUN), dict(RUN)]) == []
+    assert NO_DIFFERENCE == "no difference in the recorded environment"
+
+
+def test_a_key_recorded_on_one_side_only_differs_as_not_recorded() -> None:
+    base = {k: v for k, v in RUN.items() if k != "tensorrt"}
+    assert [d.describe() for d in environment_differences(RUN, [base])] == ["tensorrt: not recorded -> 10.7.0"]
+    assert [d.describe() for d in environment_differences(base, [RUN])] == ["tensorrt: 10.7.0 -> not recorded"]
+
+
+def test_order_is_hardware_then_cuda_then_engines_torch_python_and_the_suite_whatever_the_dicts_order() -> None:
+    changed = {"suite_commit": "0", "numpy": "0", "python": "0", "torch": "0", "onnxruntime-gpu": "0", "tensorrt": "0",
+               "cudnn": 1, "cuda_runtime": "0", "driver": "0", "gpu_name": "0", "zz_new_key": "0"}
+    keys = [d.key for d in environment_differences({**RUN, "zz_new_key": "1"}, [{**RUN, **changed}])]
+    assert keys[:10] == ["gpu_name", "driver", "cuda_runtime", "cudnn", "onnxruntime-gpu", "tensorrt", "torch",
+                         "python", "numpy", "suite_commit"]
+    assert keys[-1] == "zz_new_key"  # a key not in KEY_ORDER follows, it is not dropped
+    assert KEY_ORDER.index("gpu_name") < KEY_ORDER.index("cuda_runtime") < KEY_ORDER.index("onnxruntime") \
+        < KEY_ORDER.index("torch") < KEY_ORDER.index("python") < KEY_ORDER.index("suite_commit")
+
+
+def test_several_baselines_that_disagree_show_every_value_oldest_first() -> None:
+    runs = [{**RUN, "onnxruntime-gpu": "1.19.2"}, {**RUN, "onnxruntime-gpu": "1.20.0"},
+            {**RUN, "onnxruntime-gpu": "1.19.2"}]
+    (diff,) = environment_differences(RUN, runs)
+    assert diff == EnvironmentDifference("onnxruntime-gpu", ("1.19.2", "1.20.0"), "1.20.1")
+    assert diff.describe() == "onnxruntime-gpu: 1.19.2 | 1.20.0 -> 1.20.1"
+    # one of them like this run still differs: the baselines mixed two stacks
+    (mixed,) = environment_differences(RUN, [RUN, runs[0]])
+    assert mixed.baseline == ("1.20.1", "1.19.2")
+    assert environment_differences(RUN, []) == []  # no baseline, nothing to compare
+
+
+def test_values_print_on_one_line_cudnn_as_a_version() -> None:
+    (diff,) = environment_differences(RUN, [{**RUN, "cudnn": 8902}])
+    assert diff.describe() == "cudnn: 8.9.2 (8902) -> 9.1.0 (90100)"
+    assert diff.as_dict() == {"key": "cudnn", "baseline": [8902], "current": 90100}
+    assert value_text("onnxruntime_providers", ["A", "B"]) == "A, B"
+    assert value_text("workers", None) == "not recorded"
+
+
+def test_the_xdist_workers_listing_is_not_an_environment_difference() -> None:
+    assert environment_differences({**RUN, "workers": {"gw0": "x"}}, [RUN]) == []
+
+
+def test_the_block_names_its_baselines_and_sets_apart_one_that_recorded_nothing() -> None:
+    block = difference_block(RUN, [("0001_a.json", {**RUN, "driver": "535.104.05"}), ("old.json", {})])
+    assert block == {"baselines": ["0001_a.json", "old.json"], "unrecorded": ["old.json"],
+                     "differences": [{"key": "driver", "baseline": ["535.104.05"], "current": "550.54.15"}]}
+    assert block_lines(block) == ["environment: baseline (0001_a.json; old.json) -> this run:",
+                                  "  driver  535.104.05  ->  550.54.15",
+                                  "  not compared, no environment recorded: old.json"]
+    same = difference_block(RUN, [("0001_a.json", dict(RUN))])
+    assert same is not None and block_lines(same)[1:] == [f"  {NO_DIFFERENCE}"]
+    assert NO_DIFFERENCE not in "".join(block_lines(difference_block(RUN, [("old.json", {})]) or {}))
+    assert difference_block(RUN, []) is None  # no baseline: no block at all
+
+
+def test_a_saved_run_carries_the_suites_commit_and_config_in_either_format() -> None:
+    env = {"device": "cpu", "onnxruntime": "1.20.1"}
+    benchmark = {"benchmarks": [], "machine_info": {"suite_environment": env},
+                 "suite": {"git_commit": "c152e7a0b1d2", "config_digest": "suite.toml sha256:0123456789ab"},
+                 "commit_info": {"id": "f" * 40, "dirty": False}}
+    expected = {**env, "suite_commit": "c152e7a0b1d2", "suite_config": "suite.toml sha256:0123456789ab"}
+    assert saved_fingerprint(benchmark) == expected
+    results = {"records": [], "environment": env,
+               "run": {"git_commit": "c152e7a0b1d2", "config_digest": "suite.toml sha256:0123456789ab"}}
+    assert saved_fingerprint(results) == expected
+    # saved before the suite recorded its commit: pytest-benchmark's commit_info
+    older = {**benchmark, "suite": {}, "commit_info": {"id": "a" * 40, "dirty": True}}
+    assert saved_fingerprint(older)["suite_commit"] == "aaaaaaaaaaaa (uncommitted changes)"
+    assert saved_fingerprint({**benchmark, "machine_info": {}}) == {}  # no fingerprint: nothing to compare
+
+
+def test_html_section_lists_baselines_and_rows_in_order_and_says_when_nothing_differs() -> None:
+    block = difference_block(RUN, [("a.json", {**RUN, "torch": "2.4.0", "driver": "535"}),
+                                   ("b.json", {**RUN, "torch": "2.4.1", "driver": "535"})])
+    html = difference_section(block)
+    assert html.startswith('<section id="suite-difference" class="differs">')
+    assert "<code>a.json</code>" in html and "<code>b.json</code>" in html
+    rows = re.findall(r'<tr data-key="([^"]+)"><td class="name">[^<]+</td><td class="name">([^<]+)</td>'
+                      r'<td class="name">([^<]+)</td></tr>', html)
+    assert rows == [("driver", "535", "550.54.15"), ("torch", "2.4.0 | 2.4.1", "2.5.1")]
+    same = difference_section(difference_block(RUN, [("a.json", dict(RUN))]))
+    assert "No difference in the recorded environment." in same and "<table" not in same
+    assert difference_section(None) == ""
+
+
+LATENCY = (str(ROOT / "tests" / "latency" / "test_latency.py"),)
+
+
+def test_a_run_against_baselines_from_another_onnxruntime_says_so_before_the_verdict(suite_baseline: Path,
+                                                                                         tmp_path: Path) -> None:
+    """Two copies of a real saved run, each with another onnxruntime recorded: the terminal, the results file and
+    the HTML report name that difference, and only it, before the verdict."""
+    saved = next((suite_baseline / "benchmarks").glob("*/0001_base.json"))
+    data = json.loads(saved.read_text())
+    assert data["suite"]["git_commit"] and data["suite"]["config_digest"], data["suite"]
+    current = data["machine_info"]["suite_environment"]["onnxruntime"]
+    baselines = []
+    for name, version in (("old-ort-a.json", "0.0.1"), ("old-ort-b.json", "0.0.2")):
+        data["machine_info"]["suite_environment"]["onnxruntime"] = version
+        baselines.append(tmp_path / name)
+        baselines[-1].write_text(json.dumps(data))
+    report, results = tmp_path / "report.html", tmp_path / "results.json"
+    done = run_suite(suite_baseline, "--models", "steady", "--latency-baseline", ",".join(map(str, baselines)),
+                     "--html", str(report), "--self-contained-html", "--suite-results", str(results), tests=LATENCY)
+    out = done.stdout
+    assert "= WHAT DIFFERS FROM THE BASELINE =" in out, explain(done)
+    block = out[out.index("= WHAT DIFFERS FROM THE BASELINE ="):out.index("VERDICT:")]
+    assert re.findall(r"^  (\S+) +(.+?)  ->  (.+)$", block, flags=re.M) == [("onnxruntime", "0.0.1 | 0.0.2", current)]
+    assert json.loads(results.read_text())["baseline_environment"]["differences"] == [
+        {"key": "onnxruntime", "baseline": ["0.0.1", "0.0.2"], "current": current}]
+    html = report.read_text()
+    assert html.index('id="suite-difference"') < html.index('id="suite-verdict"') < html.index('id="results-table"')
+    section = re.search(r'<section id="suite-difference".*?</section>', html, flags=re.S)
+    assert section and re.findall(r'<tr data-key="([^"]+)">', section.group(0)) == ["onnxruntime"]
+    assert f'<td class="name">0.0.1 | 0.0.2</td><td class="name">{current}</td>' in section.group(0)
