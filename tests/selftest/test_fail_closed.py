@@ -401,9 +401,9 @@ def test_benchmark_compare_fail_ends_with_a_verdict_not_a_traceback(tmp_path: Pa
     assert timed_only(saved), explain(saved)
     path = next((tmp_path / "benchmarks").rglob("0001_*.json"))
     data = json.loads(path.read_text())
-    for bench in data["benchmarks"]:
+    for bench in data["benchmarks"]:  # 100 times as fast: a regression however busy the machine is
         for key in ("min", "max", "mean", "median"):
-            bench["stats"][key] /= 2
+            bench["stats"][key] /= 100
     path.write_text(json.dumps(data))
     done = run_suite(tmp_path, *STEADY, "--latency-rounds", "10", "--benchmark-compare=0001",
                      "--benchmark-compare-fail=mean:10%", tests=LATENCY)
@@ -424,7 +424,7 @@ def test_benchmark_compare_fail_against_a_run_without_these_cases_judges_nothing
     assert done.returncode == 4, explain(done)
     assert "none of this run's 4 latency cases is in the compared run's 2" in done.stderr, explain(done)
     done = run_suite(tmp_path, "--models", "steady,tiny", "--latency-rounds", "10", "--latency-busy-limit", "100%",
-                     "--benchmark-compare=0001", "--benchmark-compare-fail=median:50%",
+                     "--benchmark-compare=0001", "--benchmark-compare-fail=median:1000%",
                      "--accept-not-judged", "no-data", tests=LATENCY)
     tail = _tail(done.stdout)
     assert done.returncode == verdict.EXIT_NOT_JUDGED, explain(done)
