@@ -91,7 +91,30 @@ def changes_section(gate: Mapping[str, Any] | None) -> str:
             parts.append('<table class="suite drift-changes"><thead><tr><th class="name">kind</th>'
                          '<th class="name">cell / data / output</th><th class="name">figures</th>'
                          f'<th class="name">verdict</th></tr></thead><tbody>{"".join(rows)}</tbody></table>')
+    parts.append(structure_section(gate.get("structure")))
     return "\n".join(parts)
+
+
+def structure_section(structure: Mapping[str, Any] | None) -> str:
+    """The engines' structural changes against the accuracy baseline's (metrics/structure.py): a cause a reader can
+    act on where timing alone is inconclusive; beside each case that moved, its cell's change or that none was found."""
+    if not structure:
+        return ""
+    changes, moved = structure.get("changes") or {}, structure.get("moved") or {}
+    out = [f"<h3>Engine structure</h3><p>{len(changes)} of {structure.get('compared', 0)} cells changed against the "
+           "baseline run's engines (compute nodes as run, their precision, the exported graph, execution providers, "
+           "layers, parameters, size).</p>"]
+    if changes:
+        rows = "".join(f'<tr><td class="name">{escape(cell)}</td><td class="name">{escape("; ".join(lines))}</td></tr>'
+                       for cell, lines in changes.items())
+        out.append('<table class="suite structure-changes"><thead><tr><th class="name">cell</th>'
+                   f'<th class="name">what changed</th></tr></thead><tbody>{rows}</tbody></table>')
+    if moved:
+        rows = "".join(f'<tr><td class="name">{escape(case)}</td><td class="name">{escape(why)}</td></tr>'
+                       for case, why in moved.items())
+        out.append('<table class="suite structure-moved"><thead><tr><th class="name">case that moved</th>'
+                   f'<th class="name">behind it</th></tr></thead><tbody>{rows}</tbody></table>')
+    return "".join(out)
 
 
 def _share(x: Any) -> str:

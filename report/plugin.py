@@ -54,8 +54,9 @@ def _suite_data(config: pytest.Config) -> SuiteData:
         gate.finish(session.records)
     verdict = config.stash.get(VERDICT_KEY, None)
     run_info = config.stash.get(RUN_INFO_KEY, None)
-    return (session.records, session.engine_facts(), run_environment(config), (gate.as_dict() if gate else {}),
-            verdict, run_info)
+    engines = session.engine_facts()
+    return (session.records, engines, run_environment(config), (gate.as_dict(engines) if gate else {}), verdict,
+            run_info)
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -345,6 +345,8 @@ class ResultsBaseline:
     #: cell id -> its peak GPU memory record (suite/lifetime.py): the drift gate's memory comparison, apart from
     #: the accuracy/parity cases the coverage counts
     gpu_memory: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: cell id -> the engine facts the baseline run recorded: the structure it is compared with (metrics/structure.py)
+    engines: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def load_results_baseline(path: Path, accept_incomplete: bool = False) -> ResultsBaseline:
@@ -369,4 +371,5 @@ def load_results_baseline(path: Path, accept_incomplete: bool = False) -> Result
         elif isinstance(record, dict) and record.get("kind") == "gpu_memory":
             memory[str(record.get("cell"))] = record
     return ResultsBaseline(source=Path(path), environment=dict(data.get("environment") or {}), records=records,
-                           gpu_memory=memory, fingerprint=saved_fingerprint(data))
+                           gpu_memory=memory, fingerprint=saved_fingerprint(data),
+                           engines={str(k): v for k, v in (data.get("engines") or {}).items() if isinstance(v, dict)})

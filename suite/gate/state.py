@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from metrics.regression import DriftComparison, DriftFigure, LatencyComparison
+from metrics.structure import explain, structural_changes
 from suite import verdict
 from suite.baselines import (
     BaselineError,
@@ -83,8 +84,26 @@ class Gate(LatencyChecks, DriftChecks, CoverageChecks):
         # by its test and its label without the batch and seed (cell / dataset / output).
         return len({(o.nodeid, " / ".join(o.label.split(" / ")[:3])) for o in self.drift_results})
 
-    def as_dict(self) -> dict[str, Any]:
-        """Plain data for the HTML report."""
+    def structure(self, engines: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+        """Each engine's structural changes against the accuracy baseline's (metrics/structure.py), and for every case
+        that moved (a latency regression or improvement, a record that drifted or moved) the change behind it, or that
+        none was found. None without an accuracy baseline (the run file that records the engines' facts)."""
+        if self.results_baseline is None:
+            return None
+        base = self.results_baseline.engines
+        changes = structural_changes(base, engines)
+        moved = [o.label for o in self.latency if o.status in ("regression", "improvement")]
+        moved += [o.label.split(" / ")[0] for o in self.drift_results
+                  if o.comparison.failed or o.comparison.changed]
+        cells = sorted(set(base) | set(engines), key=len, reverse=True)
+        explained = {}
+        for label in dict.fromkeys(moved):
+            cell = next((c for c in cells if label == c or label.startswith(c + "-")), label)
+            explained[label] = explain(cell, changes, compared=cell in base and cell in engines)
+        return {"compared": len(set(base) & set(engines)), "changes": changes, "moved": explained}
+
+    def as_dict(self, engines: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+        """Plain data for the HTML report; ``engines`` (this run's engine facts) adds the structural comparison."""
         coverage = {k: {**c.as_dict(), "gated": self.gated(k)} for k, c in self.coverage.items()}
         return {
             "max_slowdown": self.max_slowdown,
@@ -104,6 +123,7 @@ class Gate(LatencyChecks, DriftChecks, CoverageChecks):
             "coverage": coverage,
             "warnings": list(self.warnings) + self.saved_busy_warning(),
             "injected": {"slowdown": self.inject_slowdown, "accuracy_drop": self.inject_accuracy_drop},
+            "structure": None if engines is None else self.structure(engines),
         }
 
     def export_outcomes(self) -> dict[str, Any]:

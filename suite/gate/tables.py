@@ -94,6 +94,21 @@ def terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
         latency_table(tr, gate)
     if gate.results_baseline is not None:
         drift_table(tr, gate)
+        structure_lines(tr, gate.structure(suite_session(config).engine_facts()))
+
+
+def structure_lines(tr: Any, structure: dict[str, Any] | None) -> None:
+    """What changed in the engines against the accuracy baseline's, and beside each case that moved, the change
+    behind it or that none was found."""
+    if structure is None:
+        return
+    changes = structure["changes"]
+    tr.write_line(f"engine structure: {len(changes)} of {structure['compared']} cells changed against the baseline's"
+                  + (":" if changes else " (graph, precision, providers, size)"))
+    for cell, lines in changes.items():
+        tr.write_line(f"  {cell}: {'; '.join(lines)}", yellow=True)
+    for case, why in structure["moved"].items():
+        tr.write_line(f"  moved {case}: {why}")
 
 
 def latency_table(tr: Any, gate: Gate) -> None:

@@ -372,6 +372,30 @@ def test_injected_accuracy_drop_fails_the_drift_gate_and_names_the_cell(suite_ba
     assert "test_top1_top5[tiny-torch-fp32]" not in out.split("short test summary")[-1]  # the reference is untouched
 
 
+def test_the_engines_structure_is_compared_and_explains_each_case_that_moved(suite_baseline: Path,
+                                                                             tmp_path: Path) -> None:
+    """Issue 26: beside a case that moved, the structural change behind it (or that none was found), from the engine
+    facts both runs recorded, in the terminal and the report."""
+    results = json.loads((suite_baseline / "base.json").read_text())
+    cell = "tiny-onnxruntime-fp32"
+    layers = results["engines"][cell]["layers"]
+    results["engines"][cell]["layers"] = layers + 1  # the baseline's engine had one more layer
+    other = _write(suite_baseline / "other-structure.json", results)
+    report = tmp_path / "report.html"
+    done = run_suite(suite_baseline, "--models", "tiny", "--accuracy-baseline", str(other), "--inject-accuracy-drop",
+                     "10%", "--html", str(report), "--self-contained-html", tests=ACCURACY)
+    out = done.stdout
+    assert re.search(r"engine structure: 1 of \d+ cells changed against the baseline's:", out), explain(done)
+    assert f"  {cell}: layers: {layers + 1} -> {layers}" in out, explain(done)
+    assert f"  moved {cell}: structure: layers: {layers + 1} -> {layers}" in out, explain(done)
+    html = report.read_text()
+    assert "Engine structure" in html and f"layers: {layers + 1} -&gt; {layers}" in html
+    done = run_suite(suite_baseline, "--models", "tiny", "--accuracy-baseline", str(suite_baseline / "base.json"),
+                     "--inject-accuracy-drop", "10%", tests=ACCURACY)
+    assert re.search(r"engine structure: 0 of \d+ cells changed", done.stdout), explain(done)
+    assert f"  moved {cell}: structure: no structural change found" in done.stdout, explain(done)
+
+
 def test_bad_gate_options_are_usage_errors(suite_baseline: Path) -> None:
     done = run_suite(suite_baseline, "--latency-regression", "5", tests=LATENCY)
     assert done.returncode == 4 and "ambiguous; write 5% or 0.05" in done.stderr, explain(done)
