@@ -103,6 +103,15 @@ class LatencyComparison:
         return self.verdict == "regression"
 
     @property
+    def detectable_slowdown(self) -> float:
+        """The smallest slowdown (0.03: 3 %) this comparison could have caught, at this run's noise: the median ratio
+        must rise until the interval's lower end clears 1 (the interval moved as a whole, in ratio terms), and at
+        least to the decision ratio. What an 'unchanged' verdict rules out; inf where the interval reaches 0."""
+        if self.ci_low <= 0:
+            return math.inf
+        return max(self.ratio / self.ci_low - 1.0, self.decision_ratio - 1.0)
+
+    @property
     def change_pct(self) -> float:
         """Signed change of the median in percent (+5.0: 5 % slower)."""
         return (self.ratio - 1.0) * 100.0
@@ -145,6 +154,7 @@ class LatencyComparison:
             "confidence": self.confidence,
             "max_slowdown": self.max_slowdown,
             "decision_ratio": self.decision_ratio,
+            "detectable_slowdown_pct": None if math.isinf(self.detectable_slowdown) else self.detectable_slowdown * 100,
             "method": self.method,
             "verdict": self.verdict,
             "reason": self.reason,

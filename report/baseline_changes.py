@@ -57,19 +57,20 @@ def changes_section(gate: Mapping[str, Any] | None) -> str:
                      f"slower by at least {gate['max_slowdown'] * 50:g}% (--latency-regression "
                      f"{gate['max_slowdown'] * 100:g}%). Cases: "
                      + (", ".join(f"{v} {escape(k)}" for k, v in sorted(counts.items())) or "none compared")
-                     + ".</p>")
+                     + ". " + _power(latency) + "</p>")
         if shown:
             head = ("<tr><th class='name'>case</th><th>baseline median (ms)</th><th>current median (ms)</th>"
                     "<th>change</th><th>CI of ratio</th><th title=\"share of the CPUs other processes used while the "
                     "case was timed, in this run / when the baseline was saved; above --latency-busy-limit the case "
                     f"is busy ({_share(gate.get('busy_limit'))})\">others' CPU now / baseline</th>"
-                    "<th class='name'>verdict</th></tr>")
+                    "<th title=\"the smallest slowdown this comparison could have caught at this run's noise\">"
+                    "could see</th><th class='name'>verdict</th></tr>")
             rows = []
             for o in shown:
                 rows.append(f'<tr class="{escape(o["status"])}"><td class="name">{escape(o["label"])}</td>'
                             f"<td>{fmt(o.get('baseline_median_ms'), 4)}</td><td>{fmt(o.get('current_median_ms'), 4)}"
-                            f"</td><td>{signed_pct(o.get('change_pct'))}</td><td>{ratio_interval(o)}</td><td>{_others(o)}</td>"
-                            f'<td class="name">{status_text(o)}</td></tr>')
+                            f"</td><td>{signed_pct(o.get('change_pct'))}</td><td>{ratio_interval(o)}</td>"
+                            f'<td>{_others(o)}</td><td>{_could_see(o)}</td><td class="name">{status_text(o)}</td></tr>')
             parts.append(f'<table class="suite latency-changes"><thead>{head}</thead><tbody>{"".join(rows)}'
                          "</tbody></table>")
     drift = gate.get("drift") or []
@@ -115,6 +116,24 @@ def structure_section(structure: Mapping[str, Any] | None) -> str:
         out.append('<table class="suite structure-moved"><thead><tr><th class="name">case that moved</th>'
                    f'<th class="name">behind it</th></tr></thead><tbody>{rows}</tbody></table>')
     return "".join(out)
+
+
+def _could_see(o: Mapping[str, Any]) -> str:
+    if "ratio" not in o:
+        return "-"
+    d = o.get("detectable_slowdown_pct")
+    return "unbounded" if d is None else f"&ge;{d:.1f}%"
+
+
+def _power(latency: list[Mapping[str, Any]]) -> str:
+    """How many compared cases could have seen a 2 % and a 5 % slowdown (suite/gate/tables.py power_line)."""
+    seen = [o.get("detectable_slowdown_pct") for o in latency
+            if "ratio" in o and o.get("status") not in ("busy", "no-baseline")]
+    if not seen:
+        return ""
+    could = [d for d in seen if d is not None]
+    return (f"Power: {sum(d <= 2 for d in could)} of {len(seen)} compared cases could see a 2% slowdown, "
+            f"{sum(d <= 5 for d in could)} a 5% one.")
 
 
 def _share(x: Any) -> str:

@@ -111,6 +111,20 @@ def structure_lines(tr: Any, structure: dict[str, Any] | None) -> None:
         tr.write_line(f"  moved {case}: {why}")
 
 
+def power_line(gate: Gate) -> str | None:
+    """How much each compared case could have seen (metrics.regression LatencyComparison.detectable_slowdown): the
+    count that could catch a 2 % and a 5 % slowdown, and the median smallest detectable change, so that
+    'unchanged' says what it rules out."""
+    smallest = sorted(o.comparison.detectable_slowdown for o in gate.latency
+                      if o.comparison is not None and o.status not in ("busy", "no-baseline"))
+    if not smallest:
+        return None
+    middle = smallest[len(smallest) // 2]
+    return (f"power: {sum(d <= 0.02 for d in smallest)} of {len(smallest)} compared cases could see a 2% slowdown, "
+            f"{sum(d <= 0.05 for d in smallest)} a 5% one; median smallest detectable slowdown "
+            + ("unbounded" if middle == float("inf") else f"{middle * 100:.1f}%"))
+
+
 def latency_table(tr: Any, gate: Gate) -> None:
     by_status: dict[str, list[LatencyOutcome]] = {}
     for o in gate.latency:
@@ -133,6 +147,9 @@ def latency_table(tr: Any, gate: Gate) -> None:
                           yellow=o.status in ("busy", "inconclusive"))
     counts = ", ".join(f"{len(v)} {k}" for k, v in sorted(by_status.items()))
     tr.write_line(f"cases: {counts or 'none compared'}")
+    power = power_line(gate)
+    if power:
+        tr.write_line(power)
     missing = by_status.get("no-baseline", [])
     if missing:
         tr.write_line(f"no baseline for {len(missing)} cases: {', '.join(o.label for o in missing[:8])}"

@@ -238,3 +238,35 @@ def test_parity_drift_isclose_and_mae() -> None:
     assert dropped.failed and [f.name for f in dropped.failures] == ["isclose"]
     assert compare_parity(base, {**base, "mae": None, "isclose_pct": None}).failed  # NaN now, a number before
     json.dumps(grown.as_dict(), allow_nan=False)
+
+
+def test_a_comparison_states_the_smallest_slowdown_it_could_have_caught() -> None:
+    """Issue 26: 'unchanged' says what it rules out. Quiet samples see a small slowdown, noisy ones only a large one;
+    never below the decision threshold (half of --latency-regression)."""
+    rng = np.random.default_rng(0)
+    quiet = 1e-3 * (1 + 0.001 * rng.standard_normal(200))
+    noisy = 1e-3 * np.exp(0.3 * rng.standard_normal(200))
+    calm, loud = compare_latency(quiet, quiet.copy()), compare_latency(noisy, noisy[::-1].copy())
+    assert calm.detectable_slowdown == pytest.approx(calm.decision_ratio - 1.0)  # the threshold binds
+    assert loud.detectable_slowdown > 0.05 > calm.detectable_slowdown
+    assert loud.detectable_slowdown == pytest.approx(loud.ratio / loud.ci_low - 1.0)
+    assert calm.as_dict()["detectable_slowdown_pct"] == pytest.approx(calm.detectable_slowdown * 100)
+
+
+def test_the_summary_counts_the_cases_that_could_see_two_and_five_percent() -> None:
+    from types import SimpleNamespace
+
+    from report.baseline_changes import _power
+    from suite.gate.tables import power_line
+
+    def case(slowdown: float, status: str = "pass") -> SimpleNamespace:
+        c = SimpleNamespace(ratio=1.0, ci_low=1 / (1 + slowdown), decision_ratio=1.01)  # --latency-regression 2%
+        c.detectable_slowdown = type(compare_latency([1.0] * 9, [1.0] * 9)).detectable_slowdown.fget(c)
+        return SimpleNamespace(comparison=c, status=status)
+
+    gate = SimpleNamespace(latency=[case(0.01), case(0.03), case(0.08), case(0.01, "busy")])
+    assert power_line(gate) == ("power: 1 of 3 compared cases could see a 2% slowdown, 2 a 5% one; median smallest "
+                                "detectable slowdown 3.0%")
+    assert power_line(SimpleNamespace(latency=[])) is None
+    as_dicts = [{"ratio": 1.0, "status": "pass", "detectable_slowdown_pct": d} for d in (2.5, 1.0, None)]
+    assert _power(as_dicts) == "Power: 1 of 3 compared cases could see a 2% slowdown, 2 a 5% one."
