@@ -1,8 +1,8 @@
 """Known failures: what a cell is expected to fail with, and whether a failure is that one.
 
 Why a module of its own: the rules that decide whether a failure is absorbed (``KnownFailure.refusal``, the
-failures no entry may absorb, the figures a message names) are read by the verdict and the plugin, not only by
-the parser; they are kept apart from reading the TOML, so that they can be read, tested and mutated alone.
+failures no entry may absorb, the figures a message names) are applied by the plugin while the run judges its
+cells, long after the TOML was read; kept apart from the parser, they can be read and tested alone.
 """
 
 from __future__ import annotations
