@@ -41,8 +41,8 @@ TOPK_AGREEMENT_KS: tuple[int, ...] = (1, 5)
 RANK_TABLE_DEPTH = 10
 
 #: The figures a parity check judges, named as in ``ParityReport`` and its ``as_dict``: what a failure says
-#: failed, and what a known failure may declare (suite/config.py). NaN/Inf is no figure (``NONFINITE``): nothing
-#: may excuse it.
+#: failed, and what a known failure may declare (suite/config/known_failures.py). NaN/Inf is no figure
+#: (``NONFINITE``): nothing may excuse it.
 PARITY_METRICS: tuple[str, ...] = ("isclose_pct", "max_abs_error", "cosine", "top1_agreement_pct",
                                    "worst_row_cosine", "retrieval_agreement_pct")
 NONFINITE = "nonfinite"

@@ -29,7 +29,7 @@ pytestmark = pytest.mark.selftest
 
 ROOT = Path(__file__).resolve().parents[2]
 X = (InputSpec("x", (FEATURES,), low=-1.0, high=1.0),)
-# The suite's defaults for these precisions (suite/config.py, README "Defaults per precision").
+# The suite's defaults for these precisions (suite/config/defaults.py, README "Defaults per precision").
 FP32 = Tolerance(rtol=1e-3, atol=1e-5, min_isclose_pct=99.0, min_cosine=0.99999, min_top1_agreement_pct=99.0)
 FP16 = Tolerance(rtol=1e-2, atol=1e-2, min_isclose_pct=75.0, min_cosine=0.999, min_top1_agreement_pct=95.0)
 INT8 = Tolerance(rtol=1e-1, atol=5e-2, min_isclose_pct=0.0, min_cosine=0.98, min_top1_agreement_pct=90.0)
