@@ -283,7 +283,8 @@ def test_a_case_the_compared_run_lacks_is_counted_not_judged_after_the_run(tmp_p
     assert timed_only(saved), explain(saved)  # it only saved the baseline: timed, not judged (docs/gating.md)
     report, results, junit = tmp_path / "report.html", tmp_path / "results.json", tmp_path / "junit.xml"
     done = run_suite(tmp_path, "--models", "steady,tiny", "--latency-rounds", "10", "--latency-batch-sizes", "1",
-                     "--latency-busy-limit", "100%", "--benchmark-compare=0001", "--benchmark-compare-fail=median:1000%",
+                     "--latency-busy-limit", "100%", "--benchmark-compare=0001",
+                     "--benchmark-compare-fail=median:1000%",
                      "--accept-not-judged", "no-data",  # not no-baseline, which the tiny config accepts
                      "--html", str(report), "--self-contained-html", "--suite-results", str(results),
                      "--junitxml", str(junit), tests=latency)
