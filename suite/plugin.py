@@ -1,4 +1,6 @@
-"""The suite's pytest plugin: options, parametrization over cells, session fixtures, the verdict's wiring.
+"""The suite's pytest plugin: its hooks, which delegate. Options are suite/options.py, what is collected
+suite/collection.py, how a run is identified suite/run_identity.py; here stay configure, parametrization over cells,
+the session fixtures, engine lifetime and known failures around each test, and the verdict's wiring.
 
 Registered through the ``pytest11`` entry point (pyproject.toml) where the project is installed, so
 its options parse in both spellings (``--engine-cache /tmp/x`` and ``--engine-cache=/tmp/x``) from any
@@ -16,20 +18,28 @@ import contextlib
 import logging
 import os
 import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from core.cache import ArtifactCache, CacheEvent, CacheUnusable
-from engines import get_backend
 from engines.base import UNAVAILABLE, CellUnavailable
 from metrics.parity import failed_metric
-from suite import benchmark_files, fleet, junit, scheduling, sigterm, verdict, workers
-from suite.baseline_environment import config_digest, current_fingerprint, difference_block
+from suite import (
+    benchmark_files,
+    collection,
+    fleet,
+    junit,
+    options,
+    run_identity,
+    scheduling,
+    sigterm,
+    verdict,
+    workers,
+)
+from suite.baseline_environment import current_fingerprint, difference_block
 from suite.cmdline import check_rootdir
 from suite.config import (
     ENGINES,
@@ -47,7 +57,7 @@ from suite.environment import fingerprint
 from suite.gate.coverage import benchmark_compared
 from suite.gate.state import gate_of, self_test_knobs, set_coverage
 from suite.gpu_memory import in_use, memory_summary, resource_error
-from suite.lifetime import HARNESS_TEST, EngineLifetime, cell_of, model_of_nodeid, run_order
+from suite.lifetime import EngineLifetime, cell_of, run_order
 from suite.preflight import PROGRESS_PREFIX, check_models, startup_message
 from suite.results import merge_streamed, results_document, write_json_atomic
 from suite.session import REFERENCE_ENGINE, Cell, SuiteSession
@@ -55,7 +65,6 @@ from suite.state import (
     DIFFERENCE_KEY,
     LEDGER_KEY,
     LIFETIME_KEY,
-    NOT_COLLECTED_KEY,
     RUN_INFO_KEY,
     RUN_KEY,
     SESSION_KEY,
@@ -79,50 +88,7 @@ _CONFIG: list[pytest.Config] = []
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("inference-suite", "inference regression suite")
-    group.addoption("--suite-config", default=str(_ROOT / "suite.toml"),
-                    help="TOML file declaring models, engines, precisions, thresholds (default: suite.toml)")
-    group.addoption("--models", default=None, help="comma-separated model names to run (default: all)")
-    group.addoption("--engines", default=None,
-                    help="comma-separated engines to run: torch, onnxruntime, inductor, tensorrt (default: as "
-                         "configured). Engines named here are required: a cell of theirs that cannot run fails")
-    group.addoption("--precisions", default=None,
-                    help="comma-separated precisions: fp32, tf32, fp16, bf16, int8 (default: as configured)")
-    group.addoption("--engine-cache", default=str(_ROOT / ".engine-cache"),
-                    help="directory of the content-addressed engine/artifact cache (default: .engine-cache/)")
-    group.addoption("--device", default="cpu",
-                    help="device to run engines on: cpu (default), cuda:N (one GPU), or cuda (every visible GPU, "
-                         "one pytest-xdist worker each, with -n auto); CUDA must initialise or the run stops before "
-                         "any test")
-    group.addoption("--latency-rounds", type=int, default=None,
-                    help="timed rounds per latency case (default: [latency].rounds in the config)")
-    group.addoption("--latency-batch-sizes", default=None,
-                    help="comma-separated batch sizes for latency cases (default: each model's latency_batch_sizes)")
-    group.addoption("--latency-paths", default=None,
-                    help="comma-separated latency paths: all (host copies included), model (device-resident), "
-                         "graph (CUDA graph replay); default: all on cpu, all,model,graph on cuda")
-    group.addoption("--overhead-model", default=None,
-                    help="model for the GPU harness-overhead check (default: the first configured model)")
-    group.addoption("--max-harness-overhead", type=float, default=0.02,
-                    help="largest accepted harness overhead as a fraction of the bare loop (default 0.02)")
-    group.addoption("--suite-results", default=None,
-                    help="write accuracy/parity/latency records, engine facts and the verdict of this run to this "
-                         "JSON file at the end, atomically, marked complete or not (and each record, as it is "
-                         "made, to FILE.partial.jsonl)")
-    group.addoption("--rebuild-check", type=int, default=0, metavar="N",
-                    help="build each selected engine N times from scratch, bypassing the cache, and report whether "
-                         "artifacts and outputs are identical (tests/parity/test_rebuild.py; off by default)")
-    group.addoption("--localize", action="store_true", default=False,
-                    help="localize every parity cell (first diverging layer, worst layers; docs/localization.md), "
-                         "not only the failing ones")
-    group.addoption("--accept-not-judged", default=None, metavar="REASONS",
-                    help="comma-separated reasons for which a check may end 'not judged' and the run still exit 0 "
-                         f"({', '.join(verdict.REASONS)}; 'none' for no reason); default: the config's "
-                         "[run] accept_not_judged")
-
-
-def _split(value: str | None) -> list[str] | None:
-    return [v.strip() for v in value.split(",") if v.strip()] if value else None
+    options.add_options(parser)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -166,14 +132,14 @@ def pytest_configure(config: pytest.Config) -> None:
         # failure's message, with its localization and bisect tables, is 30 lines the long report just gave.
         # One line per failure there, as pytest prints off CI; -vv still prints it whole.
         config.option.force_short_summary = True
-    engines_option = _split(config.getoption("--engines"))
+    engines_option = options.split_list(config.getoption("--engines"))
     try:
         loaded = load_config(config.getoption("--suite-config"))
     except ConfigError as exc:
         raise pytest.UsageError(f"suite config: {exc}") from exc
     try:  # --models/--engines/--precisions: the option's error, not the config's
-        suite_config = loaded.select(_split(config.getoption("--models")), engines_option,
-                                     _split(config.getoption("--precisions")))
+        suite_config = loaded.select(options.split_list(config.getoption("--models")), engines_option,
+                                     options.split_list(config.getoption("--precisions")))
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from exc
     try:
@@ -183,7 +149,7 @@ def pytest_configure(config: pytest.Config) -> None:
             check_rounds_option(config.getoption("--latency-rounds"))
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from exc
-    _check_options(config, suite_config)
+    options.check_options(config, suite_config)
     device = config.getoption("--device")
     requires = suite_config.requires
     try:
@@ -251,7 +217,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if results:
         session.stream_records_to(Path(f"{results}.partial.jsonl"))
     config.stash[SESSION_KEY] = session
-    config.stash[LIFETIME_KEY] = EngineLifetime(session, list(suite_config.models), _overhead_model(config))
+    config.stash[LIFETIME_KEY] = EngineLifetime(session, list(suite_config.models), options.overhead_model(config))
     workers.take_thread_share(session)
 
 
@@ -282,39 +248,6 @@ def required_engines(loaded: SuiteConfig, selected: SuiteConfig,
             required_by[engine] = f"[run] requires in {selected.path.name}"
     required_by.update({e: "--engines" for e in engines_option or ()})
     return required_by, left_out
-
-
-def _overhead_model(config: pytest.Config) -> str | None:
-    """The model the harness-overhead check uses: --overhead-model, else the first selected model."""
-    return config.getoption("--overhead-model") or next(iter(config.stash[RUN_KEY].config.models), None)
-
-
-def _check_options(config: pytest.Config, suite_config: SuiteConfig) -> None:
-    """Options that would otherwise fail per test, or silently do nothing: one usage error each, at start-up."""
-    paths = _split(config.getoption("--latency-paths")) or []
-    unknown = [p for p in paths if p not in PATHS]
-    if unknown:
-        raise pytest.UsageError(f"--latency-paths: unknown {unknown}; valid: {', '.join(PATHS)}")
-    overhead = config.getoption("--overhead-model")
-    if overhead is not None and overhead not in suite_config.models:
-        raise pytest.UsageError(f"--overhead-model {overhead!r}: not among the selected models "
-                                f"({', '.join(suite_config.models)})")
-    limit = config.getoption("--max-harness-overhead")
-    if not 0.0 < limit < 1.0:
-        raise pytest.UsageError(f"--max-harness-overhead {limit!r}: a fraction of the bare loop's time in (0, 1), "
-                                "e.g. 0.02 for 2%")
-    if not str(config.getoption("--engine-cache")).strip():
-        raise pytest.UsageError("--engine-cache: empty (an unset variable?); give a directory, or leave the option "
-                                "out for .engine-cache/")
-    results = config.getoption("--suite-results")
-    if results is not None:
-        path = Path(results)
-        if not str(results).strip() or path.is_dir():
-            raise pytest.UsageError(f"--suite-results {results!r}: give a file path, not a directory")
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise pytest.UsageError(f"--suite-results {results}: its directory cannot be made ({exc})") from exc
 
 
 def _keep_writes_inside(cache_root: Path) -> None:
@@ -384,7 +317,8 @@ def pytest_benchmark_update_json(config: pytest.Config, benchmarks: Any, output_
     """A saved pytest-benchmark run says whether the run ended; the gate refuses an incomplete baseline."""
     ledger = config.stash.get(LEDGER_KEY, None)
     interrupted = ledger.interrupted if ledger is not None else None
-    output_json["suite"] = {"complete": interrupted is None, "incomplete_reason": interrupted, **run_identity(config),
+    output_json["suite"] = {"complete": interrupted is None, "incomplete_reason": interrupted,
+                            **run_identity.run_identity(config),
                             **({"self_test_knobs": knobs} if (knobs := self_test_knobs(config)) else {})}
 
 
@@ -422,7 +356,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         cells = [c for c in session.cells() if not c.is_reference]
         metafunc.parametrize("cell", cells, ids=[c.id for c in cells])
     if "latency_case" in metafunc.fixturenames:
-        paths = _split(metafunc.config.getoption("--latency-paths"))  # checked at start-up
+        paths = options.split_list(metafunc.config.getoption("--latency-paths"))  # checked at start-up
         if not paths:
             paths = ["all"] if session.device == "cpu" else list(PATHS)
         # Graph replay first: a cell's eager case is classified against its replay (suite/bound.py).
@@ -641,104 +575,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
-    _leave_out_what_cannot_run_here(config, items)
-    run_order(items, suite_session(config), _overhead_model(config))  # engines live only as long as their tests
+    collection.leave_out_what_cannot_run_here(config, items)
+    run_order(items, suite_session(config), options.overhead_model(config))  # engines live only as long as their tests
 
 
 #: Why the harness-overhead check cannot run off CUDA (also its skip where --overhead-model asks for it anyway).
-HARNESS_ON_CPU = "the harness-overhead check compares CUDA-event loops; run with --device cuda:N"
-
-
-def cannot_run_here(config: pytest.Config) -> dict[Cell, str]:
-    """The selected cells that cannot run on this run's device by design, each with the engine's own reason
-    (its ``unsupported_reason``: TensorRT or TF32 on a CPU, torch int8), which are not collected: on a CPU a
-    config's GPU cells would otherwise be dozens of 'not judged' skips burying the judgements. A missing library
-    or device (``skip_reason``: unavailable) is never left out: that is a broken machine, not a design.
-
-    Never hidden: a cell whose engine is named by --engines or whose precision is named by --precisions is
-    collected and reported as before (not judged, or failed where required); so are all the cells of a required
-    engine none of whose cells can run here, so that the run fails naming why (_required_engines_judged)."""
-    session, state = suite_session(config), config.stash[RUN_KEY]
-    named = set(_split(config.getoption("--engines")) or ()) | set(_split(config.getoption("--precisions")) or ())
-    cells = session.cells()
-    out: dict[Cell, str] = {}
-    for cell in cells:
-        if cell.engine in named or cell.precision in named:
-            continue
-        reason = get_backend(cell.engine).unsupported_reason(session.request(cell))
-        if reason:
-            out[cell] = reason
-    for engine in state.required_engines:
-        if all(c in out for c in cells if c.engine == engine):
-            out = {c: r for c, r in out.items() if c.engine != engine}
-    return out
-
-
-def _leave_out_what_cannot_run_here(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Deselect the checks of cells that cannot run on this device (cannot_run_here), unless named on the command
-    line by their id, and the GPU-only harness-overhead check off CUDA (_harness_left_out); remember them for the
-    summary."""
-    impossible, harness = cannot_run_here(config), _harness_left_out(config)
-    left: dict[str, tuple[list[str], int]] = {}
-    kept: list[pytest.Item] = []
-    dropped: list[pytest.Item] = []
-    for item in items:
-        cell = cell_of(item)
-        if harness and HARNESS_TEST in item.nodeid.replace("\\", "/"):
-            reason, what = HARNESS_ON_CPU, "test_harness_overhead"
-        elif cell is not None and cell in impossible and not _named_on_command_line(config, item):
-            reason, what = impossible[cell], cell.id
-        else:
-            kept.append(item)
-            continue
-        dropped.append(item)
-        names, n = left.get(reason, ([], 0))
-        left[reason] = (names if what in names else [*names, what], n + 1)
-    if dropped:
-        config.hook.pytest_deselected(items=dropped)
-        items[:] = kept
-    config.stash[NOT_COLLECTED_KEY] = left
-
-
-def not_collected_lines(config: pytest.Config) -> list[str]:
-    """The summary's lines on what was not collected because it cannot run here: one per reason, with how many
-    checks of which cells (an xdist controller, which collects nothing, has its workers' deselection: the same
-    cells, from the same rule; it names the cells without a count of checks)."""
-    left = config.stash.get(NOT_COLLECTED_KEY, None)
-    if left is None and config.getoption("numprocesses", None):
-        left = {}
-        for cell, reason in cannot_run_here(config).items():
-            left.setdefault(reason, ([], 0))[0].append(cell.id)
-        harness = _ROOT / "tests" / "latency" / HARNESS_TEST.partition("::")[0]
-        args = [(config.invocation_params.dir / arg.partition("::")[0]).resolve() for arg in config.args]
-        if _harness_left_out(config) and any(harness.is_relative_to(arg) for arg in args):  # it was selected
-            left[HARNESS_ON_CPU] = (["test_harness_overhead"], 0)
-    if not left:
-        return []
-    head = (f"not collected, as they cannot run on {suite_session(config).device} (naming their engine with "
-            "--engines or precision with --precisions, or --overhead-model, has them reported instead):")
-    return [head, *(f"  {_count(n)}{_names(names)}: {reason}" for reason, (names, n) in left.items())]
-
-
-def _count(n: int) -> str:
-    return "" if not n else "1 check of " if n == 1 else f"{n} checks of "
-
-
-def _named_on_command_line(config: pytest.Config, item: pytest.Item) -> bool:
-    """Whether a positional argument names this very test (``FILE::test[params]``)."""
-    return any(name == item.name and (config.invocation_params.dir / path).resolve() == Path(item.path).resolve()
-               for path, _, name in (arg.partition("::") for arg in config.args))
-
-
-def _harness_left_out(config: pytest.Config) -> bool:
-    """The harness-overhead check times CUDA events: off CUDA it is left out, unless asked for by --overhead-model
-    or by naming its file (then each case is reported: not judged, unsupported)."""
-    named = any(Path(arg.partition("::")[0]).name == HARNESS_TEST.partition("::")[0] for arg in config.args)
-    return not (suite_session(config).device.startswith("cuda") or named or config.getoption("--overhead-model"))
-
-
-def _names(names: list[str], shown: int = 4) -> str:
-    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -772,15 +613,6 @@ def pytest_internalerror(excrepr: Any, excinfo: Any) -> None:
         ledger.note_error(f"internal error: {getattr(crash, 'message', None) or str(excinfo.value)[:300]}")
 
 
-def models_of(nodeids: list[str], models: Any, overhead_model: str | None = None) -> list[str]:
-    """The configured models that these test ids exercise (suite.lifetime.model_of_nodeid: ids start with the
-    model's name, Cell.id). The harness-overhead check's ids name a batch and a path, not a model: it uses
-    ``overhead_model`` (given: the --overhead-model option, or the first configured model)."""
-    names = list(models)
-    used = {model_of_nodeid(nodeid, names, overhead_model) for nodeid in nodeids}
-    return [n for n in models if n in used]
-
-
 def _progress(config: pytest.Config, text: str, logged: str) -> None:
     """A progress line (the cache's builds, the models' start-up check): ``PROGRESS_PREFIX text`` on the terminal,
     live whatever pytest's capture mode (not under -qq), and ``logged`` in the log."""
@@ -797,7 +629,7 @@ def _preflight(config: pytest.Config, nodeids: list[str]) -> None:
     if getattr(getattr(config, "option", None), "collectonly", False):  # --collect-only builds and runs no model
         return
     overhead = config.getoption("--overhead-model") or next(iter(state.config.models), None)
-    used = models_of(nodeids, state.config.models, overhead_model=overhead)
+    used = collection.models_of(nodeids, state.config.models, overhead_model=overhead)
     if not used:
         return
     reporter = config.pluginmanager.get_plugin("terminalreporter")
@@ -882,7 +714,7 @@ class _VerdictPlugin:
         junit.settle(config, ledger)  # before pytest's junitxml writes its file (a plain hook, after this one)
         session.exitstatus = ledger.exit_status(int(session.exitstatus))
         config.stash[VERDICT_KEY] = ledger.as_dict()  # read by report/plugin.py
-        info = config.stash[RUN_INFO_KEY] = run_info(config)
+        info = config.stash[RUN_INFO_KEY] = run_identity.run_info(config)
         suite = suite_session(config)
         environment = fleet.run_environment(config)
         gate = gate_of(config)
@@ -1051,45 +883,6 @@ def _take_benchmark_regressions(config: pytest.Config, ledger: verdict.Ledger) -
                    detail=f"Performance has regressed: {failure}")
 
 
-def run_info(config: pytest.Config) -> dict[str, Any]:
-    """What the report and the results say about how this run was made."""
-    state = config.stash[RUN_KEY]
-    suite = suite_session(config)
-    fleet_plugin = config.pluginmanager.get_plugin("suite-fleet")
-    return {"config": str(state.config.path), "device": config.getoption("--device"),
-            "workers": len(fleet_plugin.worker_phases) or 1,  # type: ignore[union-attr]
-            "phases": fleet_plugin.phases(),  # type: ignore[union-attr]
-            "worker_seconds": fleet_plugin.worker_seconds(),  # type: ignore[union-attr]
-            "worker_time": fleet_plugin.timeline.per_worker(),  # type: ignore[union-attr]
-            "test_times": fleet_plugin.timeline.tests(),  # type: ignore[union-attr]
-            **({"worker_cpus": dict(sorted(fleet_plugin.worker_cpus.items()))}  # type: ignore[union-attr]
-               if fleet_plugin.worker_cpus else {}),  # type: ignore[union-attr]
-            **({"peak_gpu_memory": memory} if (memory := memory_summary(suite.records)) else {}),
-            "engine_options": {m.name: {e: dict(o) for e, o in m.engine_options.items() if o and e in m.engines}
-                               for m in state.config.models.values()},
-            **run_identity(config), "command": " ".join(config.invocation_params.args),
-            "wall_s": round(time.time() - state.started, 1), "cache": suite.cache.stats.summary_line()}
-
-
-def run_identity(config: pytest.Config) -> dict[str, Any]:
-    """The suite's own commit and config, which every saved run records: a baseline measured by another version of
-    the suite, or under another config, shows it in the difference that opens the report."""
-    state = config.stash.get(RUN_KEY, None)
-    return {"git_commit": git_commit(),
-            "config_digest": config_digest(state.config.path) if state is not None else None}
-
-
-def git_commit() -> str | None:
-    try:
-        head = subprocess.run(["git", "-C", str(_ROOT), "rev-parse", "--short=12", "HEAD"], capture_output=True,
-                              text=True, timeout=5).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(_ROOT), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=5).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return f"{head} (uncommitted changes)" if head and dirty else head or None
-
-
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     session = config.stash.get(SESSION_KEY, None)
     if session is None:
@@ -1133,7 +926,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     memory = memory_summary(session.records)
     if memory:
         tr.write_line(memory)
-    for line in not_collected_lines(config):
+    for line in collection.not_collected_lines(config):
         tr.write_line(line)
     path = config.getoption("--suite-results")
     if path:

@@ -13,7 +13,7 @@ from core.cache import ArtifactCache
 from core.factory import FactorySignatureError, call_factory
 from core.inputs import InputSpec
 from engines.artifacts import ModelBuild
-from suite import plugin, state, verdict
+from suite import collection, plugin, state, verdict
 from suite.config import ConfigError, load_config, parse_config
 from suite.preflight import (
     WEIGHTS_FILE,
@@ -262,11 +262,11 @@ class _PytestConfig:
 def test_models_of_counts_the_model_the_harness_overhead_check_uses():
     """Its ids name a batch and a path, not a model: the model is --overhead-model's (default: the first)."""
     models = {"a": None, "b": None}
-    assert plugin.models_of([OVERHEAD_ID], models) == []  # the form suite/fleet.py's timing asks
-    assert plugin.models_of([OVERHEAD_ID], models, overhead_model="b") == ["b"]
-    assert plugin.models_of([OVERHEAD_ID, "tests/accuracy/test_accuracy.py::test_top1_top5[a-torch-fp32]"], models,
+    assert collection.models_of([OVERHEAD_ID], models) == []  # the form suite/fleet.py's timing asks
+    assert collection.models_of([OVERHEAD_ID], models, overhead_model="b") == ["b"]
+    assert collection.models_of([OVERHEAD_ID, "tests/accuracy/test_accuracy.py::test_top1_top5[a-torch-fp32]"], models,
                             overhead_model="b") == ["a", "b"]
-    assert plugin.models_of(["tests/selftest/test_x.py::test_y[b-1]"], models, overhead_model="a") == ["b"]
+    assert collection.models_of(["tests/selftest/test_x.py::test_y[b-1]"], models, overhead_model="a") == ["b"]
 
 
 def test_only_the_harness_overhead_check_selected_still_checks_its_model(tmp_path):

@@ -1,0 +1,122 @@
+"""What a run collects: the cells that cannot run here by design are left out with one line per reason (a CPU run's
+verdict is then mostly judgements), and which configured models the collected tests exercise."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engines import get_backend
+from suite import options
+from suite.lifetime import HARNESS_TEST, cell_of, model_of_nodeid
+from suite.session import Cell
+from suite.state import NOT_COLLECTED_KEY, RUN_KEY, suite_session
+
+_ROOT = Path(__file__).resolve().parent.parent
+
+
+HARNESS_ON_CPU = "the harness-overhead check compares CUDA-event loops; run with --device cuda:N"
+
+
+def cannot_run_here(config: pytest.Config) -> dict[Cell, str]:
+    """The selected cells that cannot run on this run's device by design, each with the engine's own reason
+    (its ``unsupported_reason``: TensorRT or TF32 on a CPU, torch int8), which are not collected: on a CPU a
+    config's GPU cells would otherwise be dozens of 'not judged' skips burying the judgements. A missing library
+    or device (``skip_reason``: unavailable) is never left out: that is a broken machine, not a design.
+
+    Never hidden: a cell whose engine is named by --engines or whose precision is named by --precisions is
+    collected and reported as before (not judged, or failed where required); so are all the cells of a required
+    engine none of whose cells can run here, so that the run fails naming why (_required_engines_judged)."""
+    session, state = suite_session(config), config.stash[RUN_KEY]
+    named = (set(options.split_list(config.getoption("--engines")) or ())
+             | set(options.split_list(config.getoption("--precisions")) or ()))
+    cells = session.cells()
+    out: dict[Cell, str] = {}
+    for cell in cells:
+        if cell.engine in named or cell.precision in named:
+            continue
+        reason = get_backend(cell.engine).unsupported_reason(session.request(cell))
+        if reason:
+            out[cell] = reason
+    for engine in state.required_engines:
+        if all(c in out for c in cells if c.engine == engine):
+            out = {c: r for c, r in out.items() if c.engine != engine}
+    return out
+
+
+def leave_out_what_cannot_run_here(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect the checks of cells that cannot run on this device (cannot_run_here), unless named on the command
+    line by their id, and the GPU-only harness-overhead check off CUDA (harness_left_out); remember them for the
+    summary."""
+    impossible, harness = cannot_run_here(config), harness_left_out(config)
+    left: dict[str, tuple[list[str], int]] = {}
+    kept: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        cell = cell_of(item)
+        if harness and HARNESS_TEST in item.nodeid.replace("\\", "/"):
+            reason, what = HARNESS_ON_CPU, "test_harness_overhead"
+        elif cell is not None and cell in impossible and not named_on_command_line(config, item):
+            reason, what = impossible[cell], cell.id
+        else:
+            kept.append(item)
+            continue
+        dropped.append(item)
+        names, n = left.get(reason, ([], 0))
+        left[reason] = (names if what in names else [*names, what], n + 1)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+    config.stash[NOT_COLLECTED_KEY] = left
+
+
+def not_collected_lines(config: pytest.Config) -> list[str]:
+    """The summary's lines on what was not collected because it cannot run here: one per reason, with how many
+    checks of which cells (an xdist controller, which collects nothing, has its workers' deselection: the same
+    cells, from the same rule; it names the cells without a count of checks)."""
+    left = config.stash.get(NOT_COLLECTED_KEY, None)
+    if left is None and config.getoption("numprocesses", None):
+        left = {}
+        for cell, reason in cannot_run_here(config).items():
+            left.setdefault(reason, ([], 0))[0].append(cell.id)
+        harness = _ROOT / "tests" / "latency" / HARNESS_TEST.partition("::")[0]
+        args = [(config.invocation_params.dir / arg.partition("::")[0]).resolve() for arg in config.args]
+        if harness_left_out(config) and any(harness.is_relative_to(arg) for arg in args):  # it was selected
+            left[HARNESS_ON_CPU] = (["test_harness_overhead"], 0)
+    if not left:
+        return []
+    head = (f"not collected, as they cannot run on {suite_session(config).device} (naming their engine with "
+            "--engines or precision with --precisions, or --overhead-model, has them reported instead):")
+    return [head, *(f"  {count_text(n)}{some_names(names)}: {reason}" for reason, (names, n) in left.items())]
+
+
+def count_text(n: int) -> str:
+    return "" if not n else "1 check of " if n == 1 else f"{n} checks of "
+
+
+def named_on_command_line(config: pytest.Config, item: pytest.Item) -> bool:
+    """Whether a positional argument names this very test (``FILE::test[params]``)."""
+    return any(name == item.name and (config.invocation_params.dir / path).resolve() == Path(item.path).resolve()
+               for path, _, name in (arg.partition("::") for arg in config.args))
+
+
+def harness_left_out(config: pytest.Config) -> bool:
+    """The harness-overhead check times CUDA events: off CUDA it is left out, unless asked for by --overhead-model
+    or by naming its file (then each case is reported: not judged, unsupported)."""
+    named = any(Path(arg.partition("::")[0]).name == HARNESS_TEST.partition("::")[0] for arg in config.args)
+    return not (suite_session(config).device.startswith("cuda") or named or config.getoption("--overhead-model"))
+
+
+def some_names(names: list[str], shown: int = 4) -> str:
+    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
+
+
+def models_of(nodeids: list[str], models: Any, overhead_model: str | None = None) -> list[str]:
+    """The configured models that these test ids exercise (suite.lifetime.model_of_nodeid: ids start with the
+    model's name, Cell.id). The harness-overhead check's ids name a batch and a path, not a model: it uses
+    ``overhead_model`` (given: the --overhead-model option, or the first configured model)."""
+    names = list(models)
+    used = {model_of_nodeid(nodeid, names, overhead_model) for nodeid in nodeids}
+    return [n for n in models if n in used]
