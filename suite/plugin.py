@@ -59,6 +59,7 @@ from suite.gate.state import gate_of, self_test_knobs, set_coverage
 from suite.gpu_memory import in_use, memory_summary, resource_error
 from suite.lifetime import EngineLifetime, cell_of, run_order
 from suite.preflight import PROGRESS_PREFIX, check_models, startup_message
+from suite.rebuild import describe as describe_rebuild
 from suite.results import merge_streamed, results_document, write_json_atomic
 from suite.session import REFERENCE_ENGINE, Cell, SuiteSession
 from suite.state import (
@@ -903,12 +904,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             tr.write_line(f"{cell_id:<44}{size:>10}{f.get('layers') or '-':>9}{f.get('parameters') or '-':>12}")
     rebuilds = [r for r in session.records if r.get("kind") == "rebuild"]
     if rebuilds:
-        from suite.rebuild import describe
-
         tr.section("rebuild check (--rebuild-check)", sep="-")
         for r in rebuilds:
-            tr.write_line(describe(r["cell"], r), yellow=not (r["identical_outputs"] and r["identical_artifacts"]
-                                                              in (True, None)))
+            same = r["identical_outputs"] and r["identical_artifacts"] in (True, None)
+            tr.write_line(describe_rebuild(r["cell"], r), yellow=not same)
     phases = config.pluginmanager.get_plugin("suite-fleet").phases()  # type: ignore[union-attr]
     if phases:
         workers = config.pluginmanager.get_plugin("suite-fleet").worker_seconds()  # type: ignore[union-attr]
