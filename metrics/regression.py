@@ -161,6 +161,13 @@ class LatencyComparison:
         }
 
 
+def detection_power(slowdowns: Sequence[float]) -> tuple[int, int, int]:
+    """Of these cases' smallest detectable slowdowns (fractions; inf: unbounded), how many were compared and how
+    many could see a 2 % and a 5 % slowdown: what a run's 'unchanged' verdicts rule out (LatencyComparison
+    .detectable_slowdown). One count for the terminal and the report."""
+    return len(slowdowns), sum(d <= 0.02 for d in slowdowns), sum(d <= 0.05 for d in slowdowns)
+
+
 def compare_latency(
     baseline_s: Sequence[float] | Sequence[Sequence[float]] | npt.NDArray[np.floating],
     current_s: Sequence[float] | npt.NDArray[np.floating],

@@ -4,11 +4,13 @@ own module because these read the gate's results (suite/gate/) and nothing else.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Mapping
 from html import escape
 from typing import Any
 
+from metrics.regression import detection_power
 from report.format import fmt, ratio_interval, signed_pct, status_text
 
 
@@ -127,13 +129,12 @@ def _could_see(o: Mapping[str, Any]) -> str:
 
 def _power(latency: list[Mapping[str, Any]]) -> str:
     """How many compared cases could have seen a 2 % and a 5 % slowdown (suite/gate/tables.py power_line)."""
-    seen = [o.get("detectable_slowdown_pct") for o in latency
+    seen = [math.inf if (d := o.get("detectable_slowdown_pct")) is None else d / 100 for o in latency
             if "ratio" in o and o.get("status") not in ("busy", "no-baseline")]
     if not seen:
         return ""
-    could = [d for d in seen if d is not None]
-    return (f"Power: {sum(d <= 2 for d in could)} of {len(seen)} compared cases could see a 2% slowdown, "
-            f"{sum(d <= 5 for d in could)} a 5% one.")
+    compared, at2, at5 = detection_power(seen)
+    return f"Power: {at2} of {compared} compared cases could see a 2% slowdown, {at5} a 5% one."
 
 
 def _share(x: Any) -> str:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from metrics.regression import detection_power
 from suite.gate.latency import BENCHMARK_COMPARE_NOTE, NO_BASELINE_OPTIONS, LatencyOutcome, pct
 from suite.gate.state import Gate, gate_of
 from suite.state import suite_session
@@ -120,8 +121,9 @@ def power_line(gate: Gate) -> str | None:
     if not smallest:
         return None
     middle = smallest[len(smallest) // 2]
-    return (f"power: {sum(d <= 0.02 for d in smallest)} of {len(smallest)} compared cases could see a 2% slowdown, "
-            f"{sum(d <= 0.05 for d in smallest)} a 5% one; median smallest detectable slowdown "
+    compared, at2, at5 = detection_power(smallest)
+    return (f"power: {at2} of {compared} compared cases could see a 2% slowdown, {at5} a 5% one; median smallest "
+            "detectable slowdown "
             + ("unbounded" if middle == float("inf") else f"{middle * 100:.1f}%"))
 
 
