@@ -36,6 +36,7 @@ from engines.base import (
     ModelArtifacts,
 )
 from engines.feeds import Feed
+from engines.inductor.isa_probe import remember_probes
 from engines.onnx.export import export_dims, input_dynamic_shapes, sample_inputs, with_configured_outputs
 from engines.pytorch.backend import _DTYPES, TorchRunner
 
@@ -117,11 +118,21 @@ _NO_PRECOMPILED_HEADERS = {"aot_inductor.precompile_headers": False, "cpp_cache_
 
 # The CPU's vector ISA as /proc/cpuinfo's flags give it. Otherwise inductor checks each candidate ISA by compiling
 # a probe and loading it in a child Python, in every process that compiles or loads a package: on the H200 machine
-# (torch 2.11, 2026-11-26) ten children that each import torch, 30 s at the first load of every xdist worker. AMX
-# keeps its own probes whatever the setting (the OS must enable its tiles). The package records the ISA it was
-# built for (AOTI_CPU_ISA) and its cache key holds it (cache_parts).
+# (torch 2.11, 2026-11-26) ten children that each import torch, 30 s at the first load of every xdist worker. The
+# extra probes of AVX-512 (bf16), VNNI and AMX run whatever the setting (AMX needs the OS to enable its tiles); those
+# are remembered across processes (remember_isa_probes). The package records the ISA it was built for (AOTI_CPU_ISA)
+# and its cache key holds it (cache_parts).
 _ISA_FROM_FLAGS = {"cpp.vec_isa_ok": True}
 _ISA_FROM_FLAGS_ENV = {"TORCHINDUCTOR_VEC_ISA_OK": "1"}  # the same, for a child process (read as it imports)
+
+
+def remember_isa_probes(cache_root: Path) -> None:
+    """Inductor's ISA probes answered from markers in the engine cache once they passed (engines.inductor.isa_probe)."""
+    remember_probes(Path(cache_root).resolve() / WORK_DIR, _compiler_identity)
+
+
+#: The directory that holds the ``engines`` package, for a child Python that imports it.
+_SOURCE_ROOT = str(Path(__file__).resolve().parents[2])
 
 
 def _cpu_isa() -> str:
@@ -214,14 +225,16 @@ def _check_loads_in_child(package: Path, request: EngineRequest, cxx: str, cache
     """Load the fresh package in a child process first: a package that crashes the loader (seen as a
     segfault on our H100/H200 image) must fail its own cell, not end the whole test session. The child's
     inductor cache is the engine cache's too."""
-    code = ("import sys, torch; m = torch._inductor.aoti_load_package(sys.argv[1]); "
+    code = ("import pathlib, sys, torch; from engines.inductor.backend import remember_isa_probes; "
+            "remember_isa_probes(pathlib.Path(sys.argv[2])); m = torch._inductor.aoti_load_package(sys.argv[1]); "
             "print('loaded', type(m).__name__)")
     scratch = scratch_dir(cache_root)  # the child exits with the package loaded: its extraction stays there
     try:
-        proc = subprocess.run([sys.executable, "-c", code, str(package)], capture_output=True, text=True,
-                              timeout=600, check=False,
+        path = os.pathsep.join(p for p in (_SOURCE_ROOT, os.environ.get("PYTHONPATH")) if p)
+        proc = subprocess.run([sys.executable, "-c", code, str(package), str(cache_root)], capture_output=True,
+                              text=True, timeout=600, check=False,
                               env={**os.environ, **inductor_cache_env(cache_root), **_ISA_FROM_FLAGS_ENV,
-                                   "TMPDIR": str(scratch)})
+                                   "TMPDIR": str(scratch), "PYTHONPATH": path})
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     if proc.returncode != 0:
@@ -261,6 +274,7 @@ class InductorBackend:
 
     def load(self, request: EngineRequest, artifacts: ModelArtifacts, cache: ArtifactCache) -> LoadedEngine:
         cxx = _compiler(request)
+        remember_isa_probes(cache.root)  # before cache_parts, which asks for the ISA too
         parts = cache_parts(request, artifacts, cxx)
 
         def build(directory: Path) -> None:
