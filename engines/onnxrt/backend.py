@@ -133,14 +133,20 @@ class OnnxRuntimeRunner:
                                                    "cuda", device_id) for n in self.input_names]
         for name, value in zip(self.input_names, inputs, strict=True):
             binding.bind_ortvalue_input(name, value)
+        fill = outputs is None
         if outputs is None:
             for name in self.output_names:
                 binding.bind_output(name, "cuda", device_id)
-            session.run_with_iobinding(binding)  # allocates the outputs on the device once
-            outputs = list(binding.get_outputs())
+            session.run_with_iobinding(binding)  # one run gives each output's shape and type
+            # Device values this runner owns, sized while the binding still holds its own: onnxruntime-gpu 1.28
+            # crashed (SIGSEGV in OrtValue.data_type, H100, 2026-11-26) on a value kept past clear_binding_outputs.
+            outputs = [ort.OrtValue.ortvalue_from_shape_and_type(v.shape(), _numpy_dtype(v.data_type()), "cuda",
+                                                                 device_id) for v in binding.get_outputs()]
             binding.clear_binding_outputs()
         for name, value in zip(self.output_names, outputs, strict=True):
             binding.bind_ortvalue_output(name, value)
+        if fill:
+            session.run_with_iobinding(binding)  # the owned outputs hold this feed's results, as before
         return binding, inputs + outputs, outputs
 
     def run_path(self, path: str) -> float:
