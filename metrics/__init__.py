@@ -13,6 +13,7 @@ from .accuracy import (
     topk_accuracy,
     topk_correct,
 )
+from .drift import DriftComparison, DriftFigure, compare_accuracy, compare_parity
 from .latency import LatencySummary, PairedOverhead, paired_overhead, summarize_latency
 from .parity import (
     ParityReport,
@@ -22,14 +23,7 @@ from .parity import (
     compare_outputs,
     rank_table,
 )
-from .regression import (
-    DriftComparison,
-    DriftFigure,
-    LatencyComparison,
-    compare_accuracy,
-    compare_latency,
-    compare_parity,
-)
+from .regression import LatencyComparison, compare_latency
 
 __all__ = [
     "AccuracyThreshold",
