@@ -15,14 +15,8 @@ from .accuracy import (
 )
 from .drift import DriftComparison, DriftFigure, compare_accuracy, compare_parity
 from .latency import LatencySummary, PairedOverhead, paired_overhead, summarize_latency
-from .parity import (
-    ParityReport,
-    RankStat,
-    Tolerance,
-    compare_arrays,
-    compare_outputs,
-    rank_table,
-)
+from .parity import compare_arrays, compare_outputs, rank_table
+from .parity_report import ParityReport, RankStat, Tolerance
 from .regression import LatencyComparison, compare_latency
 
 __all__ = [

@@ -21,7 +21,7 @@ import numpy as np
 from core.inputs import DISTRIBUTIONS, INPUT_ROLES, AxisRange, InputSpec
 from engines.base import BATCH_AXIS, ONNX_EXPORTERS, PRECISIONS
 from metrics import AccuracyThreshold, Tolerance
-from metrics.parity import PARITY_METRICS
+from metrics.parity_report import PARITY_METRICS
 from suite.config.defaults import default_precision_tables
 from suite.config.known_failures import (
     ACCURACY_METRICS,

@@ -473,7 +473,8 @@ def test_every_failure_the_metrics_write_names_its_figure():
     """A failure the comparators write must name a figure (else no known failure could ever declare it, and a new
     check would silently be one no entry absorbs): every check of compare_arrays and judge_accuracy, failed."""
     from metrics import AccuracyThreshold, Tolerance
-    from metrics.parity import NONFINITE, PARITY_METRICS, compare_arrays, failed_metric
+    from metrics.parity import compare_arrays
+    from metrics.parity_report import NONFINITE, PARITY_METRICS, failed_metric
     from suite.config import ACCURACY_METRICS, accuracy_failed_metric
 
     rng = np.random.default_rng(0)
