@@ -8,10 +8,10 @@ Layout: ``ROOT/KIND/KEY/`` holds an entry's files plus ``manifest.json``; ``KEY`
 ``digest({"kind": kind, **parts})``. The manifest records that key object (``manifest["key"]``), the
 label (not part of the address), and each file's size and SHA-256.
 
-Checks (``verify_entry``): the manifest must be a JSON object whose ``key`` hashes to the directory's
-name (an entry copied over another's directory is caught, and the differing fields are named), whose
-``files`` is a non-empty object of ``{"bytes": int, "sha256": hex}``, and every file must match. Any
-failure is ``CacheEntryCorrupt`` with the reason; ``get_or_build`` reports it and rebuilds.
+Checks: before an entry is used, its manifest and every file are verified (core/cache_manifest.py's
+``verify_entry``); a failure is ``CacheEntryCorrupt`` with the reason, and ``get_or_build`` reports it and
+rebuilds. The key's hashing is core/hashing.py's; what the cache did in a run (hits, builds, waits) is recorded
+in core/cache_stats.py's ``CacheStats``.
 
 Concurrency: a nightly fleet shares one cache directory and an engine build takes minutes, so each
 entry has a lock file ``ROOT/KIND/KEY.lock`` (``filelock.FileLock``: ``flock``, which the kernel
@@ -30,7 +30,6 @@ Lock files are left in place: removing one while another process waits on it wou
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import os
 import re
@@ -39,58 +38,18 @@ import socket
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field
-from pathlib import Path, PurePosixPath
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from filelock import FileLock, Timeout
 
-MANIFEST = "manifest.json"
-MANIFEST_FORMAT = 2  # 2: "key" is exactly the addressed object, "label" sits beside it
+from core.cache_manifest import CacheEntryCorrupt, _write_manifest, verify_entry
+from core.cache_stats import CacheEvent, CacheStats
+from core.hashing import canonical_json, digest
+
 STALE_TMP_AGE_S = 24 * 3600.0  # an unowned temporary directory older than this is a killed build's
-_CHUNK = 1 << 20
 _TMP_RE = re.compile(r"^\.tmp-(?P<key>[0-9a-f]{64})-pid(?P<pid>\d+)@(?P<host>[A-Za-z0-9._-]*)-[A-Za-z0-9_]+$")
-_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
-
-
-def canonical_json(parts: Any) -> str:
-    """One stable text for a nested key (sorted keys, no whitespace), so equal keys hash equally."""
-    return json.dumps(parts, sort_keys=True, separators=(",", ":"), default=_json_default)
-
-
-def _json_default(obj: Any) -> Any:
-    if isinstance(obj, (set, frozenset)):
-        return sorted(obj)
-    if isinstance(obj, Path):
-        return str(obj)
-    if isinstance(obj, bytes):
-        return hashlib.sha256(obj).hexdigest()
-    raise TypeError(f"cache key part of type {type(obj).__name__} is not hashable into a key: {obj!r}")
-
-
-def digest(parts: Any) -> str:
-    """Hex SHA-256 of a key's canonical JSON."""
-    return hashlib.sha256(canonical_json(parts).encode()).hexdigest()
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(_CHUNK), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def bytes_sha256(chunks: Iterable[bytes]) -> str:
-    h = hashlib.sha256()
-    for chunk in chunks:
-        h.update(chunk)
-    return h.hexdigest()
-
-
-class CacheEntryCorrupt(Exception):
-    """An entry exists but its manifest or files do not match (truncated write, edited file, wrong key...)."""
 
 
 class CacheUnusable(ValueError):
@@ -112,77 +71,6 @@ def disk_full(exc: BaseException) -> OSError | None:
             return current
         current = current.__cause__ or current.__context__
     return None
-
-
-@dataclass
-class CacheEvent:
-    kind: str
-    label: str
-    key: str
-    action: str  # "hit", "start" (a build begins), "build", "rebuild-corrupt", "wait" (another process builds it)
-    seconds: float = 0.0
-    detail: str = ""
-
-
-@dataclass
-class CacheStats:
-    hits: int = 0
-    builds: int = 0
-    build_seconds: float = 0.0
-    events: list[CacheEvent] = field(default_factory=list)
-    waits: int = 0
-    wait_seconds: float = 0.0
-
-    @property
-    def corrupt_rebuilds(self) -> list[CacheEvent]:
-        return [e for e in self.events if e.action == "rebuild-corrupt"]
-
-    def summary_line(self) -> str:
-        line = f"engine cache: {self.hits} hits, {self.builds} builds, {self.build_seconds:.1f} s building"
-        if self.waits:
-            line += f", {self.waits} wait{'s' if self.waits != 1 else ''} ({self.wait_seconds:.1f} s)"
-        return line
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-able form, so pytest-xdist workers can send their stats to the controller.
-
-        Hit events are left out (the count says all); build and corrupt-rebuild events are kept.
-        """
-        return {"hits": self.hits, "builds": self.builds, "build_seconds": self.build_seconds,
-                "waits": self.waits, "wait_seconds": self.wait_seconds,
-                "events": [asdict(e) for e in self.events if e.action != "hit"]}
-
-    @classmethod
-    def from_dict(cls, data: Any) -> CacheStats:
-        """Inverse of ``as_dict``; a malformed record is a ValueError naming the field."""
-        if not isinstance(data, Mapping):
-            raise ValueError(f"cache stats record is a {type(data).__name__}, not a mapping")
-        stats = cls()
-        for name, kinds in (("hits", (int,)), ("builds", (int,)), ("waits", (int,)),
-                            ("build_seconds", (int, float)), ("wait_seconds", (int, float))):
-            value = data.get(name, 0)
-            if isinstance(value, bool) or not isinstance(value, kinds) or value < 0:
-                what = "a count" if kinds == (int,) else "a number of seconds"
-                raise ValueError(f"cache stats record: {name} is {value!r}, not {what}")
-            setattr(stats, name, value if kinds == (int,) else float(value))
-        events = data.get("events", [])
-        if not isinstance(events, list):
-            raise ValueError(f"cache stats record: events is a {type(events).__name__}, not a list")
-        for i, event in enumerate(events):
-            try:
-                stats.events.append(CacheEvent(**event))
-            except TypeError as exc:
-                raise ValueError(f"cache stats record: events[{i}] is not a cache event ({exc}): {event!r}") from exc
-        return stats
-
-    def __add__(self, other: CacheStats) -> CacheStats:
-        """Stats of several processes added up: ``sum(workers, CacheStats())``."""
-        if not isinstance(other, CacheStats):
-            return NotImplemented
-        return CacheStats(hits=self.hits + other.hits, builds=self.builds + other.builds,
-                          build_seconds=self.build_seconds + other.build_seconds,
-                          events=[*self.events, *other.events], waits=self.waits + other.waits,
-                          wait_seconds=self.wait_seconds + other.wait_seconds)
 
 
 class ArtifactCache:
@@ -334,124 +222,6 @@ def _check(final: Path, address: Mapping[str, Any]) -> str | None:
     except CacheEntryCorrupt as exc:
         return str(exc)
     return None
-
-
-def _write_manifest(directory: Path, key: Any, label: str) -> None:
-    files = {}
-    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
-        rel = path.relative_to(directory).as_posix()
-        files[rel] = {"sha256": file_sha256(path), "bytes": path.stat().st_size}
-    if not files:
-        raise RuntimeError(f"cache build for {label} wrote no files into {directory}")
-    if MANIFEST in files:
-        raise RuntimeError(f"cache build for {label} wrote {MANIFEST}, a name the cache reserves, into {directory}")
-    manifest = {"format": MANIFEST_FORMAT, "key": key, "label": label, "files": files, "created": time.time()}
-    (directory / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
-
-
-def verify_entry(directory: Path, expected_key: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Check the manifest's key and every file; raise CacheEntryCorrupt naming the first problem.
-
-    ``expected_key`` (``{"kind": kind, **parts}``), when given, lets a key mismatch name the fields
-    that differ; without it the mismatch is still caught (the key must hash to the directory's name).
-    """
-    directory = Path(directory)
-    try:
-        text = (directory / MANIFEST).read_text()
-    except FileNotFoundError as exc:
-        raise CacheEntryCorrupt(f"{directory}: no {MANIFEST} (unreadable manifest)") from exc
-    except OSError as exc:
-        raise CacheEntryCorrupt(f"{directory}: unreadable manifest ({exc.strerror or exc})") from exc
-    except ValueError as exc:
-        raise CacheEntryCorrupt(f"{directory}: unreadable manifest, not UTF-8 text ({exc})") from exc
-    try:
-        manifest = json.loads(text)
-    except ValueError as exc:
-        raise CacheEntryCorrupt(f"{directory}: unreadable manifest, not JSON ({exc})") from exc
-    if not isinstance(manifest, dict):
-        raise CacheEntryCorrupt(f"{directory}: manifest is a JSON {_json_type(manifest)}, not an object")
-    _check_key(directory, manifest, expected_key)
-    files = manifest.get("files")
-    if not isinstance(files, dict):
-        what = "missing" if "files" not in manifest else f"a JSON {_json_type(files)}, not an object"
-        raise CacheEntryCorrupt(f"{directory}: manifest files is {what}")
-    if not files:
-        raise CacheEntryCorrupt(f"{directory}: manifest lists no files (an entry has at least one)")
-    for rel, meta in files.items():
-        _check_file_meta(directory, rel, meta)
-    for rel, meta in files.items():
-        path = directory / rel
-        if not path.is_file():
-            raise CacheEntryCorrupt(f"{directory}: missing file {rel}")
-        size = path.stat().st_size
-        if size != meta["bytes"]:
-            raise CacheEntryCorrupt(f"{directory}: {rel} has {size} bytes, manifest says {meta['bytes']}")
-        if file_sha256(path) != meta["sha256"]:
-            raise CacheEntryCorrupt(f"{directory}: {rel} checksum mismatch")
-    return dict(manifest)
-
-
-def _check_key(directory: Path, manifest: dict[str, Any], expected_key: Mapping[str, Any] | None) -> None:
-    if "key" not in manifest:
-        raise CacheEntryCorrupt(f"{directory}: manifest has no key")
-    recorded = manifest["key"]
-    if "format" not in manifest and isinstance(recorded, dict):
-        # Written before format 2, which stored the label inside the key; the label is not addressed.
-        recorded = {k: v for k, v in recorded.items() if k != "label"}
-    if digest(recorded) == directory.name:
-        return
-    where = f"{directory}: manifest key belongs to another entry ({digest(recorded)[:12]}...)"
-    if expected_key is None:
-        raise CacheEntryCorrupt(f"{where}: {_short(recorded, 200)}")
-    wanted = json.loads(canonical_json(expected_key))
-    raise CacheEntryCorrupt(f"{where}; differs in {_key_differences(recorded, wanted)}")
-
-
-def _check_file_meta(directory: Path, rel: str, meta: Any) -> None:
-    parts = PurePosixPath(rel).parts
-    if not rel or rel.startswith("/") or ".." in parts or rel == MANIFEST:
-        raise CacheEntryCorrupt(f"{directory}: manifest lists file {rel!r}, which is not a file inside the entry")
-    if not isinstance(meta, dict):
-        raise CacheEntryCorrupt(f"{directory}: manifest entry of {rel} is a JSON {_json_type(meta)}, not an object")
-    size, sha = meta.get("bytes"), meta.get("sha256")
-    if "bytes" not in meta or isinstance(size, bool) or not isinstance(size, int) or size < 0:
-        shown = "missing" if "bytes" not in meta else repr(size)
-        raise CacheEntryCorrupt(f"{directory}: manifest bytes of {rel} is {shown}, not a byte count")
-    if not isinstance(sha, str) or not _SHA256_RE.match(sha):
-        shown = "missing" if "sha256" not in meta else _short(sha, 80)
-        raise CacheEntryCorrupt(f"{directory}: manifest sha256 of {rel} is {shown}, not a hex SHA-256")
-
-
-def _key_differences(recorded: Any, expected: Any, limit: int = 4) -> str:
-    """'precision (manifest 'fp32', wanted 'int8'), ...': the fields that tell the two keys apart."""
-    diffs: list[str] = []
-    _diff(recorded, expected, "", diffs)
-    if not diffs:
-        return "no field, yet its digest differs (a key that changes when stored as JSON)"
-    more = f" and {len(diffs) - limit} more" if len(diffs) > limit else ""
-    return ", ".join(diffs[:limit]) + more
-
-
-_ABSENT = object()
-
-
-def _diff(mine: Any, wanted: Any, path: str, out: list[str]) -> None:
-    if isinstance(mine, dict) and isinstance(wanted, dict):
-        for k in sorted(set(mine) | set(wanted)):
-            _diff(mine.get(k, _ABSENT), wanted.get(k, _ABSENT), f"{path}.{k}" if path else k, out)
-    elif mine != wanted or type(mine) is not type(wanted):
-        show = lambda v: "absent" if v is _ABSENT else _short(v, 60)
-        out.append(f"{path or 'the whole key'} (manifest {show(mine)}, wanted {show(wanted)})")
-
-
-def _short(value: Any, width: int) -> str:
-    text = json.dumps(value, sort_keys=True) if not isinstance(value, str) else repr(value)
-    return text if len(text) <= width else text[: width - 3] + "..."
-
-
-def _json_type(value: Any) -> str:
-    return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
-        type(value), "number")
 
 
 def _expand_user(path: Path) -> Path:

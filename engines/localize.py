@@ -305,7 +305,8 @@ def _tensorrt(precision: str, artifacts: ModelArtifacts, feed: Mapping[str, np.n
               runner: Runner | None, cache: ArtifactCache | None) -> LocalizationReport:
     import onnx
 
-    from engines.onnx.intermediates import pair_layers, reference_arrays
+    from engines.onnx.intermediates import reference_arrays
+    from engines.onnx.matching import pair_layers
     from engines.trt.debug import debug_runner, engine_precision_census, layer_arrays
     from engines.trt.runner import TensorRTRunner
 

@@ -13,23 +13,11 @@ from .accuracy import (
     topk_accuracy,
     topk_correct,
 )
+from .drift import DriftComparison, DriftFigure, compare_accuracy, compare_parity
 from .latency import LatencySummary, PairedOverhead, paired_overhead, summarize_latency
-from .parity import (
-    ParityReport,
-    RankStat,
-    Tolerance,
-    compare_arrays,
-    compare_outputs,
-    rank_table,
-)
-from .regression import (
-    DriftComparison,
-    DriftFigure,
-    LatencyComparison,
-    compare_accuracy,
-    compare_latency,
-    compare_parity,
-)
+from .parity import compare_arrays, compare_outputs, rank_table
+from .parity_report import ParityReport, RankStat, Tolerance
+from .regression import LatencyComparison, compare_latency
 
 __all__ = [
     "AccuracyThreshold",

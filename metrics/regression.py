@@ -1,4 +1,4 @@
-"""Regression gates against a baseline: latency (noise-aware) and accuracy/parity drift.
+"""The latency regression gate against a baseline (noise-aware): one case's rounds against its baseline's.
 
 Latency: the question is "is this case slower than in the baseline, by more than noise and by an
 amount worth failing a nightly run for?". Two runs of the same engine never give the same numbers,
@@ -40,40 +40,32 @@ runs). Their log-medians' spread s then gives a prediction interval for a new ru
 of the two intervals (within-run, between-run) is wider. A case whose runs wander by 8 % then comes
 out ``inconclusive`` instead of a false regression, while a steady case still fails on a 5 % slowdown.
 
-Accuracy/parity drift: the same engine on the same data is deterministic, so these need no
-statistics, only tolerances: ``compare_accuracy`` (top-1/top-5 drop in points) and ``compare_parity``
-(isclose % drop in points, MAE growth).
+Accuracy, parity and memory drift (tolerances, no statistics) are metrics/drift.py; the t quantiles are
+metrics/distributions.py's.
 
-Pure numpy + stdlib, like the rest of metrics/ (the t and beta quantiles are computed here).
+Pure numpy + stdlib, like the rest of metrics/.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from .distributions import student_t_quantile
+
 __all__ = [
-    "DriftComparison",
     "format_ratio",
-    "DriftFigure",
     "LatencyComparison",
-    "binomial_interval",
-    "compare_accuracy",
     "compare_latency",
-    "compare_parity",
-    "student_t_quantile",
 ]
 
 VERDICTS = ("regression", "improvement", "unchanged", "inconclusive")
 METHODS = ("batch", "bootstrap")
-
-
-# =========================================================================== latency
 
 
 @dataclass(frozen=True)
@@ -323,279 +315,3 @@ def format_ratio(value: float, digits: int = 4) -> str:
 
 def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.4g} ms"
-
-
-# =========================================================================== drift
-
-
-@dataclass(frozen=True)
-class DriftFigure:
-    """One figure against its baseline: ``limit`` is the worst allowed current value (None: not gated)."""
-
-    name: str
-    baseline: float | None
-    current: float | None
-    limit: float | None
-    unit: str
-    failed: bool
-
-    def describe(self) -> str:
-        if self.baseline is None or self.current is None:
-            return f"{self.name}: baseline {_num(self.baseline, self.unit)}, current {_num(self.current, self.unit)}"
-        text = (f"{self.name} {_num(self.baseline, self.unit)} -> {_num(self.current, self.unit)} "
-                f"({_delta(self.current - self.baseline, self.unit)})")
-        if self.limit is not None:
-            text += f", limit {_num(self.limit, self.unit)}"
-        return text + (" FAILED" if self.failed else "")
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "baseline": self.baseline, "current": self.current, "limit": self.limit,
-                "unit": self.unit, "failed": self.failed}
-
-
-@dataclass(frozen=True)
-class DriftComparison:
-    """Accuracy or parity figures of one cell (and output) against the same cell in the baseline."""
-
-    kind: str
-    figures: tuple[DriftFigure, ...]
-    notes: tuple[str, ...] = ()
-
-    @property
-    def failures(self) -> tuple[DriftFigure, ...]:
-        return tuple(f for f in self.figures if f.failed)
-
-    @property
-    def failed(self) -> bool:
-        return bool(self.failures)
-
-    @property
-    def changed(self) -> bool:
-        """Any figure moved at all (reported in 'changed since baseline' even when within tolerance)."""
-        return any(f.baseline is not None and f.current is not None and f.baseline != f.current
-                   for f in self.figures)
-
-    def explain(self) -> str:
-        head = f"{self.kind} drift against the baseline: {'FAILED' if self.failed else 'within tolerance'}"
-        lines = [head] + [f"  {f.describe()}" for f in self.figures] + [f"  note: {n}" for n in self.notes]
-        return "\n".join(lines)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "failed": self.failed, "figures": [f.as_dict() for f in self.figures],
-                "notes": list(self.notes)}
-
-
-def compare_accuracy(
-    baseline: Mapping[str, Any],
-    current: Mapping[str, Any],
-    max_top1_drop: float = 0.005,
-    max_top5_drop: float = 0.005,
-) -> DriftComparison:
-    """Top-1/top-5 (fractions, as in AccuracyVerdict.as_dict) against the baseline's: fail on a drop
-    larger than the tolerance (fractions: 0.005 = half a point). A figure absent on either side is
-    listed, not gated. A different row count is noted: the figures are then not like for like."""
-    figures = []
-    for key, label, tol in (("top1", "top-1", max_top1_drop), ("top5", "top-5", max_top5_drop)):
-        base, cur = _opt_float(baseline.get(key)), _opt_float(current.get(key))
-        limit = None if base is None else base - tol
-        failed = base is not None and cur is not None and not (cur >= base - tol - _EPS)
-        figures.append(DriftFigure(label, base, cur, limit, "pct", failed))
-    return DriftComparison("accuracy", tuple(figures), _row_notes(baseline, current))
-
-
-def compare_parity(
-    baseline: Mapping[str, Any],
-    current: Mapping[str, Any],
-    max_isclose_drop: float = 1.0,
-    max_mae_factor: float = 2.0,
-    mae_floor: float | None = None,
-) -> DriftComparison:
-    """isclose % (points) and MAE against the baseline's (ParityReport.as_dict records).
-
-    MAE fails when it grows by more than ``max_mae_factor`` times AND by more than ``mae_floor``
-    (default: the record's own atol), so that 1e-8 -> 3e-8 at fp32 is not a failure while a real
-    loss of precision is. A NaN/None figure in the current run when the baseline had a number fails.
-    """
-    if max_mae_factor < 1.0:
-        raise ValueError(f"max_mae_factor must be >= 1, got {max_mae_factor!r}")
-    base_iso, cur_iso = _opt_float(baseline.get("isclose_pct")), _opt_float(current.get("isclose_pct"))
-    iso_limit = None if base_iso is None else base_iso - max_isclose_drop
-    iso_failed = base_iso is not None and (cur_iso is None or not (cur_iso >= base_iso - max_isclose_drop - _EPS))
-    base_mae, cur_mae = _opt_float(baseline.get("mae")), _opt_float(current.get("mae"))
-    floor = mae_floor
-    if floor is None:
-        tol = current.get("tolerance") or {}
-        floor = float(tol.get("atol", 0.0)) if isinstance(tol, Mapping) else 0.0
-    mae_limit = None if base_mae is None else max(base_mae * max_mae_factor, base_mae + floor)
-    mae_failed = mae_limit is not None and (cur_mae is None or not (cur_mae <= mae_limit * (1 + 1e-12)))
-    figures = (DriftFigure("isclose", base_iso, cur_iso, iso_limit, "pct_points", iso_failed),
-               DriftFigure("MAE", base_mae, cur_mae, mae_limit, "abs", mae_failed))
-    return DriftComparison("parity", figures, _row_notes(baseline, current, key="n_elements"))
-
-
-_EPS = 1e-12
-
-
-def _opt_float(v: Any) -> float | None:
-    if v is None:
-        return None
-    f = float(v)
-    return f if math.isfinite(f) else None
-
-
-def _row_notes(baseline: Mapping[str, Any], current: Mapping[str, Any], key: str = "n") -> tuple[str, ...]:
-    nb, nc = baseline.get(key), current.get(key)
-    if nb is not None and nc is not None and nb != nc:
-        return (f"{key} differs (baseline {nb}, current {nc}): the data set changed, figures are not like for like",)
-    return ()
-
-
-def _num(v: float | None, unit: str) -> str:
-    if v is None:
-        return "-"
-    if unit == "pct":
-        return f"{v * 100:.2f}%"
-    if unit == "pct_points":
-        return f"{v:.2f}%"
-    return f"{v:.3g}"
-
-
-def _delta(d: float, unit: str) -> str:
-    if unit == "pct":
-        return f"{d * 100:+.2f} pt"
-    if unit == "pct_points":
-        return f"{d:+.2f} pt"
-    return f"{d:+.3g}"
-
-
-# =========================================================================== distributions (stdlib)
-
-
-def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction of the regularized incomplete beta function (modified Lentz)."""
-    tiny = 1e-300
-    qab, qap, qam = a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 500):
-        m2 = 2 * m
-        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        h *= d * c
-        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        delta = d * c
-        h *= delta
-        if abs(delta - 1.0) < 1e-15:
-            break
-    return h
-
-
-def _betainc(a: float, b: float, x: float) -> float:
-    """Regularized incomplete beta I_x(a, b)."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    ln_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    if x < (a + 1.0) / (a + b + 2.0):
-        return math.exp(ln_front) * _betacf(a, b, x) / a
-    return 1.0 - math.exp(ln_front) * _betacf(b, a, 1.0 - x) / b
-
-
-def _bisect(f: Any, lo: float, hi: float, target: float) -> float:
-    """Root of the increasing function f(x) = target on [lo, hi]."""
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if f(mid) < target:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo <= 1e-14 * max(1.0, abs(mid)):
-            break
-    return 0.5 * (lo + hi)
-
-
-def _t_cdf(t: float, dof: float) -> float:
-    t2 = t * t
-    if t2 < dof:
-        # Near t = 0, dof / (dof + t^2) rounds to 1 and the tail form loses every digit (a quantile for
-        # p = 0.5 + 1e-12 came out 1.7e-7 instead of 2.5e-12): use P(|T| < t) = I_{t^2/(dof+t^2)}(1/2, dof/2).
-        central = 0.5 * _betainc(0.5, dof / 2.0, t2 / (dof + t2))
-        return 0.5 + central if t >= 0 else 0.5 - central
-    tail = 0.5 * _betainc(dof / 2.0, 0.5, dof / (dof + t2))
-    return 1.0 - tail if t >= 0 else tail
-
-
-def student_t_quantile(p: float, dof: float) -> float:
-    """Quantile of Student's t with ``dof`` (real, > 0) degrees of freedom."""
-    if not (0.0 < p < 1.0):
-        raise ValueError(f"p must be in (0, 1), got {p!r}")
-    if not (dof > 0.0):
-        raise ValueError(f"dof must be > 0, got {dof!r}")
-    if p < 0.5:
-        return -student_t_quantile(1.0 - p, dof)
-    if p == 0.5:
-        return 0.0
-    hi = 1.0
-    while _t_cdf(hi, dof) < p:
-        hi *= 2.0
-    return _bisect(lambda x: _t_cdf(x, dof), 0.0, hi, p)
-
-
-def binomial_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Clopper-Pearson (exact) interval for a rate of k events in n trials: how sure a measured
-    false-alarm or detection rate is (0 alarms in 300 trials still allows up to ~1.2 % at 95 %)."""
-    if n <= 0 or not (0 <= k <= n):
-        raise ValueError(f"need 0 <= k <= n and n > 0, got k={k!r}, n={n!r}")
-    alpha = 1.0 - confidence
-    lo = 0.0 if k == 0 else _bisect(lambda x: _betainc(k, n - k + 1, x), 0.0, 1.0, alpha / 2.0)
-    hi = 1.0 if k == n else _bisect(lambda x: _betainc(k + 1, n - k, x), 0.0, 1.0, 1.0 - alpha / 2.0)
-    return lo, hi
-
-
-#: A peak GPU memory figure must grow by at least this much, besides the factor, to have drifted: the CUDA
-#: context, cuDNN's and cuBLAS's workspaces move by tens of MiB between driver and library versions.
-MEMORY_SLACK_MIB = 256.0
-
-
-@dataclass(frozen=True)
-class MemoryComparison:
-    """One cell's peak GPU memory (MiB) against its baseline's: ``failed`` when it grew beyond ``factor``
-    times the baseline and by more than ``MEMORY_SLACK_MIB``."""
-
-    figure: str
-    baseline_mib: float
-    current_mib: float
-    factor: float
-
-    @property
-    def ratio(self) -> float:
-        return self.current_mib / self.baseline_mib if self.baseline_mib > 0 else math.inf
-
-    @property
-    def failed(self) -> bool:
-        return self.current_mib > self.baseline_mib * self.factor and \
-            self.current_mib - self.baseline_mib > MEMORY_SLACK_MIB
-
-    def describe(self) -> str:
-        return (f"{self.figure} {self.baseline_mib:.0f} -> {self.current_mib:.0f} MiB ({self.ratio:.2f}x; "
-                f"allowed {self.factor:g}x and +{MEMORY_SLACK_MIB:.0f} MiB)")
-
-
-def compare_memory(baseline: Mapping[str, Any], current: Mapping[str, Any], factor: float) -> list[MemoryComparison]:
-    """Each peak figure both records have (``nvml_peak_mib``, ``allocator_peak_mib``), compared."""
-    out = []
-    for figure in ("nvml_peak_mib", "allocator_peak_mib"):
-        base, now = baseline.get(figure), current.get(figure)
-        if isinstance(base, int | float) and isinstance(now, int | float) and math.isfinite(base) \
-                and math.isfinite(now):
-            out.append(MemoryComparison(figure, float(base), float(now), factor))
-    return out

@@ -80,7 +80,7 @@ class FleetPlugin:
         data = getattr(node, "workeroutput", {}).get("suite")
         if not data:
             return
-        from core.cache import CacheStats
+        from core.cache_stats import CacheStats
 
         suite = suite_session(self.config)
         suite.records.extend(data["records"])

@@ -24,9 +24,10 @@ from typing import Any
 
 import pytest
 
-from core.cache import ArtifactCache, CacheEvent, CacheUnusable
+from core.cache import ArtifactCache, CacheUnusable
+from core.cache_stats import CacheEvent
 from engines.base import UNAVAILABLE, CellUnavailable
-from metrics.parity import failed_metric
+from metrics.parity_report import failed_metric
 from suite import (
     benchmark_files,
     collection,

@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from core.cache import ArtifactCache, file_sha256
+from core.cache import ArtifactCache
+from core.hashing import file_sha256
 
 FIXTURE_KINDS = ("weights", "preflight")
 

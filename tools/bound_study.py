@@ -36,7 +36,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from metrics.regression import binomial_interval, compare_latency  # noqa: E402  (after the path insert)
+from metrics.distributions import binomial_interval  # noqa: E402  (after the path insert)
+from metrics.regression import compare_latency  # noqa: E402
 
 ENGINES = (("torch", "fp16"), ("torch", "fp32"), ("onnxruntime", "fp16"))
 BATCHES = (1, 32, 256)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Mutation testing of what decides a verdict (issue 23, "No green over a wrong answer"): mutmut 3 mutates the run's
 # verdict (suite/verdict.py), the latency gate's outcome mapping (suite/gate/latency.py: LatencyOutcome.component,
-# LatencyChecks.check_latency, .busy_matters, .ungated; suite/gate/state.py: Gate.gated), the parity comparator (metrics/parity.py) and every cache-key
+# LatencyChecks.check_latency, .busy_matters, .ungated; suite/gate/state.py: Gate.gated), the parity comparator (metrics/parity.py, parity_report.py) and every cache-key
 # builder (engines/: the export, conversion, fusion and int8 keys, the TensorRT engine's, the AOTInductor
 # package's, the TensorRT EP's engine directory, and the spec/profile parts they hold, core/inputs.py's among
 # them), one change at a time, and runs the fast CPU tests that reach each mutated function ([tool.mutmut] in
@@ -34,6 +34,7 @@ T='engines.trt.settings.xǁBuildPlanǁ'
 DEFAULT_PATTERNS=(
   'suite.verdict.*'
   'metrics.parity.*'
+  'metrics.parity_report.*'
   "${L}LatencyOutcomeǁcomponent__mutmut_*" "${L}LatencyChecksǁcheck_latency__mutmut_*"
   "${L}LatencyChecksǁbusy_matters__mutmut_*" "${G}Gateǁgated__mutmut_*" "${L}LatencyChecksǁungated__mutmut_*"
   'engines.versions.x_version_of__mutmut_*' 'engines.artifacts.x__onnx_stage__mutmut_*'

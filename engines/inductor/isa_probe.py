@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from core.cache import digest
+from core.hashing import digest
 
 #: Under the engine cache's inductor directory (engines.inductor.backend.WORK_DIR).
 MARKERS = "isa-probes"

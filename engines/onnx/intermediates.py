@@ -13,27 +13,13 @@ its subgraphs), and the report says so.
 The reference side is the fp32 export run by ONNX Runtime on the CPU with optimizations off and every node
 output marked.
 
-Matching rule (docs/localization.md): an fp32 tensor X corresponds to the tensor that carries X's value to X's
-consumers in the engine's graph, which is, in order of preference:
-
-1. a tensor named X, or connected to X through nodes that only re-type, re-quantize or re-lay-out a value:
-   Cast (fp16/bf16 conversion, ONNX Runtime's inserted Casts), QuantizeLinear -> DequantizeLinear (the QDQ
-   file), Identity, Transpose (ONNX Runtime's NHWC layout) and NCHWc Reorder nodes, but never a node that is
-   itself in the reference graph;
-2. the output of a node that ONNX Runtime made from X's producer: its name is the producer's name, or that
-   name with ``_token_N`` suffixes (a Conv with its Q/DQ fused into a QLinearConv keeps the Conv's name).
-
-The first such tensor in the engine graph's order is compared. Integer tensors are dequantized with the scale
-and zero point of the QuantizeLinear / QLinear node that produced them (or of the DequantizeLinear that reads
-them); an NHWC tensor whose shape is the reference's (N, H, W, C) is transposed back; tensors in ONNX
-Runtime's blocked NCHWc layout are skipped (their memory is not in the shape's order).
+Which engine tensor stands for which reference tensor (the matching rule, docs/localization.md) is
+engines/onnx/matching.py's.
 """
 
 from __future__ import annotations
 
-import ast
 import logging
-import re
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -42,8 +28,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
-from onnx import TensorProto, numpy_helper
+from onnx import TensorProto
 
+from engines.onnx.matching import pair_layers
 from metrics.localize import LayerPair
 
 if TYPE_CHECKING:
@@ -52,37 +39,6 @@ if TYPE_CHECKING:
     ort = import_onnxruntime()
 
 log = logging.getLogger(__name__)
-
-FLOAT_TYPES = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.DOUBLE}
-_NP_FLOATS = (np.float16, np.float32, np.float64)
-#: Ops whose output repeats a value already compared (or is not a layer): not rows of the report.
-MOVEMENT_OPS = frozenset({
-    "Identity", "Cast", "CastLike", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Shape", "Size",
-    "Constant", "ConstantOfShape", "QuantizeLinear", "DequantizeLinear", "Expand", "Tile",
-})
-#: Nodes that pass a value on with another type, quantization or layout (input 0 -> output 0).
-_ALIAS_OPS = frozenset({"Cast", "Identity", "QuantizeLinear", "DequantizeLinear", "Transpose",
-                        "ReorderInput", "ReorderOutput"})
-_NCHWC = "com.microsoft.nchwc"
-_TOKEN_SUFFIX = re.compile(r"(_token_\d+)+$")
-#: (op_type) -> positions of (scale, zero point) of the node's quantized output.
-_QUANT_OUTPUT_PARAMS = {
-    "QuantizeLinear": (1, 2), "QLinearConv": (6, 7), "QLinearMatMul": (6, 7), "QLinearAdd": (6, 7),
-    "QLinearMul": (6, 7), "QGemm": (7, 8), "QLinearSigmoid": (3, 4), "QLinearLeakyRelu": (3, 4),
-    "QLinearAveragePool": (3, 4), "QLinearGlobalAveragePool": (3, 4), "QLinearSoftmax": (3, 4),
-    "QLinearConcat": (0, 1),
-}
-#: (op_type) -> {input position: (scale, zero point) positions} for quantized inputs.
-_QUANT_INPUT_PARAMS: dict[str, dict[int, tuple[int, int]]] = {
-    "DequantizeLinear": {0: (1, 2)}, "QLinearConv": {0: (1, 2)}, "QLinearMatMul": {0: (1, 2), 3: (4, 5)},
-    "QLinearAdd": {0: (1, 2), 3: (4, 5)}, "QLinearMul": {0: (1, 2), 3: (4, 5)}, "QGemm": {0: (1, 2)},
-    "QLinearSigmoid": {0: (1, 2)}, "QLinearLeakyRelu": {0: (1, 2)}, "QLinearAveragePool": {0: (1, 2)},
-    "QLinearGlobalAveragePool": {0: (1, 2)}, "QLinearSoftmax": {0: (1, 2)},
-}
-#: Ops that move integer values without changing their quantization.
-_QUANT_PASSTHROUGH = frozenset({"Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "MaxPool", "Identity",
-                                "Slice", "Gather", "Concat", "Resize"})
-
 
 # ---------------------------------------------------------------------------------------------------------
 # Marking and running
@@ -169,171 +125,6 @@ def save_optimized(path: Path, options: ort.SessionOptions, providers: list[Any]
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Matching
-
-
-class _Classes:
-    """Union-find over tensor names."""
-
-    def __init__(self) -> None:
-        self._parent: dict[str, str] = {}
-
-    def find(self, x: str) -> str:
-        self._parent.setdefault(x, x)
-        root = x
-        while self._parent[root] != root:
-            root = self._parent[root]
-        while self._parent[x] != root:
-            self._parent[x], x = root, self._parent[x]
-        return root
-
-    def union(self, a: str, b: str) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            self._parent[rb] = ra
-
-
-@dataclass(frozen=True)
-class ReferenceTensor:
-    """A float node output of the fp32 reference graph: a row of the report."""
-
-    name: str
-    op_type: str
-    node: str
-    scope: str
-    position: int
-
-
-@dataclass(frozen=True)
-class EngineTensor:
-    """The engine-graph tensor chosen for a reference tensor, and how to read it."""
-
-    name: str
-    quant: tuple[str, str | None] | None = None  # (scale initializer, zero-point initializer) for int tensors
-    how: str = ""  # "name", "alias", "fused node <name>"
-
-
-@dataclass
-class TensorMatch:
-    reference: list[ReferenceTensor]
-    engine: dict[str, list[EngineTensor]]  # reference name -> candidates in engine-graph order
-    blocked: set[str] = field(default_factory=set)  # engine tensors in the blocked NCHWc layout
-    blocked_refs: set[str] = field(default_factory=set)  # reference tensors the engine holds only in that layout
-
-
-def reference_tensors(model: onnx.ModelProto) -> list[ReferenceTensor]:
-    """Float outputs of the reference graph's nodes in topological (file) order, movement ops left out."""
-    typed = _types(model)
-    rows: list[ReferenceTensor] = []
-    for node in model.graph.node:
-        if node.op_type in MOVEMENT_OPS:
-            continue
-        for name in node.output:
-            if name and typed.get(name, TensorProto.FLOAT) in FLOAT_TYPES:
-                rows.append(ReferenceTensor(name, node.op_type, node.name, _scope(node), len(rows)))
-    return rows
-
-
-def match_tensors(reference: onnx.ModelProto, original: onnx.ModelProto,
-                  engine: onnx.ModelProto | None = None) -> TensorMatch:
-    """For each reference tensor, the engine-graph tensors that carry its value (module docstring's rule).
-
-    ``original`` is the engine's file as built (fp16 conversion, QDQ file); ``engine`` the graph that was run
-    (ONNX Runtime's optimized graph), or None when the original itself was run."""
-    run = engine if engine is not None else original
-    rows = reference_tensors(reference)
-    ref_names = {n for node in reference.graph.node for n in node.output} | {i.name for i in reference.graph.input}
-    classes = _Classes()
-    for graph in (original.graph, run.graph):
-        for node in graph.node:
-            if node.op_type in _ALIAS_OPS and node.input and node.output and node.input[0] and node.output[0]:
-                if not (node.input[0] in ref_names and node.output[0] in ref_names):
-                    classes.union(node.input[0], node.output[0])
-    by_class: dict[str, str] = {}
-    for row in rows:
-        by_class.setdefault(classes.find(row.name), row.name)
-    original_nodes = {node.name: node for node in original.graph.node if node.name}
-    initializers = {init.name for init in run.graph.initializer}
-    producers = {name: node for node in run.graph.node for name in node.output}
-    consumers: dict[str, list[onnx.NodeProto]] = {}
-    for node in run.graph.node:
-        for name in node.input:
-            consumers.setdefault(name, []).append(node)
-
-    blocked: set[str] = set()
-    blocked_refs: set[str] = set()
-    found: dict[str, list[EngineTensor]] = {}
-    for node in run.graph.node:
-        is_blocked = (node.domain == _NCHWC and node.op_type != "ReorderOutput") or (
-            node.domain != _NCHWC and bool(node.input) and node.input[0] in blocked)
-        for index, name in enumerate(node.output):
-            if not name:
-                continue
-            ref = by_class.get(classes.find(name))
-            how = "name" if name == ref else "alias"
-            if ref is None:
-                source = original_nodes.get(_TOKEN_SUFFIX.sub("", node.name))
-                if source is not None and index < len(source.output):
-                    ref, how = by_class.get(classes.find(source.output[index])), f"fused node {node.name}"
-            if is_blocked:
-                blocked.add(name)
-                if ref is None and node.name.endswith("_nchwc"):  # NCHWc nodes are named <fused node>_nchwc
-                    ref = by_class.get(classes.find(node.name[: -len("_nchwc")]))
-                if ref is not None:
-                    blocked_refs.add(ref)
-                continue
-            if ref is None:
-                continue
-            quant = _quant_params(name, producers, consumers, initializers)
-            found.setdefault(ref, []).append(EngineTensor(name, quant, how))
-    return TensorMatch(rows, found, blocked, blocked_refs)
-
-
-@dataclass(frozen=True)
-class EngineValue:
-    """An engine tensor read as the reference tensor: float values in the reference's layout, the range its
-    quantization can represent (None for float tensors), and what was done to read it."""
-
-    value: np.ndarray
-    representable: tuple[float, float] | None
-    note: str
-
-
-def engine_value(candidate: EngineTensor, arrays: Mapping[str, np.ndarray], initializers: Mapping[str, np.ndarray],
-                 shape: tuple[int, ...]) -> EngineValue | None:
-    """The candidate's value as a float array of ``shape`` (dequantized, NHWC->NCHW); None when it cannot be read
-    as the reference tensor."""
-    value = arrays.get(candidate.name)
-    if value is None:
-        return None
-    notes = []
-    representable = None
-    if np.issubdtype(value.dtype, np.integer):
-        if candidate.quant is None:
-            return None
-        scale = initializers.get(candidate.quant[0])
-        zero = initializers.get(candidate.quant[1]) if candidate.quant[1] else None
-        if scale is None or scale.size != 1 or (zero is not None and zero.size != 1):
-            return None
-        zp, s = (float(zero.reshape(())) if zero is not None else 0.0), float(scale.reshape(()))
-        info = np.iinfo(value.dtype)
-        representable = ((info.min - zp) * s, (info.max - zp) * s)
-        notes.append(f"dequantized {value.dtype}")
-        value = (value.astype(np.float32) - np.float32(zp)) * np.float32(s)
-    elif not np.issubdtype(value.dtype, np.floating):
-        return None
-    if value.shape != shape:
-        if len(shape) == 4 and value.shape == (shape[0], shape[2], shape[3], shape[1]):
-            value = value.transpose(0, 3, 1, 2)
-            notes.append("NHWC->NCHW")
-        else:
-            return None
-    if candidate.how != "name":
-        notes.insert(0, f"engine tensor {candidate.name!r}")
-    return EngineValue(value, representable, ", ".join(notes))
-
-
-# ---------------------------------------------------------------------------------------------------------
 # The whole ONNX side
 
 
@@ -363,40 +154,6 @@ def reference_arrays(reference_path: Path,
     off.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     off.log_severity_level = 3
     return reference, run_all(mark_all_outputs(reference), feed, off, ["CPUExecutionProvider"])
-
-
-def pair_layers(reference: onnx.ModelProto, ref_arrays: Mapping[str, np.ndarray], original: onnx.ModelProto,
-                run: onnx.ModelProto | None, arrays: Mapping[str, np.ndarray]) -> tuple[list[LayerPair], list[str]]:
-    """Pair every float reference tensor with the engine tensor that carries its value (``match_tensors``), in the
-    reference's topological order; also the reference tensors that found none. ``run`` is the graph whose
-    tensors ``arrays`` holds, None when that is ``original`` itself (or a network parsed from it)."""
-    match = match_tensors(reference, original, run)
-    initializers = {init.name: numpy_helper.to_array(init) for init in (run or original).graph.initializer}
-    pairs, unmatched = [], []
-    for row in match.reference:
-        ref_value = ref_arrays.get(row.name)
-        if ref_value is None or not np.issubdtype(ref_value.dtype, np.floating):
-            continue
-        chosen = None
-        for candidate in match.engine.get(row.name, []):
-            chosen = engine_value(candidate, arrays, initializers, tuple(ref_value.shape))
-            if chosen is not None:
-                break
-        if chosen is None:
-            unmatched.append(row.name + (" (NCHWc)" if row.name in match.blocked_refs else ""))
-            continue
-        reference_value, note = ref_value, chosen.note
-        if chosen.representable is not None:
-            # Saturation at the calibrated range is the quantization's design (the quantizer gives a Conv that
-            # feeds a ReLU6 the ReLU6's range): judge what the kernels did with the values the range keeps, and
-            # say how much was saturated. Where saturation matters, the layers after it diverge.
-            lo, hi = chosen.representable
-            outside = float(np.mean((ref_value < lo) | (ref_value > hi))) if ref_value.size else 0.0
-            if outside > 0:
-                reference_value = np.clip(ref_value, lo, hi)
-                note += f", reference saturated to [{lo:.4g}, {hi:.4g}] ({100 * outside:.2g}% of values)"
-        pairs.append(LayerPair(row.name, row.op_type, reference_value, chosen.value, row.scope, note.lstrip(", ")))
-    return pairs, unmatched
 
 
 def collect_layer_pairs(reference_path: Path, engine_path: Path, feed: Mapping[str, np.ndarray],
@@ -461,59 +218,3 @@ def _max_difference(a: np.ndarray, b: np.ndarray) -> float:
         return 0.0
     delta = np.abs(x[differ] - y[differ])
     return float(np.inf) if np.isnan(delta).any() else float(delta.max())
-
-
-def _types(model: onnx.ModelProto) -> dict[str, int]:
-    """Element types of the model's tensors from shape inference (non-strict: unknown ops stay untyped)."""
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model)
-    except Exception:  # a model shape inference cannot handle: fall back to what the file declares
-        inferred = model
-    g = inferred.graph
-    out = {v.name: v.type.tensor_type.elem_type for v in [*g.value_info, *g.input, *g.output]
-           if v.type.HasField("tensor_type") and v.type.tensor_type.elem_type}
-    out.update({i.name: i.data_type for i in g.initializer})
-    return out
-
-
-def _scope(node: onnx.NodeProto) -> str:
-    """The innermost torch module a node came from, from the dynamo exporter's metadata ('' if unknown)."""
-    for prop in node.metadata_props:
-        if prop.key == "pkg.torch.onnx.name_scopes":
-            try:
-                scopes = ast.literal_eval(prop.value)
-            except (ValueError, SyntaxError):
-                return ""
-            if isinstance(scopes, list) and len(scopes) >= 2:
-                return str(scopes[-2])
-    return ""
-
-
-def _quant_params(name: str, producers: Mapping[str, onnx.NodeProto], consumers: Mapping[str, list[onnx.NodeProto]],
-                  initializers: set[str], depth: int = 0) -> tuple[str, str | None] | None:
-    """(scale, zero point) initializer names that dequantize tensor ``name``, if it is a quantized tensor."""
-    if depth > 8:
-        return None
-
-    def pick(node: onnx.NodeProto, positions: tuple[int, int]) -> tuple[str, str | None] | None:
-        s, z = positions
-        scale = node.input[s] if s < len(node.input) else ""
-        zero = node.input[z] if z < len(node.input) and node.input[z] else None
-        if scale in initializers and (zero is None or zero in initializers):
-            return scale, zero
-        return None
-
-    producer = producers.get(name)
-    if producer is not None and producer.op_type in _QUANT_OUTPUT_PARAMS:
-        found = pick(producer, _QUANT_OUTPUT_PARAMS[producer.op_type])
-        if found:
-            return found
-    for consumer in consumers.get(name, []):
-        for position, params in _QUANT_INPUT_PARAMS.get(consumer.op_type, {}).items():
-            if position < len(consumer.input) and consumer.input[position] == name:
-                found = pick(consumer, params)
-                if found:
-                    return found
-    if producer is not None and producer.op_type in _QUANT_PASSTHROUGH and producer.input:
-        return _quant_params(producer.input[0], producers, consumers, initializers, depth + 1)
-    return None

@@ -188,7 +188,7 @@ def element_types(model: onnx.ModelProto) -> dict[str, int]:
 
 
 def _rule_type(node: onnx.NodeProto, index: int, types: Mapping[str, int]) -> int | None:
-    from engines.onnx.intermediates import _QUANT_OUTPUT_PARAMS
+    from engines.onnx.matching import _QUANT_OUTPUT_PARAMS
 
     if node.op_type == "Cast":
         return next((int(a.i) for a in node.attribute if a.name == "to"), None)

@@ -260,7 +260,7 @@ class OnnxRuntimeBackend:
         """The TensorRT EP writes its own engines; give each configuration its own directory."""
         ort = import_onnxruntime()
 
-        from core.cache import digest
+        from core.hashing import digest
 
         parts = {"ort": ort.__version__, "precision": request.precision, "device": request.device,
                  "profile": request.profile.as_dict(), "model": request.model,

@@ -6,7 +6,7 @@ Debug build: the cell's ONNX file is parsed as the cell's build parses it (engin
 strongly typed network or precision flags), then every floating-point, non-shape output of every layer is marked as
 a network output (``INetworkDefinition.mark_output``); bf16 tensors get a Cast to fp32 first (numpy holds no bf16),
 named ``<tensor>:debug_fp32``. The ONNX parser names each layer output after its ONNX tensor, so the outputs match
-the fp32 ONNX reference's tensors by name (engines/onnx/intermediates.py's rule). Marking an output keeps TensorRT
+the fp32 ONNX reference's tensors by name (engines/onnx/matching.py's rule). Marking an output keeps TensorRT
 from fusing across it: the debug engine is a less-fused build of the same network, and the report says so; its
 final outputs are compared with the cell's engine's to show whether that changed the result.
 

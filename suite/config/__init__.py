@@ -15,6 +15,10 @@ keeps working. They import one way (no cycle), and none of them imports from thi
 - ``user_code``: importing a ``package.module:callable`` the config names, blaming the user's line.
 - ``options``: command-line values checked against the config (``--latency-batch-sizes``, ``--latency-rounds``).
 - ``parse``: ``load_config``/``parse_config``, the file's layout: TOML in, ``SuiteConfig`` out.
+- ``model``: one ``[models.NAME]`` table into a ``ModelConfig`` (``MIN_OPSET``, ``MAX_BATCH_INPUT_BYTES``).
+- ``shapes``: a model's inputs, named axes and latency shapes.
+- ``excuses``: a model's known failures and unsupported cells.
+- ``overrides``: ``[precision.P]``, ``[int8]``, ``[engine_options.ENGINE]``, at the top and in a model.
 """
 
 from suite.config.known_failures import (
@@ -28,8 +32,9 @@ from suite.config.known_failures import (
     accuracy_failed_metric,
     parity_failures_in,
 )
+from suite.config.model import MAX_BATCH_INPUT_BYTES, MIN_OPSET
 from suite.config.options import check_rounds_option, parse_batch_sizes_option
-from suite.config.parse import MAX_BATCH_INPUT_BYTES, MIN_OPSET, load_config, parse_config
+from suite.config.parse import load_config, parse_config
 from suite.config.schema import (
     CALIBRATION_METHODS,
     ENGINES,

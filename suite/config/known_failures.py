@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from metrics.parity import NONFINITE, PARITY_METRICS, failed_metric
+from metrics.parity_report import NONFINITE, PARITY_METRICS, failed_metric
 
 #: The checks a known failure may cover (``checks``); the default is all of them.
 KNOWN_FAILURE_CHECKS: tuple[str, ...] = ("accuracy", "parity")
@@ -39,7 +39,7 @@ KNOWN_FAILURE_METRICS: dict[str, tuple[str, ...]] = {"accuracy": ACCURACY_METRIC
 #: How each entry of ``AccuracyVerdict.failures`` starts (metrics.accuracy.judge_accuracy writes them).
 _ACCURACY_FAILURE_STARTS: tuple[tuple[str, str], ...] = (
     ("engine logits have ", NONFINITE), ("reference logits have ", NONFINITE), ("top-1 ", "top1"), ("top-5 ", "top5"))
-#: A parity failure's headline in a test's message (metrics.parity.ParityReport.explain's first line).
+#: A parity failure's headline in a test's message (metrics.parity_report.ParityReport.explain's first line).
 _PARITY_HEADLINE = re.compile(r"output '([^']*)' \([0-9, ]*\): (.+)$", re.M)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from metrics.regression import DriftComparison, compare_accuracy, compare_memory, compare_parity
+from metrics.drift import DriftComparison, compare_accuracy, compare_memory, compare_parity
 from suite import verdict
 from suite.baselines import DriftTolerances, record_key
 from suite.gate.environment import BaselineEnvironment

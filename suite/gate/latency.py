@@ -17,7 +17,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from metrics.regression import LatencyComparison, compare_latency, student_t_quantile
+from metrics.distributions import student_t_quantile
+from metrics.regression import LatencyComparison, compare_latency
 from suite import bound, verdict
 from suite.baselines import key_label, latency_key
 from suite.gate.environment import BaselineEnvironment

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from metrics.regression import DriftComparison, DriftFigure, LatencyComparison
+from metrics.drift import DriftComparison, DriftFigure
+from metrics.regression import LatencyComparison
 from metrics.structure import explain, structural_changes
 from suite import verdict
 from suite.baselines import (

@@ -16,7 +16,8 @@ import sys
 import time
 from pathlib import Path
 
-from core.cache import ArtifactCache, verify_entry
+from core.cache import ArtifactCache
+from core.cache_manifest import verify_entry
 
 KIND = "race"
 

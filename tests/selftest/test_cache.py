@@ -6,7 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.cache import MANIFEST, ArtifactCache, CacheEntryCorrupt, digest, verify_entry
+from core.cache import ArtifactCache
+from core.cache_manifest import MANIFEST, CacheEntryCorrupt, verify_entry
+from core.hashing import digest
 
 pytestmark = pytest.mark.selftest
 

@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
-from core.cache import ArtifactCache, CacheStats, _host, verify_entry
+from core.cache import ArtifactCache, _host
+from core.cache_manifest import verify_entry
+from core.cache_stats import CacheStats
 from tests.selftest import cache_race_worker as worker
 
 pytestmark = pytest.mark.selftest

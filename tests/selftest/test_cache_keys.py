@@ -28,7 +28,7 @@ import engines.inductor.backend as inductor
 import engines.onnx.convert as convert
 import engines.onnx.quantize as quantize
 import engines.versions as versions_module
-from core.cache import digest
+from core.hashing import digest
 from core.inputs import AxisRange, InputSpec
 from engines.artifacts import ModelBuild
 from engines.base import EngineRequest, ShapeProfile

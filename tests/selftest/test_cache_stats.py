@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from core.cache import ArtifactCache, CacheEvent, CacheStats, CacheUnusable
+from core.cache import ArtifactCache, CacheUnusable
+from core.cache_stats import CacheEvent, CacheStats
 
 pytestmark = pytest.mark.selftest
 

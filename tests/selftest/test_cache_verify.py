@@ -8,7 +8,8 @@ import shutil
 
 import pytest
 
-from core.cache import MANIFEST, ArtifactCache, CacheEntryCorrupt, verify_entry
+from core.cache import ArtifactCache
+from core.cache_manifest import MANIFEST, CacheEntryCorrupt, verify_entry
 
 pytestmark = pytest.mark.selftest
 

@@ -473,7 +473,8 @@ def test_every_failure_the_metrics_write_names_its_figure():
     """A failure the comparators write must name a figure (else no known failure could ever declare it, and a new
     check would silently be one no entry absorbs): every check of compare_arrays and judge_accuracy, failed."""
     from metrics import AccuracyThreshold, Tolerance
-    from metrics.parity import NONFINITE, PARITY_METRICS, compare_arrays, failed_metric
+    from metrics.parity import compare_arrays
+    from metrics.parity_report import NONFINITE, PARITY_METRICS, failed_metric
     from suite.config import ACCURACY_METRICS, accuracy_failed_metric
 
     rng = np.random.default_rng(0)
@@ -681,13 +682,13 @@ def test_defaults_are_blamed_where_they_are_written():
 
 def test_readme_documents_every_key():
     """The Configuration reference names every key the parser accepts (and the removed one)."""
-    from suite.config import parse, validate
+    from suite.config import excuses, model, overrides, parse, shapes, validate
 
     readme = (ROOT / "README.md").read_text()
     section = readme[readme.index("## Configuration reference"):readme.index("## The engine cache")]
-    keys = (parse._TOP_KEYS | parse._DEFAULT_KEYS | parse._MODEL_KEYS | parse._INPUT_KEYS | parse._PARITY_KEYS
-            | parse._ACCURACY_KEYS | parse._INT8_KEYS | parse._LATENCY_KEYS | parse._RUN_KEYS
-            | parse._KNOWN_FAILURE_KEYS | parse._EXPORT_KEYS | set(validate._REMOVED_KEYS)
-            | {k for keys in parse._ENGINE_OPTION_KEYS.values() for k in keys})
+    keys = (parse._TOP_KEYS | parse._DEFAULT_KEYS | model._MODEL_KEYS | shapes._INPUT_KEYS | overrides._PARITY_KEYS
+            | overrides._ACCURACY_KEYS | overrides._INT8_KEYS | parse._LATENCY_KEYS | parse._RUN_KEYS
+            | excuses._KNOWN_FAILURE_KEYS | model._EXPORT_KEYS | set(validate._REMOVED_KEYS)
+            | {k for keys in overrides._ENGINE_OPTION_KEYS.values() for k in keys})
     missing = sorted(k for k in keys if not re.search(rf"`[^`\n]*\b{k}\b[^`\n]*`", section))
     assert not missing, f"README 'Configuration reference' does not document {missing}"

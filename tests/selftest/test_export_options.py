@@ -8,7 +8,8 @@ import onnx
 import pytest
 import torch
 
-from core.cache import MANIFEST, ArtifactCache
+from core.cache import ArtifactCache
+from core.cache_manifest import MANIFEST
 from core.inputs import synthetic_feed
 from engines.base import EngineBuildError
 from metrics import compare_outputs

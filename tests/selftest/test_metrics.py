@@ -768,7 +768,7 @@ def test_a_percentage_shows_at_most_ten_decimals() -> None:
     ref = np.ones(1000)
     rep = compare_arrays("o", ref, ref.copy(), Tolerance(min_isclose_pct=100.0))
     failing = dataclasses.replace(rep, isclose_pct=100.0 - 1e-12)
-    from metrics.parity import _fmt_pct_pair
+    from metrics.parity_report import _fmt_pct_pair
 
     assert _fmt_pct_pair(failing.isclose_pct, 100.0) == ("100.0000000000%", "100.0000000000%")
     assert _fmt_pct_pair(math.nan, 99.0) == ("n/a (no finite values)", "99.00%")

@@ -1,5 +1,5 @@
-"""The gates' statistics (metrics/regression.py) on synthetic samples with known answers, plus
-hypothesis properties. If these are wrong, the nightly gate cries wolf or sleeps through regressions."""
+"""The gates' statistics (metrics/regression.py, drift.py, distributions.py) on synthetic samples with known
+answers, plus hypothesis properties. If these are wrong, the nightly gate cries wolf or sleeps through regressions."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from metrics import compare_accuracy, compare_latency, compare_parity
-from metrics.regression import binomial_interval, student_t_quantile
+from metrics.distributions import binomial_interval, student_t_quantile
 
 pytestmark = pytest.mark.selftest
 
@@ -187,7 +187,7 @@ def test_properties_of_the_latency_comparison(seed: int, scale: float, shift: fl
 @example(p=0.5 + 1e-12, dof=500.0)  # the CDF's tail form lost every digit near t = 0 (a CI run saw 4.7e-9)
 @example(p=0.5 + 1e-9, dof=0.5)
 def test_student_t_quantile_inverts_its_cdf(p: float, dof: float) -> None:
-    from metrics.regression import _t_cdf
+    from metrics.distributions import _t_cdf
 
     q = student_t_quantile(p, dof)
     assert _t_cdf(q, dof) == pytest.approx(p, abs=1e-9)

@@ -11,7 +11,8 @@ import numpy as np
 import onnx
 import pytest
 
-from core.cache import MANIFEST, ArtifactCache
+from core.cache import ArtifactCache
+from core.cache_manifest import MANIFEST
 from engines.base import (
     UNSUPPORTED,
     CellUnavailable,

@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.cache import ArtifactCache, digest
+from core.cache import ArtifactCache
+from core.hashing import digest
 from core.inputs import InputSpec
 from engines.base import PRECISIONS, EngineRequest, ShapeProfile
 from engines.cuda import runtime as cuda_rt
@@ -386,7 +387,7 @@ class _OnnxFile:
         return self.path
 
     def onnx_key(self, precision: str) -> str:
-        from core.cache import file_sha256
+        from core.hashing import file_sha256
 
         return file_sha256(self.path)
 

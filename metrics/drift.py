@@ -1,0 +1,203 @@
+"""Accuracy, parity and peak GPU memory drift against a baseline: tolerances, not statistics.
+
+Why a module of its own: the same engine on the same data is deterministic, so these need no
+statistics, only tolerances: ``compare_accuracy`` (top-1/top-5 drop in points), ``compare_parity``
+(isclose % drop in points, MAE growth) and ``compare_memory`` (peak MiB growth beyond a factor and a
+slack). The latency gate, which does need statistics, is metrics/regression.py.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "DriftComparison",
+    "DriftFigure",
+    "MemoryComparison",
+    "compare_accuracy",
+    "compare_memory",
+    "compare_parity",
+]
+
+
+@dataclass(frozen=True)
+class DriftFigure:
+    """One figure against its baseline: ``limit`` is the worst allowed current value (None: not gated)."""
+
+    name: str
+    baseline: float | None
+    current: float | None
+    limit: float | None
+    unit: str
+    failed: bool
+
+    def describe(self) -> str:
+        if self.baseline is None or self.current is None:
+            return f"{self.name}: baseline {_num(self.baseline, self.unit)}, current {_num(self.current, self.unit)}"
+        text = (f"{self.name} {_num(self.baseline, self.unit)} -> {_num(self.current, self.unit)} "
+                f"({_delta(self.current - self.baseline, self.unit)})")
+        if self.limit is not None:
+            text += f", limit {_num(self.limit, self.unit)}"
+        return text + (" FAILED" if self.failed else "")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "baseline": self.baseline, "current": self.current, "limit": self.limit,
+                "unit": self.unit, "failed": self.failed}
+
+
+@dataclass(frozen=True)
+class DriftComparison:
+    """Accuracy or parity figures of one cell (and output) against the same cell in the baseline."""
+
+    kind: str
+    figures: tuple[DriftFigure, ...]
+    notes: tuple[str, ...] = ()
+
+    @property
+    def failures(self) -> tuple[DriftFigure, ...]:
+        return tuple(f for f in self.figures if f.failed)
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.failures)
+
+    @property
+    def changed(self) -> bool:
+        """Any figure moved at all (reported in 'changed since baseline' even when within tolerance)."""
+        return any(f.baseline is not None and f.current is not None and f.baseline != f.current
+                   for f in self.figures)
+
+    def explain(self) -> str:
+        head = f"{self.kind} drift against the baseline: {'FAILED' if self.failed else 'within tolerance'}"
+        lines = [head] + [f"  {f.describe()}" for f in self.figures] + [f"  note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "failed": self.failed, "figures": [f.as_dict() for f in self.figures],
+                "notes": list(self.notes)}
+
+
+def compare_accuracy(
+    baseline: Mapping[str, Any],
+    current: Mapping[str, Any],
+    max_top1_drop: float = 0.005,
+    max_top5_drop: float = 0.005,
+) -> DriftComparison:
+    """Top-1/top-5 (fractions, as in AccuracyVerdict.as_dict) against the baseline's: fail on a drop
+    larger than the tolerance (fractions: 0.005 = half a point). A figure absent on either side is
+    listed, not gated. A different row count is noted: the figures are then not like for like."""
+    figures = []
+    for key, label, tol in (("top1", "top-1", max_top1_drop), ("top5", "top-5", max_top5_drop)):
+        base, cur = _opt_float(baseline.get(key)), _opt_float(current.get(key))
+        limit = None if base is None else base - tol
+        failed = base is not None and cur is not None and not (cur >= base - tol - _EPS)
+        figures.append(DriftFigure(label, base, cur, limit, "pct", failed))
+    return DriftComparison("accuracy", tuple(figures), _row_notes(baseline, current))
+
+
+def compare_parity(
+    baseline: Mapping[str, Any],
+    current: Mapping[str, Any],
+    max_isclose_drop: float = 1.0,
+    max_mae_factor: float = 2.0,
+    mae_floor: float | None = None,
+) -> DriftComparison:
+    """isclose % (points) and MAE against the baseline's (ParityReport.as_dict records).
+
+    MAE fails when it grows by more than ``max_mae_factor`` times AND by more than ``mae_floor``
+    (default: the record's own atol), so that 1e-8 -> 3e-8 at fp32 is not a failure while a real
+    loss of precision is. A NaN/None figure in the current run when the baseline had a number fails.
+    """
+    if max_mae_factor < 1.0:
+        raise ValueError(f"max_mae_factor must be >= 1, got {max_mae_factor!r}")
+    base_iso, cur_iso = _opt_float(baseline.get("isclose_pct")), _opt_float(current.get("isclose_pct"))
+    iso_limit = None if base_iso is None else base_iso - max_isclose_drop
+    iso_failed = base_iso is not None and (cur_iso is None or not (cur_iso >= base_iso - max_isclose_drop - _EPS))
+    base_mae, cur_mae = _opt_float(baseline.get("mae")), _opt_float(current.get("mae"))
+    floor = mae_floor
+    if floor is None:
+        tol = current.get("tolerance") or {}
+        floor = float(tol.get("atol", 0.0)) if isinstance(tol, Mapping) else 0.0
+    mae_limit = None if base_mae is None else max(base_mae * max_mae_factor, base_mae + floor)
+    mae_failed = mae_limit is not None and (cur_mae is None or not (cur_mae <= mae_limit * (1 + 1e-12)))
+    figures = (DriftFigure("isclose", base_iso, cur_iso, iso_limit, "pct_points", iso_failed),
+               DriftFigure("MAE", base_mae, cur_mae, mae_limit, "abs", mae_failed))
+    return DriftComparison("parity", figures, _row_notes(baseline, current, key="n_elements"))
+
+
+_EPS = 1e-12
+
+
+def _opt_float(v: Any) -> float | None:
+    if v is None:
+        return None
+    f = float(v)
+    return f if math.isfinite(f) else None
+
+
+def _row_notes(baseline: Mapping[str, Any], current: Mapping[str, Any], key: str = "n") -> tuple[str, ...]:
+    nb, nc = baseline.get(key), current.get(key)
+    if nb is not None and nc is not None and nb != nc:
+        return (f"{key} differs (baseline {nb}, current {nc}): the data set changed, figures are not like for like",)
+    return ()
+
+
+def _num(v: float | None, unit: str) -> str:
+    if v is None:
+        return "-"
+    if unit == "pct":
+        return f"{v * 100:.2f}%"
+    if unit == "pct_points":
+        return f"{v:.2f}%"
+    return f"{v:.3g}"
+
+
+def _delta(d: float, unit: str) -> str:
+    if unit == "pct":
+        return f"{d * 100:+.2f} pt"
+    if unit == "pct_points":
+        return f"{d:+.2f} pt"
+    return f"{d:+.3g}"
+
+
+#: A peak GPU memory figure must grow by at least this much, besides the factor, to have drifted: the CUDA
+#: context, cuDNN's and cuBLAS's workspaces move by tens of MiB between driver and library versions.
+MEMORY_SLACK_MIB = 256.0
+
+
+@dataclass(frozen=True)
+class MemoryComparison:
+    """One cell's peak GPU memory (MiB) against its baseline's: ``failed`` when it grew beyond ``factor``
+    times the baseline and by more than ``MEMORY_SLACK_MIB``."""
+
+    figure: str
+    baseline_mib: float
+    current_mib: float
+    factor: float
+
+    @property
+    def ratio(self) -> float:
+        return self.current_mib / self.baseline_mib if self.baseline_mib > 0 else math.inf
+
+    @property
+    def failed(self) -> bool:
+        return self.current_mib > self.baseline_mib * self.factor and \
+            self.current_mib - self.baseline_mib > MEMORY_SLACK_MIB
+
+    def describe(self) -> str:
+        return (f"{self.figure} {self.baseline_mib:.0f} -> {self.current_mib:.0f} MiB ({self.ratio:.2f}x; "
+                f"allowed {self.factor:g}x and +{MEMORY_SLACK_MIB:.0f} MiB)")
+
+
+def compare_memory(baseline: Mapping[str, Any], current: Mapping[str, Any], factor: float) -> list[MemoryComparison]:
+    """Each peak figure both records have (``nvml_peak_mib``, ``allocator_peak_mib``), compared."""
+    out = []
+    for figure in ("nvml_peak_mib", "allocator_peak_mib"):
+        base, now = baseline.get(figure), current.get(figure)
+        if isinstance(base, int | float) and isinstance(now, int | float) and math.isfinite(base) \
+                and math.isfinite(now):
+            out.append(MemoryComparison(figure, float(base), float(now), factor))
+    return out

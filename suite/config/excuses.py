@@ -1,0 +1,126 @@
+"""What a model excuses in its cells: ``[models.NAME.known_failures]`` (a cell expected to fail, on which outputs
+and figures, with which message) and ``[models.NAME.unsupported]`` (a cell, or a latency path, the engine cannot run
+by design).
+
+Why a module of its own: an excuse must not hide another failure, so each entry is checked against the model's
+engines, precisions, outputs and figures, and against the canaries no pattern may match (known_failures.py).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from engines.base import PRECISIONS
+from metrics.parity_report import PARITY_METRICS
+from suite.config.known_failures import (
+    ACCURACY_METRICS,
+    KNOWN_FAILURE_CANARIES,
+    KNOWN_FAILURE_CHECKS,
+    KNOWN_FAILURE_METRICS,
+    KnownFailure,
+)
+from suite.config.schema import (
+    ENGINES,
+    ConfigError,
+)
+from suite.config.validate import (
+    check_choice,
+    check_keys,
+    read_choice_list,
+    read_string,
+    read_table,
+)
+from suite.timing import PATHS
+
+_KNOWN_FAILURE_KEYS = {"reason", "match", "checks", "outputs", "metrics"}
+_KNOWN_FAILURE_FORM = ('{ reason = "what fails, measured how, since when", outputs = ["logits"], metrics = '
+                       '["top1_agreement_pct"], match = "REGEX over the failure message", checks = ["parity"] }')
+
+
+def _parse_known_failures(where: str, table: Any, engines: tuple[str, ...], precisions: tuple[str, ...],
+                          accuracy_dataset: str | None, outputs: tuple[str, ...] = ()) -> dict[str, KnownFailure]:
+    """Each entry says what is expected to fail and how (which figures of which outputs, and the message's
+    pattern), so that it cannot hide another failure."""
+    out: dict[str, KnownFailure] = {}
+    for cell_key, spec in read_table(where, table).items():
+        at = f"{where}.{cell_key}"
+        engine, _, precision = cell_key.partition("-")
+        check_choice(f"{at} (engine)", engine, ENGINES)
+        check_choice(f"{at} (precision)", precision, PRECISIONS)
+        if engine not in engines or precision not in precisions:
+            raise ConfigError(f"{at}: the model does not run {cell_key} (engines {list(engines)}, precisions "
+                              f"{list(precisions)}); the entry would never apply")
+        if isinstance(spec, str):
+            raise ConfigError(f"{at} = {spec!r}: a plain reason is the old form, which hid any failure of the "
+                              f"cell; write {cell_key} = {_KNOWN_FAILURE_FORM}")
+        spec = read_table(at, spec)
+        check_keys(at, spec, _KNOWN_FAILURE_KEYS)
+        for required in ("reason", "match"):
+            if required not in spec:
+                raise ConfigError(f"{at}: missing required key {required!r}; the form is {_KNOWN_FAILURE_FORM}")
+        missing = [k for k in ("outputs", "metrics") if k not in spec]
+        if missing:
+            raise ConfigError(f"{at}: missing {' and '.join(map(repr, missing))}: a known failure names the outputs "
+                              "and the figures that fail on them, and absorbs no other failure of the cell (its match "
+                              f"alone once absorbed another output's garbage); add outputs = [one or more of "
+                              f"{list(outputs)}], metrics = [one or more of {', '.join(_metric_names())}]")
+        reason = read_string(f"{at}.reason", spec["reason"])
+        pattern = read_string(f"{at}.match", spec["match"])
+        try:
+            compiled = re.compile(pattern)
+        except re.error as exc:
+            raise ConfigError(f"{at}.match = {pattern!r}: not a valid regular expression ({exc})") from None
+        if compiled.search("") is not None:
+            raise ConfigError(f"{at}.match = {pattern!r}: matches an empty message, so it would match any failure; "
+                              "match text of the expected failure (e.g. the figure that fails)")
+        canary = next((c for c in KNOWN_FAILURE_CANARIES if compiled.search(c) is not None), None)
+        if canary is not None:
+            raise ConfigError(f"{at}.match = {pattern!r}: matches {canary!r}, what a broken engine says in any cell, "
+                              "so it would hide such a failure; match text of the expected failure (e.g. the figure "
+                              "that fails)")
+        checks = (read_choice_list(f"{at}.checks", spec["checks"], KNOWN_FAILURE_CHECKS) if "checks" in spec
+                  else KNOWN_FAILURE_CHECKS)
+        if "checks" in spec and "accuracy" in checks and accuracy_dataset is None:
+            raise ConfigError(f"{at}.checks: 'accuracy' listed, but the model has no accuracy_dataset, so it has "
+                              "no accuracy check")
+        declared_outputs = read_choice_list(f"{at}.outputs", spec["outputs"], outputs)
+        metrics = read_choice_list(f"{at}.metrics", spec["metrics"], _metric_names())
+        for i, metric in enumerate(metrics):
+            if not any(metric in KNOWN_FAILURE_METRICS[c] for c in checks):
+                kinds = [c for c in KNOWN_FAILURE_CHECKS if metric in KNOWN_FAILURE_METRICS[c]]
+                raise ConfigError(f"{at}.metrics[{i}]: {metric!r} is a figure of the {kinds[0]} check, which the entry "
+                                  f"does not cover (checks {list(checks)}); figures of those: "
+                                  f"{', '.join(m for c in checks for m in KNOWN_FAILURE_METRICS[c])}")
+        out[cell_key] = KnownFailure(reason=reason, match=pattern, checks=checks, outputs=declared_outputs,
+                                     metrics=metrics)
+    return out
+
+
+def _metric_names() -> tuple[str, ...]:
+    """Every figure a known failure may name, parity's first."""
+    return (*PARITY_METRICS, *ACCURACY_METRICS)
+
+
+def _parse_unsupported(where: str, table: Any, engines: tuple[str, ...],
+                       precisions: tuple[str, ...]) -> dict[str, str]:
+    """``"onnxruntime-int8" = "why"`` or ``"onnxruntime-bf16-graph" = "why"``: each key names a cell (or one of its
+    latency paths) the model runs, each reason is written out."""
+    out: dict[str, str] = {}
+    for key, reason in read_table(where, table).items():
+        at = f"{where}.{key}"
+        engine, precision, *rest = str(key).split("-")
+        check_choice(f"{at} (engine)", engine, ENGINES)
+        check_choice(f"{at} (precision)", precision, PRECISIONS)
+        if len(rest) > 1 or (rest and rest[0] not in PATHS):
+            raise ConfigError(f"{at}: write ENGINE-PRECISION or ENGINE-PRECISION-PATH, PATH one of "
+                              f"{', '.join(PATHS)}")
+        if engine not in engines or precision not in precisions:
+            raise ConfigError(f"{at}: the model does not run {engine}-{precision} (engines {list(engines)}, "
+                              f"precisions {list(precisions)}); the entry would never apply")
+        text = read_string(at, reason).strip()
+        if len(text) < 10:
+            raise ConfigError(f"{at} = {reason!r}: say why the engine cannot do this by design (what was seen, "
+                              "where, since when)")
+        out[str(key)] = text
+    return out

@@ -1,0 +1,113 @@
+"""The tables a model inherits from the top of suite.toml and may override: ``[precision.P]`` (its parity and
+accuracy thresholds, its generated distributions), ``[int8]`` and ``[engine_options.ENGINE]``.
+
+Why a module of its own: each is read twice (at the top, then in ``[models.NAME]`` over it) by the same readers, so
+that a value is checked, and blamed, where it is written; every threshold is checked by the class that enforces it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from core.inputs import DISTRIBUTIONS
+from engines.base import PRECISIONS
+from metrics import AccuracyThreshold, Tolerance
+from suite.config.schema import (
+    CALIBRATION_METHODS,
+    EXECUTION_PROVIDERS,
+    TRANSFORMER_FUSIONS,
+    ConfigError,
+    Int8Options,
+)
+from suite.config.validate import (
+    check_choice,
+    check_keys,
+    read_bool,
+    read_choice_list,
+    read_int,
+    read_number,
+    read_string,
+    read_table,
+)
+
+_PRECISION_KEYS = {"parity", "accuracy", "generated"}
+_PARITY_KEYS = set(Tolerance.__dataclass_fields__)
+# min_top1/min_top5 are per model (absolute floors), the rest per precision (relative to the reference).
+_ACCURACY_KEYS = set(AccuracyThreshold.__dataclass_fields__) - {"min_top1", "min_top5"}
+_INT8_KEYS = {"method", "samples", "percentile", "per_channel"}
+# What each backend reads from [engine_options.ENGINE] (README "Configuration reference"); a typo is an error,
+# not an option silently ignored.
+_ENGINE_OPTION_KEYS = {
+    "torch": {"channels_last"},
+    "onnxruntime": {"execution_provider", "intra_op_threads", "transformer_fusion"},
+    "inductor": {"precisions", "cxx"},
+    "tensorrt": {"workspace_mb", "builder_optimization_level"},
+}
+
+
+def _merge_precision(target: dict[str, Any], table: Any, where: str) -> None:
+    table = read_table(where, table)
+    check_keys(where, table, _PRECISION_KEYS)
+    parity = read_table(f"{where}.parity", table.get("parity", {}))
+    accuracy = read_table(f"{where}.accuracy", table.get("accuracy", {}))
+    check_keys(f"{where}.parity", parity, _PARITY_KEYS)
+    check_keys(f"{where}.accuracy", accuracy, _ACCURACY_KEYS)
+    # Each threshold is checked alone by the class that enforces it, so its error names this key.
+    for key, value in parity.items():
+        _threshold(f"{where}.parity.{key}", Tolerance, key, value)
+    for key, value in accuracy.items():
+        _threshold(f"{where}.accuracy.{key}", AccuracyThreshold, key, value)
+    if "generated" in table:
+        target["generated"] = list(read_choice_list(f"{where}.generated", table["generated"], DISTRIBUTIONS))
+    target["parity"].update(parity)
+    target["accuracy"].update(accuracy)
+
+
+def _threshold(where: str, cls: Any, key: str, value: Any) -> None:
+    read_number(where, value)
+    try:
+        cls(**{key: value})
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def _parse_int8(where: str, table: Any, base: Int8Options | None = None) -> Int8Options:
+    table = read_table(where, table)
+    check_keys(where, table, _INT8_KEYS)
+    out = base or Int8Options()
+    if "method" in table:
+        check_choice(f"{where}.method", read_string(f"{where}.method", table["method"]), CALIBRATION_METHODS)
+        out = dataclasses.replace(out, method=table["method"])
+    if "samples" in table:
+        out = dataclasses.replace(out, samples=read_int(f"{where}.samples", table["samples"], lo=1))
+    if "percentile" in table:
+        out = dataclasses.replace(out, percentile=read_number(f"{where}.percentile", table["percentile"], 0.0, 100.0,
+                                                              lo_open=True))
+    if "per_channel" in table:
+        out = dataclasses.replace(out, per_channel=read_bool(f"{where}.per_channel", table["per_channel"]))
+    return out
+
+
+def _check_engine_options(where: str, engine: str, opts: Any) -> None:
+    """Types and values of what each backend reads, checked here so a backend never sees a bad one."""
+    opts = read_table(where, opts)
+    check_keys(where, opts, _ENGINE_OPTION_KEYS[engine])
+    for key, value in opts.items():
+        at = f"{where}.{key}"
+        if key == "channels_last":
+            read_bool(at, value)
+        elif key == "execution_provider":
+            check_choice(at, read_string(at, value), EXECUTION_PROVIDERS)
+        elif key == "intra_op_threads":
+            read_int(at, value, lo=1)
+        elif key == "transformer_fusion":
+            check_choice(at, read_string(at, value), TRANSFORMER_FUSIONS)
+        elif key == "precisions":
+            read_choice_list(at, value, PRECISIONS)
+        elif key == "cxx":
+            read_string(at, value)
+        elif key == "workspace_mb":
+            read_int(at, value, lo=1)
+        elif key == "builder_optimization_level":
+            read_int(at, value, lo=0, hi=5)
