@@ -17,8 +17,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import signal
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +29,11 @@ from suite import (
     benchmark_files,
     collection,
     fleet,
+    interrupts,
     junit,
     options,
     run_identity,
     scheduling,
-    sigterm,
     verdict,
     workers,
 )
@@ -76,16 +74,12 @@ from suite.state import (
 )
 from suite.summary import print_verdict
 from suite.timing import PATHS
+from suite.workers import is_worker
 
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")  # before anything imports onnxruntime (it writes at import)
 log = logging.getLogger("suite")
 
 _ROOT = Path(__file__).resolve().parent.parent
-_SIGTERM_BEFORE: list[Any] = []  # the SIGTERM handler this run replaced, restored when it ends
-_INTERRUPTED: list[str] = []  # why the run was interrupted (SIGINT, SIGTERM), in any phase
-# This run's config, for hooks pytest calls without it (pytest_internalerror); non-empty once pytest_configure
-# began, when pytest handles a KeyboardInterrupt (_sigterm).
-_CONFIG: list[pytest.Config] = []
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -98,15 +92,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
     written in the space form starts again with the ``=`` form (suite/cmdline.py says why). The outermost
     wrapper, so that this happens before pytest's capture takes over the terminal's file descriptors."""
     check_rootdir(early_config, parser, _ROOT)
-    # A CI timeout sends SIGTERM: end like Ctrl-C does, with the summary, the verdict and marked results (or,
-    # this early, the old results file untouched). Installed before the checks of start-up; one that came while
-    # pytest imported the plugins was held (suite/sigterm.py) and interrupts the run now.
-    current = signal.getsignal(signal.SIGTERM)
-    if current in (signal.SIG_DFL, None, sigterm.hold) and not _SIGTERM_BEFORE:
-        signal.signal(signal.SIGTERM, _sigterm)
-        _SIGTERM_BEFORE.append(signal.SIG_DFL if current is sigterm.hold else current)
-        _INTERRUPTED.extend(sigterm.RECEIVED)
-        sigterm.RECEIVED.clear()
+    interrupts.install_sigterm_handler()  # a CI timeout's SIGTERM ends the run as Ctrl-C does (suite/interrupts.py)
     return (yield)
 
 
@@ -118,9 +104,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    _CONFIG.append(config)
-    if _INTERRUPTED:
-        raise KeyboardInterrupt(_INTERRUPTED[-1])  # a SIGTERM that came while pytest parsed its command line
+    interrupts.configuring(config)
     for name, text in (
         ("accuracy", "top-1/top-5 on labelled data against thresholds and the PyTorch reference"),
         ("parity", "output agreement with the PyTorch reference on the same inputs"),
@@ -165,7 +149,7 @@ def pytest_configure(config: pytest.Config) -> None:
                                                                                            None)):
         raise pytest.UsageError("--benchmark-compare/--benchmark-compare-fail compare in one process; under xdist "
                                 "use the suite's gate, --latency-baseline (docs/gating.md)")
-    if device == "cuda" and not _is_worker(config):
+    if device == "cuda" and not is_worker(config):
         os.environ[workers.WORKER_GPUS_ENV] = ",".join(workers.visible_gpus(gpus))  # read by each worker at import
     if device == "cuda" or workers.BOUND_GPU is not None:
         device = "cuda:0"  # every visible GPU (one per worker: its own GPU is its cuda:0)
@@ -184,7 +168,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[RUN_KEY] = state
     config.stash[LEDGER_KEY] = verdict.Ledger(accepted=accepted)
     config.pluginmanager.register(_VerdictPlugin(config), "suite-verdict")
-    if not _is_worker(config):
+    if not is_worker(config):
         junit.register(config)  # --junitxml counts as the verdict (suite/junit.py)
     config.pluginmanager.register(fleet.FleetPlugin(config, gpus, note_collected), "suite-fleet")
 
@@ -265,33 +249,15 @@ def _keep_writes_inside(cache_root: Path) -> None:
     set_hypothesis_home_dir(_ROOT / ".hypothesis")  # its examples database and caches, whatever the cwd
 
 
-def _sigterm(signum: int, frame: Any) -> None:
-    """KeyboardInterrupt, as Ctrl-C raises, once pytest handles one (from pytest_configure on); before that
-    (pytest still parsing its command line) it would be a traceback, so it is raised on entering configure."""
-    _INTERRUPTED.append("SIGTERM")
-    if _CONFIG:
-        raise KeyboardInterrupt("SIGTERM")
-
-
 def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
-    if not _INTERRUPTED:
-        _INTERRUPTED.append(str(excinfo.value) or "SIGINT (Ctrl-C)")
+    interrupts.note_keyboard_interrupt(excinfo)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     lifetime = config.stash.get(LIFETIME_KEY, None)
     if lifetime is not None:
         lifetime.close()
-    if _SIGTERM_BEFORE:
-        signal.signal(signal.SIGTERM, _SIGTERM_BEFORE.pop())
-    if _INTERRUPTED and VERDICT_KEY not in config.stash and not _is_worker(config):
-        # Stopped during start-up (imports, the config, the models' check): no test ran, so there is no
-        # verdict block; say so, and that the results file was left as it was.
-        results = config.getoption("--suite-results", None)
-        sys.stderr.write(f"suite: interrupted ({_INTERRUPTED[-1]}) during start-up, before any test: nothing was "
-                         "judged" + (f"; {results} was left as it was" if results else "") + "\n")
-    _INTERRUPTED.clear()  # (pytest.main() may run again in this process)
-    _CONFIG.clear()
+    interrupts.unconfigure(config)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -544,10 +510,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 # =========================================================================== the verdict
 
 
-def _is_worker(config: pytest.Config) -> bool:
-    return hasattr(config, "workerinput")
-
-
 #: pytest-benchmark's --benchmark-only / --benchmark-skip mark what they leave out with these skips.
 _BENCHMARK_FILTERS = ("Skipping non-benchmark (--benchmark-only active).",
                       "Skipping benchmark (--benchmark-skip active).")
@@ -586,7 +548,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Before any test: the start-up check of every model a collected test uses (suite/preflight/), so
     that a model that cannot run is one error naming it, not a failure in each of its tests."""
-    if not _is_worker(session.config):
+    if not is_worker(session.config):
         note_collected(session.config, [item.nodeid for item in session.items])
 
 
@@ -606,12 +568,7 @@ def note_collected(config: pytest.Config, ids: list[str]) -> None:
 
 
 def pytest_internalerror(excrepr: Any, excinfo: Any) -> None:
-    """An internal error ends the run: the verdict (results file, report) says which."""
-    config = _CONFIG[-1] if _CONFIG else None
-    crash = getattr(excrepr, "reprcrash", None)
-    ledger = config.stash.get(LEDGER_KEY, None) if config is not None else None
-    if ledger is not None:
-        ledger.note_error(f"internal error: {getattr(crash, 'message', None) or str(excinfo.value)[:300]}")
+    interrupts.note_internal_error(excrepr, excinfo)
 
 
 def _progress(config: pytest.Config, text: str, logged: str) -> None:
@@ -660,7 +617,7 @@ class _VerdictPlugin:
         self.known: dict[str, dict[str, int]] = {}  # known-failure entry -> {"as declared": n, "passed": n}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if _is_worker(self.config):
+        if is_worker(self.config):
             return
         ledger_of(self.config).add_report(report)
         for key in (v for k, v in report.user_properties if k == KNOWN_PROPERTY):
@@ -698,7 +655,7 @@ class _VerdictPlugin:
         before pytest-html renders. Settles the verdict, the exit code and the results file."""
         config = self.config
         plugin = config.pluginmanager.get_plugin("suite-fleet")
-        if _is_worker(config):
+        if is_worker(config):
             config.workeroutput["suite"] = plugin.worker_output()  # type: ignore[attr-defined]
             return
         if config.option.collectonly:
@@ -762,7 +719,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> Any:
         result, cut_short = None, str(exc) or "SIGINT (Ctrl-C)"
         session.exitstatus = pytest.ExitCode.INTERRUPTED
     except OSError as exc:  # pytest-html could not write its report (a full disk): one line, a failed check
-        if LEDGER_KEY not in session.config.stash or _is_worker(session.config):
+        if LEDGER_KEY not in session.config.stash or is_worker(session.config):
             raise
         result, ledger = None, ledger_of(session.config)
         _file_not_written(session.config, ledger, "the HTML report", str(getattr(session.config.option, "htmlpath",
@@ -770,7 +727,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> Any:
         session.exitstatus = ledger.exit_status(int(session.exitstatus))
     stopped_early = (session.exitstatus in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR)
                      or session.config.option.collectonly)  # --collect-only judges nothing, by request
-    if not _is_worker(session.config) and LEDGER_KEY in session.config.stash and not stopped_early:
+    if not is_worker(session.config) and LEDGER_KEY in session.config.stash and not stopped_early:
         if cut_short is not None:
             _interrupted_while_writing(session.config, cut_short)
         print_verdict(session.config)  # (a usage error's own ERROR line is the last word: nothing was judged)
