@@ -32,6 +32,7 @@ from suite import (
     interrupts,
     junit,
     options,
+    parametrize,
     run_identity,
     scheduling,
     verdict,
@@ -42,8 +43,6 @@ from suite.cmdline import check_rootdir
 from suite.config import (
     ENGINES,
     ConfigError,
-    LatencyShape,
-    ModelConfig,
     SuiteConfig,
     accuracy_failed_metric,
     check_rounds_option,
@@ -73,7 +72,6 @@ from suite.state import (
     suite_session,
 )
 from suite.summary import print_verdict
-from suite.timing import PATHS
 from suite.workers import is_worker
 
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")  # before anything imports onnxruntime (it writes at import)
@@ -289,48 +287,8 @@ def pytest_benchmark_update_json(config: pytest.Config, benchmarks: Any, output_
                             **({"self_test_knobs": knobs} if (knobs := self_test_knobs(config)) else {})}
 
 
-def _latency_shapes(config: pytest.Config, model: ModelConfig) -> tuple[LatencyShape, ...]:
-    """The model's latency shapes; --latency-batch-sizes (checked at start-up: each fits some selected model)
-    keeps those with these batch sizes, or for a batch-only model times each size within its profile."""
-    chosen = config.getoption("--latency-batch-sizes")
-    if chosen is None:
-        return model.latency_shapes
-    sizes = [int(b) for b in chosen.split(",") if b.strip()]
-    if any(s.dims for s in model.latency_shapes):
-        return tuple(s for s in model.latency_shapes if s.batch in sizes)
-    return tuple(LatencyShape(b) for b in sizes if min(model.batch_sizes) <= b <= max(model.batch_sizes))
-
-
-def latency_case_id(cell: Cell, shape: LatencyShape, path: str) -> str:
-    """Stable names for baselines: "...-bs32" (with named axes "...-bs32-seq128"), and the path off 'all'."""
-    return f"{cell.id}-{shape.id}" if path == "all" else f"{cell.id}-{shape.id}-{path}"
-
-
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    session = suite_session(metafunc.config)
-    if "accuracy_cell" in metafunc.fixturenames:
-        cells = session.cells(lambda m: m.accuracy_dataset is not None)
-        params = [pytest.param(c, id=c.id) for c in cells]
-        params += [pytest.param(None, id=m.name, marks=pytest.mark.skip(reason=verdict.skip_message(
-            "no-data", f"{m.name} declares no accuracy_dataset"))) for m in session.config.models.values()
-            if m.accuracy_dataset is None]
-        metafunc.parametrize("accuracy_cell", params)
-    if "cell" in metafunc.fixturenames and "distribution" in metafunc.fixturenames:
-        pairs = [(c, d) for c in session.cells() if not c.is_reference
-                 for d in session.model(c.model).generated[c.precision]]
-        metafunc.parametrize("cell,distribution", pairs, ids=[f"{c.id}-{d}" for c, d in pairs])
-    elif "cell" in metafunc.fixturenames:
-        cells = [c for c in session.cells() if not c.is_reference]
-        metafunc.parametrize("cell", cells, ids=[c.id for c in cells])
-    if "latency_case" in metafunc.fixturenames:
-        paths = options.split_list(metafunc.config.getoption("--latency-paths"))  # checked at start-up
-        if not paths:
-            paths = ["all"] if session.device == "cpu" else list(PATHS)
-        # Graph replay first: a cell's eager case is classified against its replay (suite/bound.py).
-        paths = sorted(paths, key=lambda p: ("graph", "model", "all").index(p))
-        cases = [(c, shape, p) for c in session.cells()
-                 for shape in _latency_shapes(metafunc.config, session.model(c.model)) for p in paths]
-        metafunc.parametrize("latency_case", cases, ids=[latency_case_id(*c) for c in cases])
+    parametrize.generate_tests(metafunc)
 
 
 @pytest.fixture(scope="session")
