@@ -23,7 +23,6 @@ from typing import Any
 import pytest
 
 from core.cache import ArtifactCache, CacheEvent, CacheUnusable
-from engines.base import UNAVAILABLE, CellUnavailable
 from metrics.parity import failed_metric
 from suite import (
     benchmark_files,
@@ -34,6 +33,7 @@ from suite import (
     options,
     parametrize,
     run_identity,
+    runtest,
     scheduling,
     verdict,
     workers,
@@ -53,8 +53,8 @@ from suite.device import DeviceError, check_device
 from suite.environment import fingerprint
 from suite.gate.coverage import benchmark_compared
 from suite.gate.state import gate_of, self_test_knobs, set_coverage
-from suite.gpu_memory import in_use, memory_summary, resource_error
-from suite.lifetime import EngineLifetime, cell_of, run_order
+from suite.gpu_memory import memory_summary
+from suite.lifetime import EngineLifetime, run_order
 from suite.preflight import PROGRESS_PREFIX, check_models, startup_message
 from suite.rebuild import describe as describe_rebuild
 from suite.results import merge_streamed, results_document, write_json_atomic
@@ -306,45 +306,8 @@ def engine_for(suite: SuiteSession) -> Any:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Any:
-    """A cell or latency path that cannot run here: a skip with its reason code, unless the user required it.
-
-    The fp32 reference must always run (every other cell is judged against it), and an engine the
-    config requires ([run] requires) or the command line names (--engines) must run where the check
-    needs something missing: those fail, naming the requirement."""
-    try:
-        return (yield)
-    except CellUnavailable as exc:
-        _not_a_resource_error(pyfuncitem, exc)
-        state = pyfuncitem.config.stash[RUN_KEY]
-        cell = getattr(exc, "cell", None)
-        if cell is not None and cell.is_reference:
-            pytest.fail(f"the fp32 reference {cell.id} cannot run, so nothing can be judged against it: {exc}",
-                        pytrace=False)
-        if cell is not None and exc.code == UNAVAILABLE and cell.engine in state.required_engines:
-            pytest.fail(f"{cell.id}: engine {cell.engine} is required ({state.required_by[cell.engine]}) and cannot "
-                        f"run here: {exc}", pytrace=False)
-        verdict.skip(exc.code, str(exc))
-    except Exception as exc:
-        _not_a_resource_error(pyfuncitem, exc)
-        raise
-
-
-def _not_a_resource_error(item: pytest.Item, exc: BaseException) -> None:
-    """An out-of-memory error, an arena's failed allocation or a CUDA error fails its check, whatever raised it
-    (an engine's build, a capture, a run), naming the cell, the GPU memory in use and the engines alive."""
-    cell = cell_of(item)
-    if cell is None or isinstance(exc, AssertionError):  # a test of no engine; a judgement (its text may quote one)
-        return
-    found = resource_error(exc)
-    if found is None:
-        return
-    lifetime = item.config.stash[LIFETIME_KEY]
-    pytest.fail(f"resource error in {cell.id}: {found}\n  GPU memory in use: "
-                f"{in_use(lifetime.session.device, lifetime.meter)}\n  engines alive in this process: "
-                f"{', '.join(lifetime.session.alive()) or 'none'}", pytrace=False)
-
-
-# =========================================================================== engine lifetime
+    """A cell that cannot run: a not-judged skip, or a failure where required; a resource error fails its check."""
+    return (yield from runtest.pyfunc_call(pyfuncitem))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -355,22 +318,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
-    """After the test's fixtures are gone: release the engines the next test does not need (suite/lifetime.py),
-    and compare each finished cell's peak GPU memory with the accuracy baseline's (the drift gate)."""
+    """After the test's fixtures are gone: engines released, peak GPU memory gated (suite/runtest.py)."""
     result = yield
-    lifetime = item.config.stash.get(LIFETIME_KEY, None)
-    if lifetime is None:
-        return result
-    gate = gate_of(item.config)
-    failures = []
-    for record in lifetime.after(item, nextitem):
-        component, message = gate.check_memory(record) if gate is not None else (None, None)
-        if component is not None:
-            verdict.report_component(item, component)
-        if message:
-            failures.append(message)
-    if failures:
-        pytest.fail("\n".join(failures), pytrace=False)
+    runtest.after_teardown(item, nextitem)
     return result
 
 
