@@ -35,6 +35,7 @@ from suite import (
     run_identity,
     runtest,
     scheduling,
+    startup_check,
     verdict,
     workers,
 )
@@ -51,10 +52,10 @@ from suite.config import (
 from suite.device import DeviceError, check_device
 from suite.environment import fingerprint
 from suite.gate.coverage import benchmark_compared
-from suite.gate.state import gate_of, self_test_knobs, set_coverage
+from suite.gate.state import gate_of, self_test_knobs
 from suite.gpu_memory import memory_summary
-from suite.lifetime import EngineLifetime, run_order
-from suite.preflight import PROGRESS_PREFIX, check_models, startup_message
+from suite.lifetime import EngineLifetime
+from suite.preflight import PROGRESS_PREFIX
 from suite.rebuild import describe as describe_rebuild
 from suite.results import merge_streamed, results_document, write_json_atomic
 from suite.session import REFERENCE_ENGINE, SuiteSession
@@ -167,7 +168,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(_VerdictPlugin(config), "suite-verdict")
     if not is_worker(config):
         junit.register(config)  # --junitxml counts as the verdict (suite/junit.py)
-    config.pluginmanager.register(fleet.FleetPlugin(config, gpus, note_collected), "suite-fleet")
+    config.pluginmanager.register(fleet.FleetPlugin(config, gpus, startup_check.note_collected), "suite-fleet")
 
     for noisy in ("onnxscript", "onnx_ir", "torch.onnx", "torch._dynamo", "torch.export"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -184,7 +185,7 @@ def pytest_configure(config: pytest.Config) -> None:
             text = f"waiting: {event.detail or event.label}"
         else:
             return
-        _progress(config, text, logged=f"{PROGRESS_PREFIX} {text}")
+        startup_check.progress(config, text, logged=f"{PROGRESS_PREFIX} {text}")
 
     cache = ArtifactCache(config.getoption("--engine-cache"), on_event=on_event)
     try:
@@ -340,103 +341,21 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 # =========================================================================== the verdict
 
 
-#: pytest-benchmark's --benchmark-only / --benchmark-skip mark what they leave out with these skips.
-_BENCHMARK_FILTERS = ("Skipping non-benchmark (--benchmark-only active).",
-                      "Skipping benchmark (--benchmark-skip active).")
-
-
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """What the user left out by request is deselected, not skipped (a skip is a check not judged): the rebuild
-    check unless asked for (--rebuild-check N >= 2), and what --benchmark-only or --benchmark-skip leave out
-    (after pytest-benchmark has marked it: trylast), as -m and -k would. The rest runs a model, and within it
-    a cell, at a time (suite/lifetime.py)."""
-    n = config.getoption("--rebuild-check")
-    if n and n < 2:
-        raise pytest.UsageError(f"--rebuild-check {n}: at least 2 builds are needed to compare")
-
-    def left_out(item: pytest.Item) -> bool:
-        if not n and item.get_closest_marker("rebuild"):
-            return True
-        return any(m.kwargs.get("reason", m.args[0] if m.args else None) in _BENCHMARK_FILTERS
-                   for m in item.iter_markers("skip"))
-
-    kept: list[pytest.Item] = []
-    dropped: list[pytest.Item] = []
-    for item in items:
-        (dropped if left_out(item) else kept).append(item)
-    if dropped:
-        config.hook.pytest_deselected(items=dropped)
-        items[:] = kept
-    collection.leave_out_what_cannot_run_here(config, items)
-    run_order(items, suite_session(config), options.overhead_model(config))  # engines live only as long as their tests
-
-
-#: Why the harness-overhead check cannot run off CUDA (also its skip where --overhead-model asks for it anyway).
+    """What the user left out by request is deselected; the rest runs a model at a time (suite/collection.py)."""
+    collection.select_and_order(config, items)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Before any test: the start-up check of every model a collected test uses (suite/preflight/), so
     that a model that cannot run is one error naming it, not a failure in each of its tests."""
     if not is_worker(session.config):
-        note_collected(session.config, [item.nodeid for item in session.items])
-
-
-def note_collected(config: pytest.Config, ids: list[str]) -> None:
-    """What the run will test, known once (this process's collection, or the first xdist worker's): the
-    start-up check of the models it uses, and the gates' coverage of it."""
-    state = config.stash[RUN_KEY]
-    if state.collected:
-        return
-    state.collected = ids
-    try:
-        _preflight(config, ids)
-        set_coverage(config, ids)
-    except pytest.UsageError as exc:  # the error ends the run before any test: the verdict carries its text
-        ledger_of(config).note_error(str(exc))
-        raise
+        startup_check.note_collected(session.config, [item.nodeid for item in session.items])
 
 
 def pytest_internalerror(excrepr: Any, excinfo: Any) -> None:
     interrupts.note_internal_error(excrepr, excinfo)
-
-
-def _progress(config: pytest.Config, text: str, logged: str) -> None:
-    """A progress line (the cache's builds, the models' start-up check): ``PROGRESS_PREFIX text`` on the terminal,
-    live whatever pytest's capture mode (not under -qq), and ``logged`` in the log."""
-    log.info(logged)
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None and config.getoption("verbose") >= 0:
-        reporter.write_line(f"{PROGRESS_PREFIX} {text}")
-
-
-def _preflight(config: pytest.Config, nodeids: list[str]) -> None:
-    """The start-up check of every model the collected tests use, each failure one line of one usage error
-    (note_collected keeps its text for the verdict: the usage error ends the run first)."""
-    state, suite = config.stash[RUN_KEY], suite_session(config)
-    if getattr(getattr(config, "option", None), "collectonly", False):  # --collect-only builds and runs no model
-        return
-    overhead = config.getoption("--overhead-model") or next(iter(state.config.models), None)
-    used = collection.models_of(nodeids, state.config.models, overhead_model=overhead)
-    if not used:
-        return
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-
-    def progress(text: str) -> None:
-        _progress(config, text, logged=text)
-
-    def warn(text: str) -> None:
-        log.warning(text)
-        if reporter is not None:
-            reporter.write_line(f"{PROGRESS_PREFIX} warning: {text}", yellow=True)
-
-    try:
-        check_models(state.config.select(used, None, None), suite.cache, suite.device, build_for=suite.build,
-                     dataset_for=suite.dataset, progress=progress, warn=warn)
-    except ConfigError as exc:
-        raise pytest.UsageError(startup_message(exc, state.config.path.name)) from exc
-    except CacheUnusable as exc:  # the disk filled up under the start-up check's cache entries
-        raise pytest.UsageError(f"--engine-cache: {exc}") from exc
 
 
 class _VerdictPlugin:

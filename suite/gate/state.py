@@ -224,7 +224,7 @@ def self_test_knobs(config: pytest.Config) -> dict[str, float]:
 
 
 def set_coverage(config: pytest.Config, nodeids: list[str]) -> None:
-    """Called once the run's test ids are known (suite/plugin.py note_collected)."""
+    """Called once the run's test ids are known (suite/startup_check.py note_collected)."""
     benchmark_compare_coverage(config, nodeids)
     gate = gate_of(config)
     if gate is None or (gate.latency_baseline is None and gate.results_baseline is None):
