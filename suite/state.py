@@ -32,7 +32,7 @@ class RunState:
         self.required_by = required_by
         self.collected: list[str] = []
         self.started = time.time()
-        self.unwritten: list[str] = []  # files the run could not write (suite/plugin.py _file_not_written)
+        self.unwritten: list[str] = []  # files the run could not write (suite/verdict_wiring.py _file_not_written)
         #: engines the config requires that this run leaves out, and why (an explicit --engines, or --models)
         self.left_out: dict[str, str] = {}
 
@@ -51,7 +51,7 @@ NOT_COLLECTED_KEY: pytest.StashKey[dict[str, tuple[list[str], int]]] = pytest.St
 #: The settled verdict, ``suite.verdict.Ledger.as_dict()``: set once the run is judged (read by report/plugin.py;
 #: absent where the run stopped before, e.g. during start-up).
 VERDICT_KEY: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
-#: How the run was made (suite/plugin.py run_info), set with the verdict (read by report/plugin.py).
+#: How the run was made (suite/run_identity.py run_info), set with the verdict (read by report/plugin.py).
 RUN_INFO_KEY: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
 #: What differs between the baselines' environments and this run's (suite/baseline_environment.py difference_block;
 #: None: no baseline), set with the verdict (printed by suite/summary.py, read by report/plugin.py).

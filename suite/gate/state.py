@@ -52,7 +52,7 @@ class Gate(LatencyChecks, DriftChecks, CoverageChecks):
     environment: dict[str, Any]
     busy_retries: int = 2
     latency_baseline: LatencyBaseline | None = None
-    #: pytest-benchmark's --benchmark-compare-fail judges the latency cases instead (suite/plugin.py
+    #: pytest-benchmark's --benchmark-compare-fail judges the latency cases instead (suite/verdict_wiring.py
     #: _take_benchmark_regressions, which also makes a case its compared run lacks not judged, no-baseline)
     benchmark_compares: bool = False
     results_baseline: ResultsBaseline | None = None
