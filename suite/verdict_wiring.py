@@ -216,8 +216,8 @@ def _required_engines_judged(state: RunState, ledger: verdict.Ledger) -> None:
     """A required engine none of whose collected checks could run (e.g. ``--engines tensorrt`` on a CPU,
     where every cell is 'unsupported') fails the run: it was asked for by name and ran nowhere. So does one none
     of whose checks was collected at all (-k, -m), in a run that collected checks of engines: a run narrows its
-    required engines only with --engines or --models (required_engines). The config's engines this run left
-    out are recorded with the verdict."""
+    required engines only with --engines or --models (suite/configure.py required_engines). The config's engines
+    this run left out are recorded with the verdict."""
     ledger.left_out = dict(state.left_out)
     by_engine: dict[str, list[str]] = {}
     for nodeid in state.collected:
