@@ -1,11 +1,18 @@
-"""The suite's pytest plugin: its hooks, which delegate. Options are suite/options.py, what is collected
-suite/collection.py, how a run is identified suite/run_identity.py; here stay configure, parametrization over cells,
-the session fixtures, engine lifetime and known failures around each test, and the verdict's wiring.
+"""The suite's pytest plugin: its hooks, each of which delegates to the module whose concern it is.
+
+- options.py: the options and their start-up checks; configure.py: the run's start (config, device, workers,
+  cache, the run's state and plugin objects); interrupts.py: a SIGTERM or a stop during start-up, internal errors.
+- parametrize.py: each test's cases from the session's cells; collection.py: what is deselected or cannot run here,
+  and the run order; startup_check.py: the start-up check of the collected models.
+- runtest.py: a cell that cannot run, resource errors, engines released after each test; known_failures_runtime.py:
+  a known failure passes only when it fails the declared way.
+- verdict_wiring.py: reports into the ledger, the verdict settled, the files written, the verdict block last;
+  terminal.py: the header and the summary's lines; run_identity.py: what a saved run says of the suite.
 
 Registered through the ``pytest11`` entry point (pyproject.toml) where the project is installed, so
 its options parse in both spellings (``--engine-cache /tmp/x`` and ``--engine-cache=/tmp/x``) from any
 directory; the root ``conftest.py`` registers it where it is not. Tests stay thin: they ask for a
-``cell`` (or ``latency_case``) and the ``suite`` session, and assert with metrics' verdicts.
+``cell`` (or ``latency_case``) and the ``suite`` session (the two fixtures below), and assert with metrics' verdicts.
 
 Every outcome reports into ``suite.verdict.Ledger`` (one per run, in the controlling process):
 skips carry their reason code, a cell that cannot run where it is required fails, a known failure
@@ -14,7 +21,6 @@ passes only when it fails the declared way, and the run's exit code and last blo
 
 from __future__ import annotations
 
-import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -31,27 +37,17 @@ from suite import (
     run_identity,
     runtest,
     startup_check,
+    terminal,
     verdict_wiring,
     workers,
 )
 from suite.cmdline import check_rootdir
 from suite.device import check_device
 from suite.environment import fingerprint
-from suite.gate.state import self_test_knobs
-from suite.gpu_memory import memory_summary
-from suite.rebuild import describe as describe_rebuild
 from suite.session import SuiteSession
-from suite.state import (
-    LEDGER_KEY,
-    LIFETIME_KEY,
-    RUN_KEY,
-    SESSION_KEY,
-    suite_session,
-)
-from suite.workers import is_worker
+from suite.state import LIFETIME_KEY, suite_session
 
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")  # before anything imports onnxruntime (it writes at import)
-log = logging.getLogger("suite")
 
 _ROOT = Path(__file__).resolve().parent.parent
 
@@ -94,18 +90,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    state, ledger = config.stash.get(RUN_KEY, None), config.stash.get(LEDGER_KEY, None)
-    if state is None or ledger is None:
-        return []
-    required = ", ".join(f"{e} ({why})" for e, why in sorted(state.required_by.items())) or "nothing"
-    if state.left_out:
-        required += "; not judged in this run, although the config requires them: " + ", ".join(
-            f"{e} ({how})" for e, how in sorted(state.left_out.items()))
-    accepted = ", ".join(ledger.accepted) or "no reason"
-    return [f"suite: config {state.config.path}, device {config.getoption('--device')}; required engines: {required}",
-            f"suite: a check may end not judged, and the run still pass, for: {accepted}"
-            + ("" if config.getoption("--accept-not-judged") is not None else f" ([run] accept_not_judged in "
-               f"{state.config.path.name}; --accept-not-judged overrides)")]
+    return terminal.header_lines(config)
 
 
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
@@ -115,11 +100,7 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
 
 def pytest_benchmark_update_json(config: pytest.Config, benchmarks: Any, output_json: dict[str, Any]) -> None:
     """A saved pytest-benchmark run says whether the run ended; the gate refuses an incomplete baseline."""
-    ledger = config.stash.get(LEDGER_KEY, None)
-    interrupted = ledger.interrupted if ledger is not None else None
-    output_json["suite"] = {"complete": interrupted is None, "incomplete_reason": interrupted,
-                            **run_identity.run_identity(config),
-                            **({"self_test_knobs": knobs} if (knobs := self_test_knobs(config)) else {})}
+    output_json["suite"] = run_identity.saved_benchmark_run(config)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -173,9 +154,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
-# =========================================================================== the verdict
-
-
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """What the user left out by request is deselected; the rest runs a model at a time (suite/collection.py)."""
@@ -185,7 +163,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Before any test: the start-up check of every model a collected test uses (suite/preflight/), so
     that a model that cannot run is one error naming it, not a failure in each of its tests."""
-    if not is_worker(session.config):
+    if not workers.is_worker(session.config):
         startup_check.note_collected(session.config, [item.nodeid for item in session.items])
 
 
@@ -201,49 +179,4 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> Any:
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    session = config.stash.get(SESSION_KEY, None)
-    if session is None:
-        return
-    tr = terminalreporter
-    stats = session.cache.stats
-    corrupt = stats.corrupt_rebuilds
-    if corrupt:
-        tr.section("engine cache: corrupt entries rebuilt", sep="-", yellow=True)
-        for event in corrupt:
-            tr.write_line(f"{event.label}: {event.detail}")
-    facts = session.engine_facts()
-    if facts:
-        tr.section("engines", sep="-")
-        tr.write_line(f"{'cell':<44}{'size MB':>10}{'layers':>9}{'params':>12}")
-        for cell_id, f in facts.items():
-            size = f"{f['size_mb']:.2f}" if f.get("size_mb") is not None else "-"
-            tr.write_line(f"{cell_id:<44}{size:>10}{f.get('layers') or '-':>9}{f.get('parameters') or '-':>12}")
-    rebuilds = [r for r in session.records if r.get("kind") == "rebuild"]
-    if rebuilds:
-        tr.section("rebuild check (--rebuild-check)", sep="-")
-        for r in rebuilds:
-            same = r["identical_outputs"] and r["identical_artifacts"] in (True, None)
-            tr.write_line(describe_rebuild(r["cell"], r), yellow=not same)
-    phases = config.pluginmanager.get_plugin("suite-fleet").phases()  # type: ignore[union-attr]
-    if phases:
-        workers = config.pluginmanager.get_plugin("suite-fleet").worker_seconds()  # type: ignore[union-attr]
-        tr.write_line("time per phase: " + ", ".join(f"{k} {v:.1f} s" for k, v in phases.items())
-                      + (f" (summed over {len(workers)} workers: " + ", ".join(f"{w} {t:.1f} s" for w, t in
-                                                                              workers.items()) + ")"
-                         if workers else ""))
-    worker_time = config.pluginmanager.get_plugin("suite-fleet").timeline.summary()  # type: ignore[union-attr]
-    if worker_time:
-        tr.write_line(worker_time)
-    cpus = config.pluginmanager.get_plugin("suite-fleet").worker_cpus  # type: ignore[union-attr]
-    if cpus:
-        tr.write_line("worker CPU shares: " + "; ".join(f"{w} {c['cpus']}, {c['threads'] or 'default'} threads"
-                                                        for w, c in sorted(cpus.items())))
-    memory = memory_summary(session.records)
-    if memory:
-        tr.write_line(memory)
-    for line in collection.not_collected_lines(config):
-        tr.write_line(line)
-    path = config.getoption("--suite-results")
-    if path:
-        tr.write_line(f"suite results written to {path}")
-    tr.write_line(stats.summary_line())
+    terminal.summary(terminalreporter, config)

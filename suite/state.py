@@ -2,8 +2,8 @@
 
 One module for it, below the plugins (suite/plugin.py, suite/fleet.py, suite/gate/, suite/summary.py)
 and report/plugin.py, so that each reads the run from here and none imports another's hooks to find it.
-suite/plugin.py sets these in pytest_configure and at the end of the run (pytest_sessionfinish); the gate's own
-state is its Gate, under suite.gate.state's GATE_KEY.
+suite/configure.py sets these in pytest_configure and suite/verdict_wiring.py at the end of the run
+(pytest_sessionfinish); the gate's own state is its Gate, under suite.gate.state's GATE_KEY.
 
 Only the keys, their accessors and RunState: the types the keys hold are imported for the type checker only, so
 that importing this module imports nothing of the suite's at run time.
