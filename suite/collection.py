@@ -1,5 +1,6 @@
-"""What a run collects: the cells that cannot run here by design are left out with one line per reason (a CPU run's
-verdict is then mostly judgements), and which configured models the collected tests exercise."""
+"""What a run collects: what the user left out by request is deselected, the cells that cannot run here by design are
+left out with one line per reason (a CPU run's verdict is then mostly judgements), the rest is put in run order; and
+which configured models the collected tests exercise."""
 
 from __future__ import annotations
 
@@ -10,14 +11,19 @@ import pytest
 
 from engines import get_backend
 from suite import options
-from suite.lifetime import HARNESS_TEST, cell_of, model_of_nodeid
+from suite.lifetime import HARNESS_TEST, cell_of, model_of_nodeid, run_order
 from suite.session import Cell
 from suite.state import NOT_COLLECTED_KEY, RUN_KEY, suite_session
 
 _ROOT = Path(__file__).resolve().parent.parent
 
 
+#: Why the harness-overhead check cannot run off CUDA (also its skip where --overhead-model asks for it anyway).
 HARNESS_ON_CPU = "the harness-overhead check compares CUDA-event loops; run with --device cuda:N"
+
+#: pytest-benchmark's --benchmark-only / --benchmark-skip mark what they leave out with these skips.
+_BENCHMARK_FILTERS = ("Skipping non-benchmark (--benchmark-only active).",
+                      "Skipping benchmark (--benchmark-skip active).")
 
 
 def cannot_run_here(config: pytest.Config) -> dict[Cell, str]:
@@ -44,6 +50,32 @@ def cannot_run_here(config: pytest.Config) -> dict[Cell, str]:
         if all(c in out for c in cells if c.engine == engine):
             out = {c: r for c, r in out.items() if c.engine != engine}
     return out
+
+
+def select_and_order(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """What the user left out by request is deselected, not skipped (a skip is a check not judged): the rebuild
+    check unless asked for (--rebuild-check N >= 2), and what --benchmark-only or --benchmark-skip leave out
+    (after pytest-benchmark has marked it: the hook is trylast), as -m and -k would. The rest runs a model, and
+    within it a cell, at a time (suite/lifetime.py)."""
+    n = config.getoption("--rebuild-check")
+    if n and n < 2:
+        raise pytest.UsageError(f"--rebuild-check {n}: at least 2 builds are needed to compare")
+
+    def left_out(item: pytest.Item) -> bool:
+        if not n and item.get_closest_marker("rebuild"):
+            return True
+        return any(m.kwargs.get("reason", m.args[0] if m.args else None) in _BENCHMARK_FILTERS
+                   for m in item.iter_markers("skip"))
+
+    kept: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        (dropped if left_out(item) else kept).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+    leave_out_what_cannot_run_here(config, items)
+    run_order(items, suite_session(config), options.overhead_model(config))  # engines live only as long as their tests
 
 
 def leave_out_what_cannot_run_here(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -31,7 +31,8 @@ from suite.workers import BOUND_CPUS, BOUND_GPU, describe_cpus
 
 class FleetPlugin:
     """xdist hooks (optional: harmless without xdist) and the per-process phase clock; one per run.
-    ``note_collected(config, ids)`` is told the run's test ids once a worker has collected them (suite/plugin.py)."""
+    ``note_collected(config, ids)`` is told the run's test ids once a worker has collected them
+    (suite/startup_check.py)."""
 
     def __init__(self, config: pytest.Config, gpus: int,
                  note_collected: Callable[[pytest.Config, list[str]], None]) -> None:

@@ -1,11 +1,18 @@
-"""The suite's pytest plugin: its hooks, which delegate. Options are suite/options.py, what is collected
-suite/collection.py, how a run is identified suite/run_identity.py; here stay configure, parametrization over cells,
-the session fixtures, engine lifetime and known failures around each test, and the verdict's wiring.
+"""The suite's pytest plugin: its hooks, each of which delegates to the module whose concern it is.
+
+- options.py: the options and their start-up checks; configure.py: the run's start (config, device, workers,
+  cache, the run's state and plugin objects); interrupts.py: a SIGTERM or a stop during start-up, internal errors.
+- parametrize.py: each test's cases from the session's cells; collection.py: what is deselected or cannot run here,
+  and the run order; startup_check.py: the start-up check of the collected models.
+- runtest.py: a cell that cannot run, resource errors, engines released after each test; known_failures_runtime.py:
+  a known failure passes only when it fails the declared way.
+- verdict_wiring.py: reports into the ledger, the verdict settled, the files written, the verdict block last;
+  terminal.py: the header and the summary's lines; run_identity.py: what a saved run says of the suite.
 
 Registered through the ``pytest11`` entry point (pyproject.toml) where the project is installed, so
 its options parse in both spellings (``--engine-cache /tmp/x`` and ``--engine-cache=/tmp/x``) from any
 directory; the root ``conftest.py`` registers it where it is not. Tests stay thin: they ask for a
-``cell`` (or ``latency_case``) and the ``suite`` session, and assert with metrics' verdicts.
+``cell`` (or ``latency_case``) and the ``suite`` session (the two fixtures below), and assert with metrics' verdicts.
 
 Every outcome reports into ``suite.verdict.Ledger`` (one per run, in the controlling process):
 skips carry their reason code, a cell that cannot run where it is required fails, a known failure
@@ -14,79 +21,35 @@ passes only when it fails the declared way, and the run's exit code and last blo
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import os
-import signal
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from core.cache import ArtifactCache, CacheUnusable
-from core.cache_stats import CacheEvent
-from engines.base import UNAVAILABLE, CellUnavailable
-from metrics.parity_report import failed_metric
 from suite import (
-    benchmark_files,
     collection,
-    fleet,
-    junit,
+    configure,
+    interrupts,
+    known_failures_runtime,
     options,
+    parametrize,
     run_identity,
-    scheduling,
-    sigterm,
-    verdict,
+    runtest,
+    startup_check,
+    terminal,
+    verdict_wiring,
     workers,
 )
-from suite.baseline_environment import current_fingerprint, difference_block
 from suite.cmdline import check_rootdir
-from suite.config import (
-    ENGINES,
-    ConfigError,
-    LatencyShape,
-    ModelConfig,
-    SuiteConfig,
-    accuracy_failed_metric,
-    check_rounds_option,
-    load_config,
-    parse_batch_sizes_option,
-)
-from suite.device import DeviceError, check_device
+from suite.device import check_device
 from suite.environment import fingerprint
-from suite.gate.coverage import benchmark_compared
-from suite.gate.state import gate_of, self_test_knobs, set_coverage
-from suite.gpu_memory import in_use, memory_summary, resource_error
-from suite.lifetime import EngineLifetime, cell_of, run_order
-from suite.preflight import PROGRESS_PREFIX, check_models, startup_message
-from suite.rebuild import describe as describe_rebuild
-from suite.results import merge_streamed, results_document, write_json_atomic
-from suite.session import REFERENCE_ENGINE, Cell, SuiteSession
-from suite.state import (
-    DIFFERENCE_KEY,
-    LEDGER_KEY,
-    LIFETIME_KEY,
-    RUN_INFO_KEY,
-    RUN_KEY,
-    SESSION_KEY,
-    VERDICT_KEY,
-    RunState,
-    ledger_of,
-    suite_session,
-)
-from suite.summary import print_verdict
-from suite.timing import PATHS
+from suite.session import SuiteSession
+from suite.state import LIFETIME_KEY, suite_session
 
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")  # before anything imports onnxruntime (it writes at import)
-log = logging.getLogger("suite")
 
 _ROOT = Path(__file__).resolve().parent.parent
-_SIGTERM_BEFORE: list[Any] = []  # the SIGTERM handler this run replaced, restored when it ends
-_INTERRUPTED: list[str] = []  # why the run was interrupted (SIGINT, SIGTERM), in any phase
-# This run's config, for hooks pytest calls without it (pytest_internalerror); non-empty once pytest_configure
-# began, when pytest handles a KeyboardInterrupt (_sigterm).
-_CONFIG: list[pytest.Config] = []
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -99,15 +62,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
     written in the space form starts again with the ``=`` form (suite/cmdline.py says why). The outermost
     wrapper, so that this happens before pytest's capture takes over the terminal's file descriptors."""
     check_rootdir(early_config, parser, _ROOT)
-    # A CI timeout sends SIGTERM: end like Ctrl-C does, with the summary, the verdict and marked results (or,
-    # this early, the old results file untouched). Installed before the checks of start-up; one that came while
-    # pytest imported the plugins was held (suite/sigterm.py) and interrupts the run now.
-    current = signal.getsignal(signal.SIGTERM)
-    if current in (signal.SIG_DFL, None, sigterm.hold) and not _SIGTERM_BEFORE:
-        signal.signal(signal.SIGTERM, _sigterm)
-        _SIGTERM_BEFORE.append(signal.SIG_DFL if current is sigterm.hold else current)
-        _INTERRUPTED.extend(sigterm.RECEIVED)
-        sigterm.RECEIVED.clear()
+    interrupts.install_sigterm_handler()  # a CI timeout's SIGTERM ends the run as Ctrl-C does (suite/interrupts.py)
     return (yield)
 
 
@@ -119,195 +74,23 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    _CONFIG.append(config)
-    if _INTERRUPTED:
-        raise KeyboardInterrupt(_INTERRUPTED[-1])  # a SIGTERM that came while pytest parsed its command line
-    for name, text in (
-        ("accuracy", "top-1/top-5 on labelled data against thresholds and the PyTorch reference"),
-        ("parity", "output agreement with the PyTorch reference on the same inputs"),
-        ("latency", "pytest-benchmark latency/throughput cases (gate with --latency-baseline)"),
-        ("rebuild", "--rebuild-check N: each engine built N times from scratch; collected only with the option"),
-    ):
-        config.addinivalue_line("markers", f"{name}: {text}")
-    if config.option.verbose < 2:
-        # On CI (the CI variable set), pytest's short summary repeats each failure's whole message; a parity
-        # failure's message, with its localization and bisect tables, is 30 lines the long report just gave.
-        # One line per failure there, as pytest prints off CI; -vv still prints it whole.
-        config.option.force_short_summary = True
-    engines_option = options.split_list(config.getoption("--engines"))
-    try:
-        loaded = load_config(config.getoption("--suite-config"))
-    except ConfigError as exc:
-        raise pytest.UsageError(f"suite config: {exc}") from exc
-    try:  # --models/--engines/--precisions: the option's error, not the config's
-        suite_config = loaded.select(options.split_list(config.getoption("--models")), engines_option,
-                                     options.split_list(config.getoption("--precisions")))
-    except ConfigError as exc:
-        raise pytest.UsageError(str(exc)) from exc
-    try:
-        if config.getoption("--latency-batch-sizes") is not None:
-            parse_batch_sizes_option(config.getoption("--latency-batch-sizes"), suite_config.models)
-        if config.getoption("--latency-rounds") is not None:
-            check_rounds_option(config.getoption("--latency-rounds"))
-    except ConfigError as exc:
-        raise pytest.UsageError(str(exc)) from exc
-    options.check_options(config, suite_config)
-    device = config.getoption("--device")
-    requires = suite_config.requires
-    try:
-        gpus = check_device(device)
-    except DeviceError as exc:
-        raise pytest.UsageError(str(exc)) from exc
-    numprocesses = config.getoption("numprocesses", None)
-    why = workers.check_workers(device, numprocesses, gpus)
-    if why:
-        raise pytest.UsageError(why)
-    if numprocesses and (config.getoption("benchmark_compare", None) or config.getoption("benchmark_compare_fail",
-                                                                                           None)):
-        raise pytest.UsageError("--benchmark-compare/--benchmark-compare-fail compare in one process; under xdist "
-                                "use the suite's gate, --latency-baseline (docs/gating.md)")
-    if device == "cuda" and not _is_worker(config):
-        os.environ[workers.WORKER_GPUS_ENV] = ",".join(workers.visible_gpus(gpus))  # read by each worker at import
-    if device == "cuda" or workers.BOUND_GPU is not None:
-        device = "cuda:0"  # every visible GPU (one per worker: its own GPU is its cuda:0)
-    if "cuda" in requires and not device.startswith("cuda"):
-        raise pytest.UsageError(f"{suite_config.path.name} requires a CUDA device ([run] requires); run with "
-                                "--device cuda:0")
-    accept = config.getoption("--accept-not-judged")
-    try:
-        accepted = (verdict.check_reasons(accept.split(","), "--accept-not-judged") if accept is not None
-                    else suite_config.accept_not_judged)
-    except verdict.NotJudgedReasonError as exc:
-        raise pytest.UsageError(str(exc)) from exc
-    required_by, left_out = required_engines(loaded, suite_config, engines_option)
-    state = RunState(suite_config, set(required_by), required_by)
-    state.left_out = left_out
-    config.stash[RUN_KEY] = state
-    config.stash[LEDGER_KEY] = verdict.Ledger(accepted=accepted)
-    config.pluginmanager.register(_VerdictPlugin(config), "suite-verdict")
-    if not _is_worker(config):
-        junit.register(config)  # --junitxml counts as the verdict (suite/junit.py)
-    config.pluginmanager.register(fleet.FleetPlugin(config, gpus, note_collected), "suite-fleet")
-
-    for noisy in ("onnxscript", "onnx_ir", "torch.onnx", "torch._dynamo", "torch.export"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-
-    def on_event(event: CacheEvent) -> None:
-        """Progress on long builds, live, whatever pytest's capture mode."""
-        if event.action == "start":
-            text = f"building {event.label} ..."
-            if event.detail:
-                text = f"corrupt entry ({event.detail}); rebuilding {event.label} ..."
-        elif event.action in ("build", "rebuild-corrupt"):
-            text = f"built {event.label} in {event.seconds:.1f} s"
-        elif event.action == "wait":
-            text = f"waiting: {event.detail or event.label}"
-        else:
-            return
-        _progress(config, text, logged=f"{PROGRESS_PREFIX} {text}")
-
-    cache = ArtifactCache(config.getoption("--engine-cache"), on_event=on_event)
-    try:
-        cache.ensure_usable()
-    except CacheUnusable as exc:
-        raise pytest.UsageError(f"--engine-cache: {exc}") from exc
-    _keep_writes_inside(cache.root)
-    if config.getoption("benchmark_storage", None) == "file://./.benchmarks":  # pytest-benchmark's cwd default
-        config.option.benchmark_storage = f"file://{_ROOT / '.benchmarks'}"  # the project's, whatever the cwd
-    session = SuiteSession(suite_config, cache, device)
-    results = config.getoption("--suite-results")
-    if results:
-        session.stream_records_to(Path(f"{results}.partial.jsonl"))
-    config.stash[SESSION_KEY] = session
-    config.stash[LIFETIME_KEY] = EngineLifetime(session, list(suite_config.models), options.overhead_model(config))
-    workers.take_thread_share(session)
-
-
-def required_engines(loaded: SuiteConfig, selected: SuiteConfig,
-                     engines_option: list[str] | None) -> tuple[dict[str, str], dict[str, str]]:
-    """The engines this run must judge, each with why ({engine: why}), and the config's required engines it
-    leaves out, each with how ({engine: how}), said in the header and the results' verdict.
-
-    An engine named with --engines is required, and must be listed by some selected model: one that no selected
-    model lists would never be judged (a usage error). A config-required engine ([run] requires) is required
-    unless the run narrows it away in the open: an explicit --engines that does not name it, or --models that
-    selects no model listing it. Nothing else narrows it: a -k or -m that collects none of its checks fails the
-    run (_required_engines_judged)."""
-    listed = {e for m in selected.models.values() for e in m.engines}
-    for engine in engines_option or ():
-        if engine not in listed:
-            engines = "; ".join(f"{n}: {', '.join(loaded.models[n].engines)}" for n in selected.models)
-            raise pytest.UsageError(f"--engines {','.join(engines_option or ())}: no selected model lists {engine}, "
-                                    f"so it would never be judged (the models' engines: {engines})")
-    required_by: dict[str, str] = {}
-    left_out: dict[str, str] = {}
-    for engine in (e for e in selected.requires if e != "cuda"):
-        if engines_option and engine not in engines_option:
-            left_out[engine] = f"left out by --engines {','.join(engines_option)}"
-        elif engine not in listed:
-            left_out[engine] = f"no selected model lists it ({', '.join(selected.models)})"
-        else:
-            required_by[engine] = f"[run] requires in {selected.path.name}"
-    required_by.update({e: "--engines" for e in engines_option or ()})
-    return required_by, left_out
-
-
-def _keep_writes_inside(cache_root: Path) -> None:
-    """Nothing written outside the project, the engine cache and the benchmark storage: inductor's and
-    triton's caches and matplotlib's config go into the engine cache (before torch._dynamo's import makes
-    its directory; ONNX Runtime's telemetry is off from this module's import, above), and hypothesis's
-    database into the project."""
-    from hypothesis.configuration import set_hypothesis_home_dir
-
-    from engines.inductor.backend import inductor_cache_env
-
-    os.environ.update(inductor_cache_env(cache_root))
-    os.environ.setdefault("MPLCONFIGDIR", str(cache_root.resolve() / "matplotlib"))
-    set_hypothesis_home_dir(_ROOT / ".hypothesis")  # its examples database and caches, whatever the cwd
-
-
-def _sigterm(signum: int, frame: Any) -> None:
-    """KeyboardInterrupt, as Ctrl-C raises, once pytest handles one (from pytest_configure on); before that
-    (pytest still parsing its command line) it would be a traceback, so it is raised on entering configure."""
-    _INTERRUPTED.append("SIGTERM")
-    if _CONFIG:
-        raise KeyboardInterrupt("SIGTERM")
+    interrupts.configuring(config)
+    configure.configure(config)  # the config, the start-up checks, the run's state and plugins (suite/configure.py)
 
 
 def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
-    if not _INTERRUPTED:
-        _INTERRUPTED.append(str(excinfo.value) or "SIGINT (Ctrl-C)")
+    interrupts.note_keyboard_interrupt(excinfo)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     lifetime = config.stash.get(LIFETIME_KEY, None)
     if lifetime is not None:
         lifetime.close()
-    if _SIGTERM_BEFORE:
-        signal.signal(signal.SIGTERM, _SIGTERM_BEFORE.pop())
-    if _INTERRUPTED and VERDICT_KEY not in config.stash and not _is_worker(config):
-        # Stopped during start-up (imports, the config, the models' check): no test ran, so there is no
-        # verdict block; say so, and that the results file was left as it was.
-        results = config.getoption("--suite-results", None)
-        sys.stderr.write(f"suite: interrupted ({_INTERRUPTED[-1]}) during start-up, before any test: nothing was "
-                         "judged" + (f"; {results} was left as it was" if results else "") + "\n")
-    _INTERRUPTED.clear()  # (pytest.main() may run again in this process)
-    _CONFIG.clear()
+    interrupts.unconfigure(config)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    state, ledger = config.stash.get(RUN_KEY, None), config.stash.get(LEDGER_KEY, None)
-    if state is None or ledger is None:
-        return []
-    required = ", ".join(f"{e} ({why})" for e, why in sorted(state.required_by.items())) or "nothing"
-    if state.left_out:
-        required += "; not judged in this run, although the config requires them: " + ", ".join(
-            f"{e} ({how})" for e, how in sorted(state.left_out.items()))
-    accepted = ", ".join(ledger.accepted) or "no reason"
-    return [f"suite: config {state.config.path}, device {config.getoption('--device')}; required engines: {required}",
-            f"suite: a check may end not judged, and the run still pass, for: {accepted}"
-            + ("" if config.getoption("--accept-not-judged") is not None else f" ([run] accept_not_judged in "
-               f"{state.config.path.name}; --accept-not-judged overrides)")]
+    return terminal.header_lines(config)
 
 
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
@@ -317,55 +100,11 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
 
 def pytest_benchmark_update_json(config: pytest.Config, benchmarks: Any, output_json: dict[str, Any]) -> None:
     """A saved pytest-benchmark run says whether the run ended; the gate refuses an incomplete baseline."""
-    ledger = config.stash.get(LEDGER_KEY, None)
-    interrupted = ledger.interrupted if ledger is not None else None
-    output_json["suite"] = {"complete": interrupted is None, "incomplete_reason": interrupted,
-                            **run_identity.run_identity(config),
-                            **({"self_test_knobs": knobs} if (knobs := self_test_knobs(config)) else {})}
-
-
-def _latency_shapes(config: pytest.Config, model: ModelConfig) -> tuple[LatencyShape, ...]:
-    """The model's latency shapes; --latency-batch-sizes (checked at start-up: each fits some selected model)
-    keeps those with these batch sizes, or for a batch-only model times each size within its profile."""
-    chosen = config.getoption("--latency-batch-sizes")
-    if chosen is None:
-        return model.latency_shapes
-    sizes = [int(b) for b in chosen.split(",") if b.strip()]
-    if any(s.dims for s in model.latency_shapes):
-        return tuple(s for s in model.latency_shapes if s.batch in sizes)
-    return tuple(LatencyShape(b) for b in sizes if min(model.batch_sizes) <= b <= max(model.batch_sizes))
-
-
-def latency_case_id(cell: Cell, shape: LatencyShape, path: str) -> str:
-    """Stable names for baselines: "...-bs32" (with named axes "...-bs32-seq128"), and the path off 'all'."""
-    return f"{cell.id}-{shape.id}" if path == "all" else f"{cell.id}-{shape.id}-{path}"
+    output_json["suite"] = run_identity.saved_benchmark_run(config)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    session = suite_session(metafunc.config)
-    if "accuracy_cell" in metafunc.fixturenames:
-        cells = session.cells(lambda m: m.accuracy_dataset is not None)
-        params = [pytest.param(c, id=c.id) for c in cells]
-        params += [pytest.param(None, id=m.name, marks=pytest.mark.skip(reason=verdict.skip_message(
-            "no-data", f"{m.name} declares no accuracy_dataset"))) for m in session.config.models.values()
-            if m.accuracy_dataset is None]
-        metafunc.parametrize("accuracy_cell", params)
-    if "cell" in metafunc.fixturenames and "distribution" in metafunc.fixturenames:
-        pairs = [(c, d) for c in session.cells() if not c.is_reference
-                 for d in session.model(c.model).generated[c.precision]]
-        metafunc.parametrize("cell,distribution", pairs, ids=[f"{c.id}-{d}" for c, d in pairs])
-    elif "cell" in metafunc.fixturenames:
-        cells = [c for c in session.cells() if not c.is_reference]
-        metafunc.parametrize("cell", cells, ids=[c.id for c in cells])
-    if "latency_case" in metafunc.fixturenames:
-        paths = options.split_list(metafunc.config.getoption("--latency-paths"))  # checked at start-up
-        if not paths:
-            paths = ["all"] if session.device == "cpu" else list(PATHS)
-        # Graph replay first: a cell's eager case is classified against its replay (suite/bound.py).
-        paths = sorted(paths, key=lambda p: ("graph", "model", "all").index(p))
-        cases = [(c, shape, p) for c in session.cells()
-                 for shape in _latency_shapes(metafunc.config, session.model(c.model)) for p in paths]
-        metafunc.parametrize("latency_case", cases, ids=[latency_case_id(*c) for c in cases])
+    parametrize.generate_tests(metafunc)
 
 
 @pytest.fixture(scope="session")
@@ -383,45 +122,8 @@ def engine_for(suite: SuiteSession) -> Any:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Any:
-    """A cell or latency path that cannot run here: a skip with its reason code, unless the user required it.
-
-    The fp32 reference must always run (every other cell is judged against it), and an engine the
-    config requires ([run] requires) or the command line names (--engines) must run where the check
-    needs something missing: those fail, naming the requirement."""
-    try:
-        return (yield)
-    except CellUnavailable as exc:
-        _not_a_resource_error(pyfuncitem, exc)
-        state = pyfuncitem.config.stash[RUN_KEY]
-        cell = getattr(exc, "cell", None)
-        if cell is not None and cell.is_reference:
-            pytest.fail(f"the fp32 reference {cell.id} cannot run, so nothing can be judged against it: {exc}",
-                        pytrace=False)
-        if cell is not None and exc.code == UNAVAILABLE and cell.engine in state.required_engines:
-            pytest.fail(f"{cell.id}: engine {cell.engine} is required ({state.required_by[cell.engine]}) and cannot "
-                        f"run here: {exc}", pytrace=False)
-        verdict.skip(exc.code, str(exc))
-    except Exception as exc:
-        _not_a_resource_error(pyfuncitem, exc)
-        raise
-
-
-def _not_a_resource_error(item: pytest.Item, exc: BaseException) -> None:
-    """An out-of-memory error, an arena's failed allocation or a CUDA error fails its check, whatever raised it
-    (an engine's build, a capture, a run), naming the cell, the GPU memory in use and the engines alive."""
-    cell = cell_of(item)
-    if cell is None or isinstance(exc, AssertionError):  # a test of no engine; a judgement (its text may quote one)
-        return
-    found = resource_error(exc)
-    if found is None:
-        return
-    lifetime = item.config.stash[LIFETIME_KEY]
-    pytest.fail(f"resource error in {cell.id}: {found}\n  GPU memory in use: "
-                f"{in_use(lifetime.session.device, lifetime.meter)}\n  engines alive in this process: "
-                f"{', '.join(lifetime.session.alive()) or 'none'}", pytrace=False)
-
-
-# =========================================================================== engine lifetime
+    """A cell that cannot run: a not-judged skip, or a failure where required; a resource error fails its check."""
+    return (yield from runtest.pyfunc_call(pyfuncitem))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -432,503 +134,49 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
-    """After the test's fixtures are gone: release the engines the next test does not need (suite/lifetime.py),
-    and compare each finished cell's peak GPU memory with the accuracy baseline's (the drift gate)."""
+    """After the test's fixtures are gone: engines released, peak GPU memory gated (suite/runtest.py)."""
     result = yield
-    lifetime = item.config.stash.get(LIFETIME_KEY, None)
-    if lifetime is None:
-        return result
-    gate = gate_of(item.config)
-    failures = []
-    for record in lifetime.after(item, nextitem):
-        component, message = gate.check_memory(record) if gate is not None else (None, None)
-        if component is not None:
-            verdict.report_component(item, component)
-        if message:
-            failures.append(message)
-    if failures:
-        pytest.fail("\n".join(failures), pytrace=False)
+    runtest.after_teardown(item, nextitem)
     return result
-
-
-# =========================================================================== known failures
-
-
-KNOWN_PROPERTY = "suite_known_failure"
-#: The records a check of each kind makes before it asserts (tests/parity, tests/accuracy): the figures it judged.
-_KNOWN_RECORD_KINDS = {"parity": ("parity", "padding"), "accuracy": ("accuracy",)}
-_RECORDS_BEFORE = pytest.StashKey[int]()
-
-
-def _known_failure(item: pytest.Item) -> tuple[Any, str, str, Cell] | None:
-    """(entry, its key, the kind of check, the cell) where the config's known_failures covers this test, else
-    None."""
-    callspec = getattr(item, "callspec", None)
-    cell = callspec.params.get("cell") or callspec.params.get("accuracy_cell") if callspec else None
-    if not isinstance(cell, Cell):
-        return None
-    name = f"{cell.engine}-{cell.precision}"
-    entry = suite_session(item.config).model(cell.model).known_failures.get(name)
-    kind = "accuracy" if item.get_closest_marker("accuracy") else "parity" if item.get_closest_marker("parity") else ""
-    if entry is None or kind not in entry.checks:
-        return None
-    return entry, f"{cell.model}: {name}", kind, cell
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_call(item: pytest.Item) -> None:
-    """Where this test's records start: a known failure is judged on the figures the test recorded."""
-    if SESSION_KEY in item.config.stash:
-        item.stash[_RECORDS_BEFORE] = len(suite_session(item.config).records)
-
-
-def failed_figures(records: list[dict[str, Any]], cell: Cell, kind: str, first_output: str) -> tuple[
-        tuple[tuple[str, str | None], ...], list[str]]:
-    """What this cell's check of this kind recorded as failed: ((output, figure), ...), the figure None where a
-    failure names none; and each failing record's headline, as its assertion message states it (parity:
-    ``output 'x' (64, 5): cosine ...``; accuracy, judged on the model's first output: ``accuracy over n=64: ...``)."""
-    figures: list[tuple[str, str | None]] = []
-    headlines: list[str] = []
-    for record in records:
-        failures = record.get("failures") or []
-        if record.get("cell") != cell.id or record.get("kind") not in _KNOWN_RECORD_KINDS[kind] or not failures:
-            continue
-        if kind == "accuracy":
-            figures += [(first_output, accuracy_failed_metric(str(f))) for f in failures]
-            headlines.append(f"accuracy over n={record.get('n')}: {'; '.join(map(str, failures))}")
-        else:
-            name = str(record.get("name"))
-            figures += [(name, failed_metric(str(f))) for f in failures]
-            headlines.append(f"output {name!r} {tuple(record.get('shape') or ())}: {'; '.join(map(str, failures))}")
-    return tuple(figures), headlines
+    known_failures_runtime.note_records_start(item)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
-    """A known failure is expected only the way it is declared: a failure of a test it covers is the known one
-    when the test's assertion is about figures it recorded (an AssertionError whose message states them), every
-    failed figure is one the entry names (``metrics``) on an output it names (``outputs``), and its ``match``
-    pattern is found in the message. Any other failure of the cell fails: another output or figure, any other
-    exception (a ValueError of mismatched shapes, a failed build), a failure in setup or teardown. Strictness is
-    per entry (see _VerdictPlugin): once none of its tests fails, the run fails until the entry is removed."""
+    """A failure of a test a known failure covers passes only when it is the declared one
+    (suite/known_failures_runtime.py)."""
     report = yield
-    known = _known_failure(item)
-    if known is None or report.skipped:
-        return report
-    entry, key, kind, cell = known
-    report.user_properties.append((KNOWN_PROPERTY, key))
-    if report.failed:
-        exc = call.excinfo.value if call.excinfo is not None else None
-        message = call.excinfo.exconly() if call.excinfo is not None else report.longreprtext
-        session = suite_session(item.config)
-        figures, headlines = failed_figures(session.records[item.stash.get(_RECORDS_BEFORE, len(session.records)):],
-                                            cell, kind, session.model(cell.model).outputs[0])
-        if report.when != "call":
-            why = f"failed in {report.when}, not in the check itself"
-        elif exc is None or type(exc) is not AssertionError:
-            why = entry.refusal(kind, message, figures, type(exc).__name__ if exc is not None else "error")
-        elif headlines and not any(h in message for h in headlines):
-            why = ("does not state the figures the check recorded as failed (another assertion), so it is not the "
-                   "declared failure")
-        else:
-            why = entry.refusal(kind, message, figures)
-        if why is None:
-            report.outcome, report.wasxfail = "skipped", f"known failure: {entry.reason}"
-        else:
-            why = (why.removeprefix("it ") if why.startswith("it ") else f"is not it ({why})"
-                   if why.startswith("the entry") else why)
-            report.sections.append(("known failure", f"this cell has a known failure ({entry.reason}), declared as "
-                                    f"{entry.describe()}; this failure {why}, so it counts"))
+    known_failures_runtime.judge(item, call, report)
     return report
-
-
-# =========================================================================== the verdict
-
-
-def _is_worker(config: pytest.Config) -> bool:
-    return hasattr(config, "workerinput")
-
-
-#: pytest-benchmark's --benchmark-only / --benchmark-skip mark what they leave out with these skips.
-_BENCHMARK_FILTERS = ("Skipping non-benchmark (--benchmark-only active).",
-                      "Skipping benchmark (--benchmark-skip active).")
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """What the user left out by request is deselected, not skipped (a skip is a check not judged): the rebuild
-    check unless asked for (--rebuild-check N >= 2), and what --benchmark-only or --benchmark-skip leave out
-    (after pytest-benchmark has marked it: trylast), as -m and -k would. The rest runs a model, and within it
-    a cell, at a time (suite/lifetime.py)."""
-    n = config.getoption("--rebuild-check")
-    if n and n < 2:
-        raise pytest.UsageError(f"--rebuild-check {n}: at least 2 builds are needed to compare")
-
-    def left_out(item: pytest.Item) -> bool:
-        if not n and item.get_closest_marker("rebuild"):
-            return True
-        return any(m.kwargs.get("reason", m.args[0] if m.args else None) in _BENCHMARK_FILTERS
-                   for m in item.iter_markers("skip"))
-
-    kept: list[pytest.Item] = []
-    dropped: list[pytest.Item] = []
-    for item in items:
-        (dropped if left_out(item) else kept).append(item)
-    if dropped:
-        config.hook.pytest_deselected(items=dropped)
-        items[:] = kept
-    collection.leave_out_what_cannot_run_here(config, items)
-    run_order(items, suite_session(config), options.overhead_model(config))  # engines live only as long as their tests
-
-
-#: Why the harness-overhead check cannot run off CUDA (also its skip where --overhead-model asks for it anyway).
+    """What the user left out by request is deselected; the rest runs a model at a time (suite/collection.py)."""
+    collection.select_and_order(config, items)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Before any test: the start-up check of every model a collected test uses (suite/preflight/), so
     that a model that cannot run is one error naming it, not a failure in each of its tests."""
-    if not _is_worker(session.config):
-        note_collected(session.config, [item.nodeid for item in session.items])
-
-
-def note_collected(config: pytest.Config, ids: list[str]) -> None:
-    """What the run will test, known once (this process's collection, or the first xdist worker's): the
-    start-up check of the models it uses, and the gates' coverage of it."""
-    state = config.stash[RUN_KEY]
-    if state.collected:
-        return
-    state.collected = ids
-    try:
-        _preflight(config, ids)
-        set_coverage(config, ids)
-    except pytest.UsageError as exc:  # the error ends the run before any test: the verdict carries its text
-        ledger_of(config).note_error(str(exc))
-        raise
+    if not workers.is_worker(session.config):
+        startup_check.note_collected(session.config, [item.nodeid for item in session.items])
 
 
 def pytest_internalerror(excrepr: Any, excinfo: Any) -> None:
-    """An internal error ends the run: the verdict (results file, report) says which."""
-    config = _CONFIG[-1] if _CONFIG else None
-    crash = getattr(excrepr, "reprcrash", None)
-    ledger = config.stash.get(LEDGER_KEY, None) if config is not None else None
-    if ledger is not None:
-        ledger.note_error(f"internal error: {getattr(crash, 'message', None) or str(excinfo.value)[:300]}")
-
-
-def _progress(config: pytest.Config, text: str, logged: str) -> None:
-    """A progress line (the cache's builds, the models' start-up check): ``PROGRESS_PREFIX text`` on the terminal,
-    live whatever pytest's capture mode (not under -qq), and ``logged`` in the log."""
-    log.info(logged)
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None and config.getoption("verbose") >= 0:
-        reporter.write_line(f"{PROGRESS_PREFIX} {text}")
-
-
-def _preflight(config: pytest.Config, nodeids: list[str]) -> None:
-    """The start-up check of every model the collected tests use, each failure one line of one usage error
-    (note_collected keeps its text for the verdict: the usage error ends the run first)."""
-    state, suite = config.stash[RUN_KEY], suite_session(config)
-    if getattr(getattr(config, "option", None), "collectonly", False):  # --collect-only builds and runs no model
-        return
-    overhead = config.getoption("--overhead-model") or next(iter(state.config.models), None)
-    used = collection.models_of(nodeids, state.config.models, overhead_model=overhead)
-    if not used:
-        return
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-
-    def progress(text: str) -> None:
-        _progress(config, text, logged=text)
-
-    def warn(text: str) -> None:
-        log.warning(text)
-        if reporter is not None:
-            reporter.write_line(f"{PROGRESS_PREFIX} warning: {text}", yellow=True)
-
-    try:
-        check_models(state.config.select(used, None, None), suite.cache, suite.device, build_for=suite.build,
-                     dataset_for=suite.dataset, progress=progress, warn=warn)
-    except ConfigError as exc:
-        raise pytest.UsageError(startup_message(exc, state.config.path.name)) from exc
-    except CacheUnusable as exc:  # the disk filled up under the start-up check's cache entries
-        raise pytest.UsageError(f"--engine-cache: {exc}") from exc
-
-
-class _VerdictPlugin:
-    """Reports into the ledger and settles the verdict; one per run, registered in pytest_configure."""
-
-    def __init__(self, config: pytest.Config) -> None:
-        self.config = config
-        self.known: dict[str, dict[str, int]] = {}  # known-failure entry -> {"as declared": n, "passed": n}
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if _is_worker(self.config):
-            return
-        ledger_of(self.config).add_report(report)
-        for key in (v for k, v in report.user_properties if k == KNOWN_PROPERTY):
-            seen = self.known.setdefault(key, {"as declared": 0, "passed": 0})
-            if hasattr(report, "wasxfail"):
-                seen["as declared"] += 1
-            elif report.when == "call" and report.passed:
-                seen["passed"] += 1
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_report_teststatus(self, report: pytest.TestReport) -> tuple[str, str, Any] | None:
-        """A test whose check ended not judged is counted 'not judged' in pytest's stats line and shown so (-v's word,
-        the progress letter 's' for a skip, 'n' for a test that ran while its gate could not judge), never 'passed'
-        or 'skipped': the line's counts are the verdict's. Only the terminal's category: the report's outcome, which
-        the ledger and pytest-xdist read, is pytest's."""
-        check = verdict.check_of_report(report)
-        if check is None or check.state != verdict.NOT_JUDGED:
-            return None
-        return verdict.NOT_JUDGED, "s" if report.skipped else "n", ("NOT JUDGED", {"yellow": True})
-
-    def _strict_known_failures(self, ledger: verdict.Ledger) -> None:
-        """An entry none of whose tests failed as declared (and some passed): the engine was fixed."""
-        for key, seen in sorted(self.known.items()):
-            if not seen["as declared"] and seen["passed"]:
-                ledger.add(f"known failure {key}", verdict.FAILED,
-                           detail=f"[XPASS(strict)] all {seen['passed']} tests this known failure covers passed: the "
-                                  "engine was fixed; remove the entry from known_failures")
-
-    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
-        ledger_of(self.config).interrupted = str(excinfo.value) or "SIGINT (Ctrl-C)"
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        """A plain hook, first among plain ones: after pytest-benchmark's finish (a wrapper) has compared,
-        before pytest-html renders. Settles the verdict, the exit code and the results file."""
-        config = self.config
-        plugin = config.pluginmanager.get_plugin("suite-fleet")
-        if _is_worker(config):
-            config.workeroutput["suite"] = plugin.worker_output()  # type: ignore[attr-defined]
-            return
-        if config.option.collectonly:
-            return  # --collect-only judges nothing, by request: pytest's status stands
-        ledger = ledger_of(config)
-        stopped = {pytest.ExitCode.INTERRUPTED: "interrupted", pytest.ExitCode.USAGE_ERROR: "stopped by a usage error",
-                   pytest.ExitCode.INTERNAL_ERROR: "stopped by an internal error"}.get(exitstatus)  # type: ignore[call-overload]
-        if ledger.interrupted or stopped:
-            ledger.mark_interrupted(ledger.interrupted or str(stopped), config.stash[RUN_KEY].collected)
-        _take_benchmark_regressions(config, ledger)
-        _required_engines_judged(config.stash[RUN_KEY], ledger)
-        self._strict_known_failures(ledger)
-        _count_as_the_verdict(config, ledger)
-        junit.settle(config, ledger)  # before pytest's junitxml writes its file (a plain hook, after this one)
-        session.exitstatus = ledger.exit_status(int(session.exitstatus))
-        config.stash[VERDICT_KEY] = ledger.as_dict()  # read by report/plugin.py
-        info = config.stash[RUN_INFO_KEY] = run_identity.run_info(config)
-        suite = suite_session(config)
-        environment = fleet.run_environment(config)
-        gate = gate_of(config)
-        difference = config.stash[DIFFERENCE_KEY] = difference_block(
-            current_fingerprint(environment, info), gate.baseline_fingerprints() if gate is not None else [])
-        knobs = self_test_knobs(config)
-        if plugin.benchmarks:  # an xdist run: the one pytest-benchmark file, from every worker's cases
-            with _unwritten(config, ledger, "pytest-benchmark's JSON", "the merged file"):
-                benchmark_files.write_benchmark_json(config, plugin.benchmarks, environment,
-                                                     ledger.interrupted is None, ledger.interrupted, knobs,
-                                                     {k: info[k] for k in ("git_commit", "config_digest")})
-        try:
-            scheduling.save_durations(suite.cache.root, plugin.clock.per_unit)
-        except OSError as exc:  # only the next run's scheduling order needs it
-            log.warning("the per-cell durations for the next run's scheduling were not saved: %s", exc)
-        path = config.getoption("--suite-results")
-        if path:
-            records = suite.records
-            if ledger.interrupted:  # xdist workers stopped before sending theirs: what they streamed survives
-                records = merge_streamed(records, Path(f"{path}.partial.jsonl"))
-            with _unwritten(config, ledger, "--suite-results", path):
-                write_json_atomic(path, results_document(
-                    environment=environment, records=records, engines=suite.engine_facts(),
-                    verdict=config.stash[VERDICT_KEY], complete=ledger.interrupted is None,
-                    incomplete_reason=ledger.interrupted, run=info, baseline_environment=difference,
-                    self_test_knobs=knobs))
-        for what, where, error in benchmark_files.unwritten_benchmark_files(config):
-            _file_not_written(config, ledger, what, where, error)
-        session.exitstatus = ledger.exit_status(int(session.exitstatus))  # a file not written fails the run
+    interrupts.note_internal_error(excrepr, excinfo)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> Any:
-    """The outermost wrapper: after pytest's own summary and stats line, the run ends with the verdict.
-    Before the others: a case interrupted mid-measurement leaves pytest-benchmark an empty benchmark, on
-    which its JSON writer crashes (min() of nothing); a case without rounds is not saved."""
-    bench = getattr(session.config, "_benchmarksession", None)
-    if bench is not None and getattr(bench, "benchmarks", None):
-        bench.benchmarks[:] = [b for b in bench.benchmarks if b]
-    cut_short = None
-    try:
-        result = yield
-    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM while the plugins below wrote their files
-        result, cut_short = None, str(exc) or "SIGINT (Ctrl-C)"
-        session.exitstatus = pytest.ExitCode.INTERRUPTED
-    except OSError as exc:  # pytest-html could not write its report (a full disk): one line, a failed check
-        if LEDGER_KEY not in session.config.stash or _is_worker(session.config):
-            raise
-        result, ledger = None, ledger_of(session.config)
-        _file_not_written(session.config, ledger, "the HTML report", str(getattr(session.config.option, "htmlpath",
-                                                                                  None) or "?"), exc)
-        session.exitstatus = ledger.exit_status(int(session.exitstatus))
-    stopped_early = (session.exitstatus in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR)
-                     or session.config.option.collectonly)  # --collect-only judges nothing, by request
-    if not _is_worker(session.config) and LEDGER_KEY in session.config.stash and not stopped_early:
-        if cut_short is not None:
-            _interrupted_while_writing(session.config, cut_short)
-        print_verdict(session.config)  # (a usage error's own ERROR line is the last word: nothing was judged)
-    return result
-
-
-@contextlib.contextmanager
-def _unwritten(config: pytest.Config, ledger: verdict.Ledger, what: str, where: str) -> Any:
-    """A file the run was asked to write and could not (a full disk): one line and a failed run-level check, and
-    the files after it are still written (the HTML report)."""
-    try:
-        yield
-    except OSError as exc:
-        _file_not_written(config, ledger, what, where, exc)
-
-
-def _file_not_written(config: pytest.Config, ledger: verdict.Ledger, what: str, where: str,
-                      error: OSError) -> None:
-    text = f"{what} {where} was not written: {error.strerror or error}"
-    ledger.add(f"{what} written", verdict.FAILED, detail=text)
-    config.stash[VERDICT_KEY] = ledger.as_dict()  # the report says so too
-    config.stash[RUN_KEY].unwritten.append(text)
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.ensure_newline()
-        reporter.write_line(f"suite: {text}", red=True)
-
-
-def _interrupted_while_writing(config: pytest.Config, why: str) -> None:
-    """An interruption after every test, while the run's files were written: the verdict still ends the run,
-    after one line on what may be missing (the results file is written first, before pytest-html renders)."""
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-    html = getattr(config.option, "htmlpath", None)
-    if reporter is not None:
-        reporter.write_line(f"suite: interrupted ({why}) while the run's files were written, after every test: "
-                            + (f"the HTML report {html} may be missing or old; " if html else "")
-                            + "the verdict below stands for the tests; the exit status is 2 (interrupted)",
-                            yellow=True)
-
-
-def _count_as_the_verdict(config: pytest.Config, ledger: verdict.Ledger) -> None:
-    """A test pytest counted 'passed' whose check a comparison made after the last test left not judged
-    (pytest-benchmark's compare: a case the compared run lacks) is counted 'not judged' in the stats line printed
-    next, as the verdict has it (pytest_report_teststatus counted the others as they came)."""
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is None:
-        return
-    passed = reporter.stats.get("passed", [])
-    late = [r for r in passed if r.when == "call" and r.nodeid in ledger.checks
-            and ledger.checks[r.nodeid].state == verdict.NOT_JUDGED]
-    if late:
-        reporter.stats["passed"] = [r for r in passed if r not in late]
-        reporter._add_stats(verdict.NOT_JUDGED, late)  # pytest's own bookkeeping: the line's colour follows
-
-
-def _required_engines_judged(state: RunState, ledger: verdict.Ledger) -> None:
-    """A required engine none of whose collected checks could run (e.g. ``--engines tensorrt`` on a CPU,
-    where every cell is 'unsupported') fails the run: it was asked for by name and ran nowhere. So does one none
-    of whose checks was collected at all (-k, -m), in a run that collected checks of engines: a run narrows its
-    required engines only with --engines or --models (required_engines). The config's engines this run left
-    out are recorded with the verdict."""
-    ledger.left_out = dict(state.left_out)
-    by_engine: dict[str, list[str]] = {}
-    for nodeid in state.collected:
-        engine = _engine_of(nodeid, state.config)
-        if engine is not None:
-            by_engine.setdefault(engine, []).append(nodeid)
-    for engine, why in sorted(state.required_by.items()):
-        if engine == REFERENCE_ENGINE and any(c.state != verdict.NOT_JUDGED for c in ledger.checks.values()
-                                              if "/test_accuracy.py::" in c.id or "/test_parity.py::" in c.id):
-            continue  # torch ran as the reference of every judged accuracy and parity check
-        ids = by_engine.get(engine, [])
-        if not ids and by_engine and not ledger.interrupted:
-            ledger.add(f"required engine {engine}", verdict.FAILED,
-                       detail=f"{engine} is required ({why}) and none of its checks was collected (-k or -m left "
-                              "them all out); to leave a required engine out, name the engines to run with --engines")
-            continue
-        ledger.require(f"engine {engine}", ids, f"{engine} is required ({why})")
-
-
-def _engine_of(nodeid: str, config: SuiteConfig) -> str | None:
-    """The engine whose check this test is: its parameters start with a selected model's cell
-    (``MODEL-ENGINE-PRECISION``, Cell.id), as the accuracy, parity and latency tests' do; None for any other test
-    (the suite's self-tests, the harness-overhead check)."""
-    param = nodeid.partition("[")[2]
-    for model in sorted(config.models, key=len, reverse=True):
-        if param.startswith(model + "-"):
-            engine = param[len(model) + 1:].partition("-")[0]
-            return engine if engine in ENGINES else None
-    return None
-
-
-def _take_benchmark_regressions(config: pytest.Config, ledger: verdict.Ledger) -> None:
-    """pytest-benchmark's --benchmark-compare-fail raises a bare PerformanceRegression from its terminal
-    summary (a traceback, and no 'N passed' line). Its findings become failed checks of the verdict
-    instead, listed with the rest; see docs/gating.md 'Two gates' for how it compares with --latency-baseline.
-    A case it had nothing to compare with is not judged (no-baseline), as with the suite's own gate."""
-    bench = getattr(config, "_benchmarksession", None)
-    if bench is None or not getattr(bench, "compare_fail", None):
-        return
-    compared = benchmark_compared(bench)
-    for case in bench.benchmarks:
-        if case and case.fullname not in compared:
-            ledger.add_component(case.fullname, verdict.Component(
-                "pytest-benchmark --benchmark-compare-fail", verdict.NOT_JUDGED, "no-baseline",
-                f"the compared run ({config.getoption('benchmark_compare')}) has no case named {case.fullname}"))
-    found = list(bench.performance_regressions or [])
-    bench.performance_regressions.clear()
-    for name, failure in found:
-        ledger.add(f"pytest-benchmark --benchmark-compare-fail: {name}", verdict.FAILED,
-                   detail=f"Performance has regressed: {failure}")
+    """The outermost wrapper: after pytest's own summary and stats line, the run ends with the verdict
+    (suite/verdict_wiring.py)."""
+    return (yield from verdict_wiring.finish(session))
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    session = config.stash.get(SESSION_KEY, None)
-    if session is None:
-        return
-    tr = terminalreporter
-    stats = session.cache.stats
-    corrupt = stats.corrupt_rebuilds
-    if corrupt:
-        tr.section("engine cache: corrupt entries rebuilt", sep="-", yellow=True)
-        for event in corrupt:
-            tr.write_line(f"{event.label}: {event.detail}")
-    facts = session.engine_facts()
-    if facts:
-        tr.section("engines", sep="-")
-        tr.write_line(f"{'cell':<44}{'size MB':>10}{'layers':>9}{'params':>12}")
-        for cell_id, f in facts.items():
-            size = f"{f['size_mb']:.2f}" if f.get("size_mb") is not None else "-"
-            tr.write_line(f"{cell_id:<44}{size:>10}{f.get('layers') or '-':>9}{f.get('parameters') or '-':>12}")
-    rebuilds = [r for r in session.records if r.get("kind") == "rebuild"]
-    if rebuilds:
-        tr.section("rebuild check (--rebuild-check)", sep="-")
-        for r in rebuilds:
-            same = r["identical_outputs"] and r["identical_artifacts"] in (True, None)
-            tr.write_line(describe_rebuild(r["cell"], r), yellow=not same)
-    phases = config.pluginmanager.get_plugin("suite-fleet").phases()  # type: ignore[union-attr]
-    if phases:
-        workers = config.pluginmanager.get_plugin("suite-fleet").worker_seconds()  # type: ignore[union-attr]
-        tr.write_line("time per phase: " + ", ".join(f"{k} {v:.1f} s" for k, v in phases.items())
-                      + (f" (summed over {len(workers)} workers: " + ", ".join(f"{w} {t:.1f} s" for w, t in
-                                                                              workers.items()) + ")"
-                         if workers else ""))
-    worker_time = config.pluginmanager.get_plugin("suite-fleet").timeline.summary()  # type: ignore[union-attr]
-    if worker_time:
-        tr.write_line(worker_time)
-    cpus = config.pluginmanager.get_plugin("suite-fleet").worker_cpus  # type: ignore[union-attr]
-    if cpus:
-        tr.write_line("worker CPU shares: " + "; ".join(f"{w} {c['cpus']}, {c['threads'] or 'default'} threads"
-                                                        for w, c in sorted(cpus.items())))
-    memory = memory_summary(session.records)
-    if memory:
-        tr.write_line(memory)
-    for line in collection.not_collected_lines(config):
-        tr.write_line(line)
-    path = config.getoption("--suite-results")
-    if path:
-        tr.write_line(f"suite results written to {path}")
-    tr.write_line(stats.summary_line())
+    terminal.summary(terminalreporter, config)

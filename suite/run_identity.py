@@ -1,5 +1,5 @@
 """What a run was: the suite's commit and config, the command, the workers and their shares, its wall time; kept in
---suite-results and the report so that two runs can be told apart."""
+--suite-results, the report and a saved pytest-benchmark run so that two runs can be told apart."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from suite.baseline_environment import config_digest
+from suite.gate.state import self_test_knobs
 from suite.gpu_memory import memory_summary
-from suite.state import RUN_KEY, suite_session
+from suite.state import LEDGER_KEY, RUN_KEY, suite_session
 
 _ROOT = Path(__file__).resolve().parent.parent
 
@@ -43,6 +44,16 @@ def run_identity(config: pytest.Config) -> dict[str, Any]:
     state = config.stash.get(RUN_KEY, None)
     return {"git_commit": git_commit(),
             "config_digest": config_digest(state.config.path) if state is not None else None}
+
+
+def saved_benchmark_run(config: pytest.Config) -> dict[str, Any]:
+    """What a saved pytest-benchmark run says of the suite's run: whether it ended (the gate refuses an incomplete
+    baseline), the suite's commit and config, and the self-test knobs that altered it, if any."""
+    ledger = config.stash.get(LEDGER_KEY, None)
+    interrupted = ledger.interrupted if ledger is not None else None
+    return {"complete": interrupted is None, "incomplete_reason": interrupted,
+            **run_identity(config),
+            **({"self_test_knobs": knobs} if (knobs := self_test_knobs(config)) else {})}
 
 
 def git_commit() -> str | None:

@@ -2,8 +2,8 @@
 
 One module for it, below the plugins (suite/plugin.py, suite/fleet.py, suite/gate/, suite/summary.py)
 and report/plugin.py, so that each reads the run from here and none imports another's hooks to find it.
-suite/plugin.py sets these in pytest_configure and at the end of the run (pytest_sessionfinish); the gate's own
-state is its Gate, under suite.gate.state's GATE_KEY.
+suite/configure.py sets these in pytest_configure and suite/verdict_wiring.py at the end of the run
+(pytest_sessionfinish); the gate's own state is its Gate, under suite.gate.state's GATE_KEY.
 
 Only the keys, their accessors and RunState: the types the keys hold are imported for the type checker only, so
 that importing this module imports nothing of the suite's at run time.
@@ -32,7 +32,7 @@ class RunState:
         self.required_by = required_by
         self.collected: list[str] = []
         self.started = time.time()
-        self.unwritten: list[str] = []  # files the run could not write (suite/plugin.py _file_not_written)
+        self.unwritten: list[str] = []  # files the run could not write (suite/verdict_wiring.py _file_not_written)
         #: engines the config requires that this run leaves out, and why (an explicit --engines, or --models)
         self.left_out: dict[str, str] = {}
 
@@ -51,7 +51,7 @@ NOT_COLLECTED_KEY: pytest.StashKey[dict[str, tuple[list[str], int]]] = pytest.St
 #: The settled verdict, ``suite.verdict.Ledger.as_dict()``: set once the run is judged (read by report/plugin.py;
 #: absent where the run stopped before, e.g. during start-up).
 VERDICT_KEY: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
-#: How the run was made (suite/plugin.py run_info), set with the verdict (read by report/plugin.py).
+#: How the run was made (suite/run_identity.py run_info), set with the verdict (read by report/plugin.py).
 RUN_INFO_KEY: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
 #: What differs between the baselines' environments and this run's (suite/baseline_environment.py difference_block;
 #: None: no baseline), set with the verdict (printed by suite/summary.py, read by report/plugin.py).

@@ -130,3 +130,8 @@ def check_workers(device: str, numprocesses: Any, gpus: int) -> str | None:
     if n > gpus:
         return f"-n {n} with --device cuda: only {gpus} GPU(s) are visible, and two workers must never share one"
     return None
+
+
+def is_worker(config: Any) -> bool:
+    """Whether this pytest process is an xdist worker (the controller holds the verdict and writes the files)."""
+    return hasattr(config, "workerinput")

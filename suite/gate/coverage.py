@@ -14,7 +14,7 @@ import pytest
 from suite.baselines import BaselineError, key_label
 from suite.gate.environment import BaselineEnvironment
 
-# Case ids (suite/plugin.py latency_case_id, Cell.id) -> what they measure, for coverage.
+# Case ids (suite/parametrize.py latency_case_id, Cell.id) -> what they measure, for coverage.
 _ENGINES = "torch|onnxruntime|inductor|tensorrt"
 _PRECISIONS = "fp32|tf32|fp16|bf16|int8"
 _CELL = rf"(?P<model>.+)-(?P<engine>{_ENGINES})-(?P<precision>{_PRECISIONS})"
@@ -95,7 +95,7 @@ def _examples(keys: set[Any], label: Callable[[Any], str]) -> str:
 
 
 def latency_key_of_nodeid(nodeid: str) -> tuple[str, str, str, str, str] | None:
-    """The (model, engine, precision, shape, path) a test_latency id measures (ids: plugin.latency_case_id)."""
+    """The (model, engine, precision, shape, path) a test_latency id measures (ids: parametrize.latency_case_id)."""
     match = _LATENCY_ID.search(nodeid)
     if not match:
         return None

@@ -13,7 +13,7 @@ from core.cache import ArtifactCache
 from core.factory import FactorySignatureError, call_factory
 from core.inputs import InputSpec
 from engines.artifacts import ModelBuild
-from suite import collection, plugin, state, verdict
+from suite import collection, startup_check, state, verdict
 from suite.config import ConfigError, load_config, parse_config
 from suite.preflight import (
     WEIGHTS_FILE,
@@ -243,7 +243,8 @@ class _Reporter:
 
 
 class _PytestConfig:
-    """What suite.plugin._preflight reads of pytest's config: the run's state, the session, options, the terminal."""
+    """What suite.startup_check._preflight reads of pytest's config: the run's state, the session, options, the
+    terminal."""
 
     def __init__(self, config, cache: ArtifactCache, **options) -> None:
         self.stash = {state.RUN_KEY: state.RunState(config, set(), {}),
@@ -274,16 +275,16 @@ def test_only_the_harness_overhead_check_selected_still_checks_its_model(tmp_pat
     pytest_config = _PytestConfig(_config(inputs=X10), ArtifactCache(tmp_path / "cache"))
     with pytest.raises(pytest.UsageError, match=r"^<memory>: \[models\.m\]\.inputs: the smoke forward on a synthetic "
                                                r"batch of 2 failed: RuntimeError: mat1 and mat2"):
-        plugin._preflight(pytest_config, [OVERHEAD_ID])
+        startup_check._preflight(pytest_config, [OVERHEAD_ID])
 
 
 def test_the_start_up_error_is_kept_for_the_verdict(tmp_path):
     """The usage error ends the run before the verdict is settled: its text waits in the run's ledger for it."""
     pytest_config = _PytestConfig(_config(inputs=X10), ArtifactCache(tmp_path / "cache"))
     with pytest.raises(pytest.UsageError) as info:
-        plugin.note_collected(pytest_config, ["tests/accuracy/test_accuracy.py::test_top1_top5[m-torch-fp32]"])
-    assert plugin.ledger_of(pytest_config).error == str(info.value)
-    assert plugin.ledger_of(pytest_config).as_dict()["error"] == str(info.value)
+        startup_check.note_collected(pytest_config, ["tests/accuracy/test_accuracy.py::test_top1_top5[m-torch-fp32]"])
+    assert state.ledger_of(pytest_config).error == str(info.value)
+    assert state.ledger_of(pytest_config).as_dict()["error"] == str(info.value)
     assert str(info.value).startswith("<memory>: [models.m].inputs: the smoke forward on a synthetic batch of 2")
 
 

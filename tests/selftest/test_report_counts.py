@@ -20,8 +20,8 @@ from _pytest.junitxml import LogXML, xml_key
 from report.results_table import NOT_JUDGED_LABEL, settle
 from suite import verdict
 from suite.junit import JunitVerdict
-from suite.plugin import _VerdictPlugin
 from suite.verdict import FAILED, NOT_JUDGED, PASSED, Component, Ledger
+from suite.verdict_wiring import VerdictPlugin
 from tests.selftest.suite_runs import ROOT, explain, run_suite, timed_only
 from tests.selftest.test_report import CHROMIUM, _chromium, _rendered_rows
 
@@ -51,7 +51,7 @@ def test_a_test_whose_check_was_not_judged_is_counted_not_judged_never_passed() 
     """pytest's category for each report is the verdict's: a test that passed while its gate could not judge is
     'not judged' (letter n), a skip is 'not judged' (letter s); what the verdict judged keeps pytest's own status
     (None: pytest's hooks decide), and so does a known failure (xfailed)."""
-    status = _VerdictPlugin(config=None).pytest_report_teststatus  # type: ignore[arg-type]
+    status = VerdictPlugin(config=None).pytest_report_teststatus  # type: ignore[arg-type]
     busy = _report("t::a", "passed", props=[(verdict.USER_PROPERTY, BUSY.as_dict())])
     assert status(busy) == (NOT_JUDGED, "n", ("NOT JUDGED", {"yellow": True}))  # type: ignore[arg-type]
     assert status(_skip("t::b", TRT)) == (NOT_JUDGED, "s", ("NOT JUDGED", {"yellow": True}))  # type: ignore[arg-type]

@@ -318,7 +318,7 @@ def test_a_component_travels_on_the_test_report_and_back() -> None:
 
 
 def test_one_reports_check_is_the_one_the_ledger_makes_of_it() -> None:
-    """What pytest's terminal shows for a report (suite/plugin.py's pytest_report_teststatus): the ledger's own
+    """What pytest's terminal shows for a report (suite/verdict_wiring.py's pytest_report_teststatus): the ledger's own
     reading of that report alone, None for a report that is no verdict."""
     busy = Component("latency gate m-torch-fp32-bs1-all", NOT_JUDGED, "busy", "others used 80%")
     for report in (_report("t::a", "passed", props=[(verdict.USER_PROPERTY, busy.as_dict())]),

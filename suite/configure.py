@@ -1,0 +1,177 @@
+"""The run's start (pytest_configure): the config read and narrowed by the options, every start-up check of the
+command line (device, workers, not-judged reasons, the engine cache), the run's state under suite/state.py's keys,
+the suite's plugin objects registered (the verdict's, the junit file's, the fleet's), and nothing written outside the
+project, the engine cache and the benchmark storage.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import pytest
+
+from core.cache import ArtifactCache, CacheEvent, CacheUnusable
+from suite import fleet, junit, options, startup_check, verdict, verdict_wiring, workers
+from suite.config import (
+    ConfigError,
+    SuiteConfig,
+    check_rounds_option,
+    load_config,
+    parse_batch_sizes_option,
+)
+from suite.device import DeviceError, check_device
+from suite.lifetime import EngineLifetime
+from suite.preflight import PROGRESS_PREFIX
+from suite.session import SuiteSession
+from suite.state import LEDGER_KEY, LIFETIME_KEY, RUN_KEY, SESSION_KEY, RunState
+from suite.workers import is_worker
+
+_ROOT = Path(__file__).resolve().parent.parent
+
+
+def configure(config: pytest.Config) -> None:
+    """pytest_configure's work, once a SIGTERM during start-up has had its say (suite/interrupts.py)."""
+    for name, text in (
+        ("accuracy", "top-1/top-5 on labelled data against thresholds and the PyTorch reference"),
+        ("parity", "output agreement with the PyTorch reference on the same inputs"),
+        ("latency", "pytest-benchmark latency/throughput cases (gate with --latency-baseline)"),
+        ("rebuild", "--rebuild-check N: each engine built N times from scratch; collected only with the option"),
+    ):
+        config.addinivalue_line("markers", f"{name}: {text}")
+    if config.option.verbose < 2:
+        # On CI (the CI variable set), pytest's short summary repeats each failure's whole message; a parity
+        # failure's message, with its localization and bisect tables, is 30 lines the long report just gave.
+        # One line per failure there, as pytest prints off CI; -vv still prints it whole.
+        config.option.force_short_summary = True
+    engines_option = options.split_list(config.getoption("--engines"))
+    try:
+        loaded = load_config(config.getoption("--suite-config"))
+    except ConfigError as exc:
+        raise pytest.UsageError(f"suite config: {exc}") from exc
+    try:  # --models/--engines/--precisions: the option's error, not the config's
+        suite_config = loaded.select(options.split_list(config.getoption("--models")), engines_option,
+                                     options.split_list(config.getoption("--precisions")))
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from exc
+    try:
+        if config.getoption("--latency-batch-sizes") is not None:
+            parse_batch_sizes_option(config.getoption("--latency-batch-sizes"), suite_config.models)
+        if config.getoption("--latency-rounds") is not None:
+            check_rounds_option(config.getoption("--latency-rounds"))
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from exc
+    options.check_options(config, suite_config)
+    device = config.getoption("--device")
+    requires = suite_config.requires
+    try:
+        gpus = check_device(device)
+    except DeviceError as exc:
+        raise pytest.UsageError(str(exc)) from exc
+    numprocesses = config.getoption("numprocesses", None)
+    why = workers.check_workers(device, numprocesses, gpus)
+    if why:
+        raise pytest.UsageError(why)
+    if numprocesses and (config.getoption("benchmark_compare", None) or config.getoption("benchmark_compare_fail",
+                                                                                           None)):
+        raise pytest.UsageError("--benchmark-compare/--benchmark-compare-fail compare in one process; under xdist "
+                                "use the suite's gate, --latency-baseline (docs/gating.md)")
+    if device == "cuda" and not is_worker(config):
+        os.environ[workers.WORKER_GPUS_ENV] = ",".join(workers.visible_gpus(gpus))  # read by each worker at import
+    if device == "cuda" or workers.BOUND_GPU is not None:
+        device = "cuda:0"  # every visible GPU (one per worker: its own GPU is its cuda:0)
+    if "cuda" in requires and not device.startswith("cuda"):
+        raise pytest.UsageError(f"{suite_config.path.name} requires a CUDA device ([run] requires); run with "
+                                "--device cuda:0")
+    accept = config.getoption("--accept-not-judged")
+    try:
+        accepted = (verdict.check_reasons(accept.split(","), "--accept-not-judged") if accept is not None
+                    else suite_config.accept_not_judged)
+    except verdict.NotJudgedReasonError as exc:
+        raise pytest.UsageError(str(exc)) from exc
+    required_by, left_out = required_engines(loaded, suite_config, engines_option)
+    state = RunState(suite_config, set(required_by), required_by)
+    state.left_out = left_out
+    config.stash[RUN_KEY] = state
+    config.stash[LEDGER_KEY] = verdict.Ledger(accepted=accepted)
+    config.pluginmanager.register(verdict_wiring.VerdictPlugin(config), "suite-verdict")
+    if not is_worker(config):
+        junit.register(config)  # --junitxml counts as the verdict (suite/junit.py)
+    config.pluginmanager.register(fleet.FleetPlugin(config, gpus, startup_check.note_collected), "suite-fleet")
+
+    for noisy in ("onnxscript", "onnx_ir", "torch.onnx", "torch._dynamo", "torch.export"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+    def on_event(event: CacheEvent) -> None:
+        """Progress on long builds, live, whatever pytest's capture mode."""
+        if event.action == "start":
+            text = f"building {event.label} ..."
+            if event.detail:
+                text = f"corrupt entry ({event.detail}); rebuilding {event.label} ..."
+        elif event.action in ("build", "rebuild-corrupt"):
+            text = f"built {event.label} in {event.seconds:.1f} s"
+        elif event.action == "wait":
+            text = f"waiting: {event.detail or event.label}"
+        else:
+            return
+        startup_check.progress(config, text, logged=f"{PROGRESS_PREFIX} {text}")
+
+    cache = ArtifactCache(config.getoption("--engine-cache"), on_event=on_event)
+    try:
+        cache.ensure_usable()
+    except CacheUnusable as exc:
+        raise pytest.UsageError(f"--engine-cache: {exc}") from exc
+    _keep_writes_inside(cache.root)
+    if config.getoption("benchmark_storage", None) == "file://./.benchmarks":  # pytest-benchmark's cwd default
+        config.option.benchmark_storage = f"file://{_ROOT / '.benchmarks'}"  # the project's, whatever the cwd
+    session = SuiteSession(suite_config, cache, device)
+    results = config.getoption("--suite-results")
+    if results:
+        session.stream_records_to(Path(f"{results}.partial.jsonl"))
+    config.stash[SESSION_KEY] = session
+    config.stash[LIFETIME_KEY] = EngineLifetime(session, list(suite_config.models), options.overhead_model(config))
+    workers.take_thread_share(session)
+
+
+def required_engines(loaded: SuiteConfig, selected: SuiteConfig,
+                     engines_option: list[str] | None) -> tuple[dict[str, str], dict[str, str]]:
+    """The engines this run must judge, each with why ({engine: why}), and the config's required engines it
+    leaves out, each with how ({engine: how}), said in the header and the results' verdict.
+
+    An engine named with --engines is required, and must be listed by some selected model: one that no selected
+    model lists would never be judged (a usage error). A config-required engine ([run] requires) is required
+    unless the run narrows it away in the open: an explicit --engines that does not name it, or --models that
+    selects no model listing it. Nothing else narrows it: a -k or -m that collects none of its checks fails the
+    run (suite/verdict_wiring.py _required_engines_judged)."""
+    listed = {e for m in selected.models.values() for e in m.engines}
+    for engine in engines_option or ():
+        if engine not in listed:
+            engines = "; ".join(f"{n}: {', '.join(loaded.models[n].engines)}" for n in selected.models)
+            raise pytest.UsageError(f"--engines {','.join(engines_option or ())}: no selected model lists {engine}, "
+                                    f"so it would never be judged (the models' engines: {engines})")
+    required_by: dict[str, str] = {}
+    left_out: dict[str, str] = {}
+    for engine in (e for e in selected.requires if e != "cuda"):
+        if engines_option and engine not in engines_option:
+            left_out[engine] = f"left out by --engines {','.join(engines_option)}"
+        elif engine not in listed:
+            left_out[engine] = f"no selected model lists it ({', '.join(selected.models)})"
+        else:
+            required_by[engine] = f"[run] requires in {selected.path.name}"
+    required_by.update({e: "--engines" for e in engines_option or ()})
+    return required_by, left_out
+
+
+def _keep_writes_inside(cache_root: Path) -> None:
+    """Nothing written outside the project, the engine cache and the benchmark storage: inductor's and
+    triton's caches and matplotlib's config go into the engine cache (before torch._dynamo's import makes
+    its directory; ONNX Runtime's telemetry is off from suite/plugin.py's import), and hypothesis's database
+    into the project."""
+    from hypothesis.configuration import set_hypothesis_home_dir
+
+    from engines.inductor.backend import inductor_cache_env
+
+    os.environ.update(inductor_cache_env(cache_root))
+    os.environ.setdefault("MPLCONFIGDIR", str(cache_root.resolve() / "matplotlib"))
+    set_hypothesis_home_dir(_ROOT / ".hypothesis")  # its examples database and caches, whatever the cwd

@@ -1,0 +1,72 @@
+"""Once the run's tests are collected, before any test: the start-up check of every model they use (suite/preflight/),
+so that a model that cannot run is one error naming it, not a failure in each of its tests, and the gates' coverage
+of them; and the progress lines that the start-up check and the engine cache's builds print.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from core.cache import CacheUnusable
+from suite import collection
+from suite.config import ConfigError
+from suite.gate.state import set_coverage
+from suite.preflight import PROGRESS_PREFIX, check_models, startup_message
+from suite.state import RUN_KEY, ledger_of, suite_session
+
+log = logging.getLogger("suite")
+
+
+def note_collected(config: pytest.Config, ids: list[str]) -> None:
+    """What the run will test, known once (this process's collection, or the first xdist worker's): the
+    start-up check of the models it uses, and the gates' coverage of it."""
+    state = config.stash[RUN_KEY]
+    if state.collected:
+        return
+    state.collected = ids
+    try:
+        _preflight(config, ids)
+        set_coverage(config, ids)
+    except pytest.UsageError as exc:  # the error ends the run before any test: the verdict carries its text
+        ledger_of(config).note_error(str(exc))
+        raise
+
+
+def progress(config: pytest.Config, text: str, logged: str) -> None:
+    """A progress line (the cache's builds, the models' start-up check): ``PROGRESS_PREFIX text`` on the terminal,
+    live whatever pytest's capture mode (not under -qq), and ``logged`` in the log."""
+    log.info(logged)
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and config.getoption("verbose") >= 0:
+        reporter.write_line(f"{PROGRESS_PREFIX} {text}")
+
+
+def _preflight(config: pytest.Config, nodeids: list[str]) -> None:
+    """The start-up check of every model the collected tests use, each failure one line of one usage error
+    (note_collected keeps its text for the verdict: the usage error ends the run first)."""
+    state, suite = config.stash[RUN_KEY], suite_session(config)
+    if getattr(getattr(config, "option", None), "collectonly", False):  # --collect-only builds and runs no model
+        return
+    overhead = config.getoption("--overhead-model") or next(iter(state.config.models), None)
+    used = collection.models_of(nodeids, state.config.models, overhead_model=overhead)
+    if not used:
+        return
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+
+    def progress_line(text: str) -> None:
+        progress(config, text, logged=text)
+
+    def warn(text: str) -> None:
+        log.warning(text)
+        if reporter is not None:
+            reporter.write_line(f"{PROGRESS_PREFIX} warning: {text}", yellow=True)
+
+    try:
+        check_models(state.config.select(used, None, None), suite.cache, suite.device, build_for=suite.build,
+                     dataset_for=suite.dataset, progress=progress_line, warn=warn)
+    except ConfigError as exc:
+        raise pytest.UsageError(startup_message(exc, state.config.path.name)) from exc
+    except CacheUnusable as exc:  # the disk filled up under the start-up check's cache entries
+        raise pytest.UsageError(f"--engine-cache: {exc}") from exc
