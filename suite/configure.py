@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from core.cache import ArtifactCache, CacheEvent, CacheUnusable
+from core.cache import ArtifactCache, CacheUnusable
+from core.cache_stats import CacheEvent
 from suite import fleet, junit, options, startup_check, verdict, verdict_wiring, workers
 from suite.config import (
     ConfigError,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from metrics.parity import failed_metric
+from metrics.parity_report import failed_metric
 from suite.config import accuracy_failed_metric
 from suite.session import Cell
 from suite.state import SESSION_KEY, suite_session
