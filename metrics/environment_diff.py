@@ -15,7 +15,8 @@ from typing import Any
 #: The fingerprint keys in the order the difference lists them.
 KEY_ORDER = (
     # hardware and driver
-    "device", "gpu_name", "gpu_compute_capability", "gpu_memory_gib", "gpu_sm_count", "driver", "nvml_cuda_driver",
+    "device", "gpu_name", "gpu_compute_capability", "gpu_memory_gib", "gpu_sm_count", "gpu_power_limit_w",
+    "gpu_max_sm_clock_mhz", "gpu_applications_sm_clock_mhz", "gpu_persistence_mode", "driver", "nvml_cuda_driver",
     "gpu_error", "cpu", "cpu_int8", "cpu_count", "hostname", "platform",
     # CUDA and cuDNN
     "cuda_runtime", "cudnn", "cuda-python", "cuda-bindings", "nvidia-ml-py",

@@ -90,11 +90,44 @@ def _gpu(device: str) -> dict[str, Any]:
         try:
             info["driver"] = pynvml.nvmlSystemGetDriverVersion()
             info["nvml_cuda_driver"] = pynvml.nvmlSystemGetCudaDriverVersion_v2()
+            info.update(gpu_settings(pynvml, _gpu_uuid(device)))
         finally:
             pynvml.nvmlShutdown()
     except Exception as exc:
         info.setdefault("driver", f"unknown (NVML: {exc})")
     return info
+
+
+def _gpu_uuid(device: str) -> str | None:
+    """The device's UUID as NVML names it ("GPU-..."): NVML numbers the host's GPUs, CUDA the visible ones."""
+    try:
+        import torch
+
+        uuid = getattr(torch.cuda.get_device_properties(torch.device(device).index or 0), "uuid", None)
+    except Exception:
+        return None
+    return None if uuid is None else f"GPU-{uuid}"
+
+
+def gpu_settings(nvml: Any, uuid: str | None) -> dict[str, Any]:
+    """The GPU's settings that change its speed without changing any software: the enforced power limit, the
+    maximum and the application SM clocks, persistence mode. A run on a power-capped or clock-locked card is
+    slower for reasons no engine caused; the report's environment difference then names it. Each figure that
+    NVML refuses (a VM may hide some) is left out rather than failing the fingerprint."""
+    handle = nvml.nvmlDeviceGetHandleByUUID(uuid) if uuid else nvml.nvmlDeviceGetHandleByIndex(0)
+    readers = {
+        "gpu_power_limit_w": lambda: round(nvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0, 1),
+        "gpu_max_sm_clock_mhz": lambda: nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_SM),
+        "gpu_applications_sm_clock_mhz": lambda: nvml.nvmlDeviceGetApplicationsClock(handle, nvml.NVML_CLOCK_SM),
+        "gpu_persistence_mode": lambda: bool(nvml.nvmlDeviceGetPersistenceMode(handle)),
+    }
+    settings: dict[str, Any] = {}
+    for key, read in readers.items():
+        try:
+            settings[key] = read()
+        except Exception:  # not every NVML build or VM reports every figure
+            continue
+    return settings
 
 
 @functools.cache
