@@ -27,25 +27,25 @@ class FakeNVML:
             raise RuntimeError(f"NVML_ERROR_NOT_SUPPORTED ({name})")
         return value
 
-    def nvmlDeviceGetHandleByUUID(self, uuid: str) -> str:  # noqa: N802 - NVML's names
+    def nvmlDeviceGetHandleByUUID(self, uuid: str) -> str:
         self.asked.append(uuid)
         return "handle"
 
-    def nvmlDeviceGetHandleByIndex(self, index: int) -> str:  # noqa: N802
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> str:
         self.asked.append(index)
         return "handle"
 
-    def nvmlDeviceGetEnforcedPowerLimit(self, handle: str) -> Any:  # noqa: N802
+    def nvmlDeviceGetEnforcedPowerLimit(self, handle: str) -> Any:
         return self._call("power", 700000)
 
-    def nvmlDeviceGetMaxClockInfo(self, handle: str, clock: int) -> Any:  # noqa: N802
+    def nvmlDeviceGetMaxClockInfo(self, handle: str, clock: int) -> Any:
         assert clock == self.NVML_CLOCK_SM
         return self._call("max", 1980)
 
-    def nvmlDeviceGetApplicationsClock(self, handle: str, clock: int) -> Any:  # noqa: N802
+    def nvmlDeviceGetApplicationsClock(self, handle: str, clock: int) -> Any:
         return self._call("app", 1755)
 
-    def nvmlDeviceGetPersistenceMode(self, handle: str) -> Any:  # noqa: N802
+    def nvmlDeviceGetPersistenceMode(self, handle: str) -> Any:
         return self._call("persistence", 1)
 
 
