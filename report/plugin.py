@@ -55,8 +55,8 @@ def _suite_data(config: pytest.Config) -> SuiteData:
     verdict = config.stash.get(VERDICT_KEY, None)
     run_info = config.stash.get(RUN_INFO_KEY, None)
     engines = session.engine_facts()
-    return (session.records, engines, run_environment(config), (gate.as_dict(engines) if gate else {}), verdict,
-            run_info)
+    gate_data = gate.as_dict(engines, session.records) if gate else {}
+    return (session.records, engines, run_environment(config), gate_data, verdict, run_info)
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -347,6 +347,19 @@ class ResultsBaseline:
     gpu_memory: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: cell id -> the engine facts the baseline run recorded: the structure it is compared with (metrics/structure.py)
     engines: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: latency case (``latency_label``) -> each node's median time (us) when the run had --node-profile
+    node_times: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+def latency_label(record: dict[str, Any]) -> str:
+    """A latency record's case as the latency gate names it: ``cell-shape-path`` (resnet50-onnxruntime-fp16-bs1-all)."""
+    return f"{record.get('cell')}-{record.get('shape')}-{record.get('path')}"
+
+
+def node_times_of(records: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """The per-node profiles (--node-profile) of a run's latency records, by case."""
+    return {latency_label(r): r["node_times_us"] for r in records
+            if isinstance(r, dict) and r.get("kind") == "latency" and isinstance(r.get("node_times_us"), dict)}
 
 
 def load_results_baseline(path: Path, accept_incomplete: bool = False) -> ResultsBaseline:
@@ -372,4 +385,5 @@ def load_results_baseline(path: Path, accept_incomplete: bool = False) -> Result
             memory[str(record.get("cell"))] = record
     return ResultsBaseline(source=Path(path), environment=dict(data.get("environment") or {}), records=records,
                            gpu_memory=memory, fingerprint=saved_fingerprint(data),
-                           engines={str(k): v for k, v in (data.get("engines") or {}).items() if isinstance(v, dict)})
+                           engines={str(k): v for k, v in (data.get("engines") or {}).items() if isinstance(v, dict)},
+                           node_times=node_times_of(data["records"]))

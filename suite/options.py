@@ -36,6 +36,11 @@ def add_options(parser: pytest.Parser) -> None:
                     help="timed rounds per latency case (default: [latency].rounds in the config)")
     group.addoption("--latency-batch-sizes", default=None,
                     help="comma-separated batch sizes for latency cases (default: each model's latency_batch_sizes)")
+    group.addoption("--node-profile", type=int, default=0, metavar="RUNS",
+                    help="after each ONNX Runtime latency case (path all), profile RUNS runs of its feed with ONNX "
+                         "Runtime's profiler in a session of their own and record each node's median time, so that "
+                         "a case that moves against a baseline run made with it says which nodes moved (default 0: "
+                         "off)")
     group.addoption("--latency-paths", default=None,
                     help="comma-separated latency paths: all (host copies included), model (device-resident), "
                          "graph (CUDA graph replay); default: all on cpu, all,model,graph on cuda")

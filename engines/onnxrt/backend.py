@@ -4,8 +4,10 @@ SkipLayerNormalization, BiasGelu...: how BERT-class models are deployed on ONNX 
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -24,6 +26,7 @@ from engines.base import (
 )
 from engines.feeds import Feed, as_input_dtype, check_feed
 from engines.onnx.export import onnx_facts
+from metrics.node_profile import node_times_us
 
 if TYPE_CHECKING:
     import onnxruntime as ort
@@ -60,9 +63,11 @@ class OnnxRuntimeRunner:
     """
 
     def __init__(self, session: ort.InferenceSession, output_names: tuple[str, ...],
-                 graph_session: Callable[[], ort.InferenceSession] | None = None, label: str = "onnxruntime") -> None:
+                 graph_session: Callable[[], ort.InferenceSession] | None = None, label: str = "onnxruntime",
+                 profiling_session: Callable[[str], ort.InferenceSession] | None = None) -> None:
         self.label = label  # names the cell in feed errors
         self.session = session
+        self._profiling_session = profiling_session
         self.input_names = tuple(i.name for i in session.get_inputs())
         self.output_names = output_names
         self._dtypes = {i.name: _numpy_dtype(i.type) for i in session.get_inputs()}
@@ -75,6 +80,23 @@ class OnnxRuntimeRunner:
         ort_feed = {n: as_input_dtype(feed[n], self._dtypes[n], n, self.label) for n in self.input_names}
         values = self.session.run(list(self.output_names), ort_feed)
         return dict(zip(self.output_names, (np.asarray(v) for v in values), strict=True))
+
+    def node_profile(self, feed: Feed, runs: int, warmup: int = 2) -> dict[str, float]:
+        """Each node's median kernel time (us) over ``runs`` runs of ``feed`` after ``warmup``, from ONNX Runtime's
+        profiler (metrics/node_profile.py), in a session of its own made like the timed one: profiling adds its own
+        cost, so it never runs inside a timed case. The session and its file are gone when this returns."""
+        if self._profiling_session is None:
+            raise RuntimeError(f"{self.label}: made without a profiling session")
+        check_feed(feed, self.input_names)
+        ort_feed = {n: as_input_dtype(feed[n], self._dtypes[n], n, self.label) for n in self.input_names}
+        with tempfile.TemporaryDirectory(prefix="ort-profile-") as tmp:
+            session = self._profiling_session(os.path.join(tmp, "profile"))
+            for _ in range(warmup + runs):
+                session.run(list(self.output_names), ort_feed)
+            with open(session.end_profiling(), encoding="utf-8") as f:
+                events = json.load(f)
+            del session
+        return node_times_us(events, skip_runs=warmup)
 
     # ---- device-resident latency paths (GPU tier): IO binding, and a CUDA graph replay ------------
     def prepare_path(self, path: str, feed: Feed) -> str:
@@ -310,11 +332,19 @@ class OnnxRuntimeBackend:
         ep = execution_provider(request)
         # The TensorRT EP takes precision as a flag on the fp32 graph (int8: the QDQ graph).
         path = onnx_file(request, artifacts)
-        options = ort.SessionOptions()
         threads = request.options.get("intra_op_threads")
-        if threads:
-            options.intra_op_num_threads = int(threads)
-        options.log_severity_level = 3
+
+        def session_options(profile_prefix: str | None = None) -> ort.SessionOptions:
+            options = ort.SessionOptions()
+            if threads:
+                options.intra_op_num_threads = int(threads)
+            options.log_severity_level = 3
+            if profile_prefix is not None:
+                options.enable_profiling = True
+                options.profile_file_prefix = profile_prefix
+            return options
+
+        options = session_options()
         providers = self.providers(request, cache)
         try:
             session = ort.InferenceSession(str(path), options, providers=providers)
@@ -334,7 +364,9 @@ class OnnxRuntimeBackend:
             cuda_name, cuda_options = providers[0]
             graph_providers = [(cuda_name, {**cuda_options, "enable_cuda_graph": "1"})]
             graph_session = lambda: ort.InferenceSession(str(path), options, providers=graph_providers)
-        runner = OnnxRuntimeRunner(session, request.outputs, graph_session, label=request.cell_id)
+        runner = OnnxRuntimeRunner(session, request.outputs, graph_session, label=request.cell_id,
+                                   profiling_session=lambda prefix: ort.InferenceSession(
+                                       str(path), session_options(prefix), providers=providers))
         facts = onnx_facts(path)
         return LoadedEngine(runner=runner, facts=replace(facts, detail={**facts.detail, "providers": active}),
                             artifact=path)

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from metrics.drift import DriftComparison, DriftFigure
+from metrics.node_profile import explain_nodes
 from metrics.regression import LatencyComparison
 from metrics.structure import explain, structural_changes
 from suite import verdict
@@ -26,6 +27,7 @@ from suite.baselines import (
     benchmark_storage_dir,
     load_latency_baselines,
     load_results_baseline,
+    node_times_of,
     parse_drift,
     parse_fraction,
     resolve_latency_baselines,
@@ -85,7 +87,8 @@ class Gate(LatencyChecks, DriftChecks, CoverageChecks):
         # by its test and its label without the batch and seed (cell / dataset / output).
         return len({(o.nodeid, " / ".join(o.label.split(" / ")[:3])) for o in self.drift_results})
 
-    def structure(self, engines: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    def structure(self, engines: dict[str, dict[str, Any]],
+                  records: list[dict[str, Any]] | None = None) -> dict[str, Any] | None:
         """Each engine's structural changes against the accuracy baseline's (metrics/structure.py), and for every case
         that moved (a latency regression or improvement, a record that drifted or moved) the change behind it, or that
         none was found. None without an accuracy baseline (the run file that records the engines' facts)."""
@@ -98,12 +101,16 @@ class Gate(LatencyChecks, DriftChecks, CoverageChecks):
                   if o.comparison.failed or o.comparison.changed]
         cells = sorted(set(base) | set(engines), key=len, reverse=True)
         explained = {}
+        nodes_now, nodes_then = node_times_of(records or []), self.results_baseline.node_times
         for label in dict.fromkeys(moved):
             cell = next((c for c in cells if label == c or label.startswith(c + "-")), label)
             explained[label] = explain(cell, changes, compared=cell in base and cell in engines)
+            if label in nodes_now and label in nodes_then:  # both runs profiled the case (--node-profile)
+                explained[label] += "; " + explain_nodes(nodes_then[label], nodes_now[label])
         return {"compared": len(set(base) & set(engines)), "changes": changes, "moved": explained}
 
-    def as_dict(self, engines: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    def as_dict(self, engines: dict[str, dict[str, Any]] | None = None,
+                records: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         """Plain data for the HTML report; ``engines`` (this run's engine facts) adds the structural comparison."""
         coverage = {k: {**c.as_dict(), "gated": self.gated(k)} for k, c in self.coverage.items()}
         return {
@@ -124,7 +131,7 @@ class Gate(LatencyChecks, DriftChecks, CoverageChecks):
             "coverage": coverage,
             "warnings": list(self.warnings) + self.saved_busy_warning(),
             "injected": {"slowdown": self.inject_slowdown, "accuracy_drop": self.inject_accuracy_drop},
-            "structure": None if engines is None else self.structure(engines),
+            "structure": None if engines is None else self.structure(engines, records),
         }
 
     def export_outcomes(self) -> dict[str, Any]:

@@ -95,7 +95,8 @@ def terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
         latency_table(tr, gate)
     if gate.results_baseline is not None:
         drift_table(tr, gate)
-        structure_lines(tr, gate.structure(suite_session(config).engine_facts()))
+        session = suite_session(config)
+        structure_lines(tr, gate.structure(session.engine_facts(), session.records))
 
 
 def structure_lines(tr: Any, structure: dict[str, Any] | None) -> None:

@@ -78,9 +78,22 @@ def test_latency(latency_case, suite, engine_for, benchmark, request, latency_wr
     benchmark.extra_info.update(summary.as_dict(), samples_s=list(samples), gpu=record["gpu"], attempts=attempts,
                                 **bound)
     checked = check_timed_outputs(cell, shape.id, path, call, *expected, model)
+    nodes = _node_profile(request.config.getoption("--node-profile"), engine, feed, path)
+    if nodes:
+        benchmark.extra_info["node_times_us"] = nodes
     suite.record("latency", cell, path=path, shape=shape.id, dims=dims, clock=timed.clock, samples_s=list(samples),
-                 gpu=record["gpu"], attempts=attempts, outputs_checked=checked, **bound, **summary.as_dict())
+                 gpu=record["gpu"], attempts=attempts, outputs_checked=checked, **bound, **summary.as_dict(),
+                 **({"node_times_us": nodes} if nodes else {}))
     gate.check()  # --latency-baseline: fails a significant slowdown (suite/gate/)
+
+
+def _node_profile(runs, engine, feed, path):
+    """--node-profile RUNS: each node's median time for this case's feed (ONNX Runtime cells, path all; the device
+    paths run the same nodes), profiled after the timing in a session of its own. None where not asked for."""
+    profile = getattr(engine.runner, "node_profile", None)
+    if not runs or profile is None or path != "all":
+        return None
+    return profile(feed, runs)
 
 
 def _untimed_outputs(suite, cell, feed):
