@@ -13,6 +13,8 @@ import os
 import platform
 from typing import Any
 
+from core.cpuinfo import cpuinfo
+
 LIBRARIES = ("torch", "torchvision", "onnx", "onnxscript", "onnxruntime", "onnxruntime-gpu", "tensorrt",
              "cuda-python", "cuda-bindings", "nvidia-ml-py", "numpy", "pytest-benchmark")
 
@@ -36,20 +38,8 @@ def _version(dist: str) -> str | None:
 
 def _cpu() -> tuple[str, str | None]:
     """The CPU's model name, and the CPU_INT8_FLAGS it has, space-separated ("none" if it has none; None where
-    it cannot tell), from one read of /proc/cpuinfo (its first CPU's "model name" and "flags", "Features" on ARM)."""
-    model: str | None = None
-    flags: set[str] | None = None
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if model is None and line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                elif flags is None and line.startswith(("flags", "Features")):
-                    flags = set(line.split(":", 1)[1].split())
-                if model is not None and flags is not None:
-                    break
-    except OSError:
-        pass
+    it cannot tell), from /proc/cpuinfo's first CPU (core/cpuinfo.py)."""
+    model, flags = cpuinfo()
     if model is None:
         model = platform.processor() or platform.machine()
     if flags is None:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from core.cpuinfo import cpuinfo
 from core.hashing import digest
 
 #: Under the engine cache's inductor directory (engines.inductor.backend.WORK_DIR).
@@ -28,23 +29,13 @@ MARKERS = "isa-probes"
 CheckBuild = Callable[[Any, str], bool]
 
 
-@functools.cache
-def _cpu_flags() -> str:
-    """The first ``flags`` line of /proc/cpuinfo (empty where there is none): what the CPU offers."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
-            return next((line.split(":", 1)[1].strip() for line in info if line.startswith("flags")), "")
-    except OSError:
-        return ""
-
-
 def probe_key(isa: Any, code: str, compiler: Any) -> dict[str, Any]:
     """Everything that decides whether one probe passes on this machine."""
     import torch
 
     return {"isa": type(isa).__name__, "arch_flags": isa.build_arch_flags(),
             "code": hashlib.sha256(code.encode()).hexdigest(), "compiler": compiler, "torch": torch.__version__,
-            "python": sys.executable, "cpu_flags": _cpu_flags(), "kernel": platform.release()}
+            "python": sys.executable, "cpu_flags": " ".join(cpuinfo()[1] or ()), "kernel": platform.release()}
 
 
 def remembering(check_build: CheckBuild, markers: Path, compiler: Callable[[], Any]) -> CheckBuild:
