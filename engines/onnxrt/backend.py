@@ -75,10 +75,13 @@ class OnnxRuntimeRunner:
         # path -> (session, binding, the bound device values: kept alive, at fixed addresses, while timed)
         self._bound: dict[str, tuple[ort.InferenceSession, ort.IOBinding, list[ort.OrtValue]]] = {}
 
-    def infer(self, feed: Feed) -> dict[str, np.ndarray]:
+    def _ort_feed(self, feed: Feed) -> dict[str, np.ndarray]:
+        """The feed checked against the session's inputs, each in the dtype the session declares."""
         check_feed(feed, self.input_names)
-        ort_feed = {n: as_input_dtype(feed[n], self._dtypes[n], n, self.label) for n in self.input_names}
-        values = self.session.run(list(self.output_names), ort_feed)
+        return {n: as_input_dtype(feed[n], self._dtypes[n], n, self.label) for n in self.input_names}
+
+    def infer(self, feed: Feed) -> dict[str, np.ndarray]:
+        values = self.session.run(list(self.output_names), self._ort_feed(feed))
         return dict(zip(self.output_names, (np.asarray(v) for v in values), strict=True))
 
     def node_profile(self, feed: Feed, runs: int, warmup: int = 2) -> dict[str, float]:
@@ -87,8 +90,7 @@ class OnnxRuntimeRunner:
         cost, so it never runs inside a timed case. The session and its file are gone when this returns."""
         if self._profiling_session is None:
             raise RuntimeError(f"{self.label}: made without a profiling session")
-        check_feed(feed, self.input_names)
-        ort_feed = {n: as_input_dtype(feed[n], self._dtypes[n], n, self.label) for n in self.input_names}
+        ort_feed = self._ort_feed(feed)
         with tempfile.TemporaryDirectory(prefix="ort-profile-") as tmp:
             session = self._profiling_session(os.path.join(tmp, "profile"))
             for _ in range(warmup + runs):
