@@ -20,12 +20,14 @@ from typing import Any
 
 import pytest
 
+from engines import get_backend
 from suite.benchmark_files import atomic_benchmark_files
 from suite.environment import fingerprint
 from suite.gate.state import gate_of
 from suite.scheduling import _scheduler_class, load_durations, work_unit_of
 from suite.state import suite_session
 from suite.timeline import PHASES, PhaseClock, Timeline, timed_call
+from suite.warm_up import WarmUp, wanted
 from suite.workers import BOUND_CPUS, BOUND_GPU, describe_cpus
 
 
@@ -47,13 +49,27 @@ class FleetPlugin:
         self.is_worker = hasattr(config, "workerinput")
         self._place: Any = None  # nodeid -> (unit, model), made once the session exists
         self.timeline = Timeline()
+        self.warm_up: WarmUp | None = None  # this process's (a worker's, or the one process's)
+        self.worker_warm_ups: dict[str, dict[str, Any]] = {}
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        """After every plugin's configure (pytest-benchmark's session exists by now)."""
+        """After every plugin's configure (pytest-benchmark's session exists by now). A process that runs tests
+        starts paying its one-off CUDA costs now, while it collects and waits (suite/warm_up.py)."""
         if self.is_worker:
             self._enable_benchmarks_in_worker()
         else:
             atomic_benchmark_files(self.config)
+        if self.is_worker or not self.config.getoption("numprocesses", None):
+            suite = suite_session(self.config)
+            engines = wanted(suite.device, [e for m in suite.config.models.values() for e in m.engines])
+            if engines:
+                self.warm_up = WarmUp(engines, suite.device, get_backend)
+                self.warm_up.start()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        if self.warm_up is not None:
+            self.warm_up.wait()
 
     # ---- every process -------------------------------------------------------------------------------
     @pytest.hookimpl(wrapper=True)
@@ -72,11 +88,36 @@ class FleetPlugin:
                                   place=work_unit_of(config))
 
     @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodeready(self, node: Any) -> None:
+        self.timeline.mark(f"{_worker_id(node)} up")
+
+    @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        self.timeline.mark(f"{_worker_id(node)} collected")
         self.note_collected(self.config, list(ids))
+        self.timeline.mark("start-up check done")  # the controller's, on the first worker's collection
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """Without xdist, this process collected: the start-up check of every model a collected test uses
+        (suite/preflight/), so that a model that cannot run is one error naming it, not a failure in each of its
+        tests. (An xdist worker leaves it to the controller, which hears of the first worker's collection.)"""
+        if self.is_worker:
+            return
+        self.timeline.mark("collected")
+        self.note_collected(self.config, [item.nodeid for item in session.items])
+        self.timeline.mark("start-up check done")
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if not self.is_worker:
+            self.timeline.mark("session finishing")
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        self.timeline.mark(f"{_worker_id(node)} down")
+        self._add_worker_output(node)
+
+    def _add_worker_output(self, node: Any) -> None:
         """Add up what a worker produced (see ``worker_output``)."""
         data = getattr(node, "workeroutput", {}).get("suite")
         if not data:
@@ -96,12 +137,21 @@ class FleetPlugin:
         for unit, seconds in data["per_unit"].items():
             self.clock.per_unit[unit] = self.clock.per_unit.get(unit, 0.0) + seconds
         self.worker_environments[worker] = data["environment"]
+        if data.get("warm_up", {}).get("seconds"):
+            self.worker_warm_ups[worker] = data["warm_up"]
         self.benchmarks.extend(data["benchmarks"])
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if not self.is_worker:
             self.timeline.add(report)
+
+    def warm_ups(self) -> dict[str, dict[str, Any]]:
+        """Each process's warm-up (suite/warm_up.py): every worker's, or this process's."""
+        if self.worker_warm_ups:
+            return dict(sorted(self.worker_warm_ups.items()))
+        own = self.warm_up.summary() if self.warm_up is not None else {}
+        return {"main": own} if own.get("seconds") else {}
 
     def phases(self) -> dict[str, float]:
         """Seconds per phase: this process's, or every worker's added up (worker-seconds)."""
@@ -148,7 +198,12 @@ class FleetPlugin:
                 "gate": gate.export_outcomes() if gate is not None else {}, "phases": self.clock.seconds,
                 "per_unit": self.clock.per_unit, "cpus": BOUND_CPUS, "threads": suite.thread_share,
                 "environment": {**fingerprint(suite.device), "cuda_visible_devices": BOUND_GPU},
+                "warm_up": self.warm_up.summary() if self.warm_up is not None else {},
                 "benchmarks": json.loads(json.dumps(benchmarks, default=str))}
+
+
+def _worker_id(node: Any) -> str:
+    return str(getattr(getattr(node, "gateway", None), "id", "?"))
 
 
 def run_environment(config: pytest.Config) -> dict[str, Any]:

@@ -36,7 +36,6 @@ from suite import (
     parametrize,
     run_identity,
     runtest,
-    startup_check,
     terminal,
     verdict_wiring,
     workers,
@@ -158,13 +157,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """What the user left out by request is deselected; the rest runs a model at a time (suite/collection.py)."""
     collection.select_and_order(config, items)
-
-
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """Before any test: the start-up check of every model a collected test uses (suite/preflight/), so
-    that a model that cannot run is one error naming it, not a failure in each of its tests."""
-    if not workers.is_worker(session.config):
-        startup_check.note_collected(session.config, [item.nodeid for item in session.items])
 
 
 def pytest_internalerror(excrepr: Any, excinfo: Any) -> None:

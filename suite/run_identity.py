@@ -23,6 +23,7 @@ def run_info(config: pytest.Config) -> dict[str, Any]:
     state = config.stash[RUN_KEY]
     suite = suite_session(config)
     fleet_plugin = config.pluginmanager.get_plugin("suite-fleet")
+    ended = time.time()
     return {"config": str(state.config.path), "device": config.getoption("--device"),
             "workers": len(fleet_plugin.worker_phases) or 1,  # type: ignore[union-attr]
             "phases": fleet_plugin.phases(),  # type: ignore[union-attr]
@@ -31,11 +32,13 @@ def run_info(config: pytest.Config) -> dict[str, Any]:
             "test_times": fleet_plugin.timeline.tests(),  # type: ignore[union-attr]
             **({"worker_cpus": dict(sorted(fleet_plugin.worker_cpus.items()))}  # type: ignore[union-attr]
                if fleet_plugin.worker_cpus else {}),  # type: ignore[union-attr]
+            **({"warm_up": warm} if (warm := fleet_plugin.warm_ups()) else {}),  # type: ignore[union-attr]
             **({"peak_gpu_memory": memory} if (memory := memory_summary(suite.records)) else {}),
             "engine_options": {m.name: {e: dict(o) for e, o in m.engine_options.items() if o and e in m.engines}
                                for m in state.config.models.values()},
             **run_identity(config), "command": " ".join(config.invocation_params.args),
-            "wall_s": round(time.time() - state.started, 1), "cache": suite.cache.stats.summary_line()}
+            "wall_s": round(ended - state.started, 1), "cache": suite.cache.stats.summary_line(),
+            "milestones": fleet_plugin.timeline.outside_tests(state.started, ended)}  # type: ignore[union-attr]
 
 
 def run_identity(config: pytest.Config) -> dict[str, Any]:

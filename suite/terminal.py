@@ -12,7 +12,9 @@ import pytest
 from suite import collection
 from suite.gpu_memory import memory_summary
 from suite.rebuild import describe as describe_rebuild
-from suite.state import LEDGER_KEY, RUN_KEY, SESSION_KEY
+from suite.state import LEDGER_KEY, RUN_INFO_KEY, RUN_KEY, SESSION_KEY
+from suite.timeline import Timeline
+from suite.warm_up import warm_up_line
 
 
 def header_lines(config: pytest.Config) -> list[str]:
@@ -66,6 +68,13 @@ def summary(tr: Any, config: pytest.Config) -> None:
     worker_time = config.pluginmanager.get_plugin("suite-fleet").timeline.summary()  # type: ignore[union-attr]
     if worker_time:
         tr.write_line(worker_time)
+    info = config.stash.get(RUN_INFO_KEY, None)
+    outside = Timeline.outside_summary(info.get("milestones", {})) if info else None
+    if outside:
+        tr.write_line(outside)
+    warm = info.get("warm_up") if info else None
+    if warm:
+        tr.write_line(warm_up_line(warm))
     cpus = config.pluginmanager.get_plugin("suite-fleet").worker_cpus  # type: ignore[union-attr]
     if cpus:
         tr.write_line("worker CPU shares: " + "; ".join(f"{w} {c['cpus']}, {c['threads'] or 'default'} threads"

@@ -43,6 +43,23 @@ class Timeline:
 
     def __init__(self) -> None:
         self.rows: list[tuple[str, str, str, float, float]] = []  # nodeid, worker, when, start, stop (epoch s)
+        self.marks: dict[str, float] = {}  # the controller's milestones outside the tests (epoch s), first wins
+
+    def mark(self, name: str, when: float | None = None) -> None:
+        """A milestone of the run outside its tests (a worker up, a collection in, the start-up check done, the
+        last worker down): where the wall time that no worker span holds went."""
+        self.marks.setdefault(name, time.time() if when is None else when)
+
+    def outside_tests(self, started: float, ended: float) -> dict[str, float]:
+        """Each milestone in seconds after the run started, with the first test's start and the last test's
+        stop among them, and the run's end: the time before the first test and after the last, and what filled
+        it."""
+        marks = dict(self.marks)
+        if self.rows:
+            marks["first test started"] = min(r[3] for r in self.rows)
+            marks["last test ended"] = max(r[4] for r in self.rows)
+        marks["run ended"] = ended
+        return {name: round(when - started, 2) for name, when in sorted(marks.items(), key=lambda kv: kv[1])}
 
     def add(self, report: pytest.TestReport) -> None:
         start, stop = getattr(report, "start", None), getattr(report, "stop", None)
@@ -62,6 +79,21 @@ class Timeline:
             out[worker] = {"span_s": round(span, 1), **{f"{k}_s": round(v, 1) for k, v in spent.items()},
                            "idle_s": round(span - sum(spent.values()), 1)}
         return out
+
+    @staticmethod
+    def outside_summary(milestones: dict[str, float]) -> str | None:
+        """One line: the seconds before the first test and after the last, and the milestones between."""
+        if "first test started" not in milestones or "last test ended" not in milestones:
+            return None
+        first, last = milestones["first test started"], milestones["last test ended"]
+        before = ", ".join(f"{name} {at:.1f}" for name, at in milestones.items()
+                           if at <= first and name != "first test started")
+        after = ", ".join(f"{name} +{at - last:.1f}" for name, at in milestones.items()
+                          if at >= last and name not in ("last test ended", "run ended"))
+        total = milestones["run ended"]
+        return (f"outside the tests: {first:.1f} s before the first (s after the start: {before or 'none'}), "
+                f"{total - last:.1f} s after the last ({after or 'none'}); tests {last - first:.1f} s of "
+                f"{total:.1f} s")
 
     def tests(self) -> list[list[Any]]:
         """One row per test phase: [nodeid, worker, when, start (s after the first), seconds]."""

@@ -99,6 +99,14 @@ def test_two_workers_leave_one_result_of_every_kind(tmp_path: Path) -> None:
         assert f'data-cell="{cell}' in html, cell
     out = done.stdout
     assert "engine cache: " in out and "time per phase: " in out and "summed over 2 workers" in out, explain(done)
+    milestones = data["run"]["milestones"]  # where the time outside the workers' spans went, in order
+    assert list(milestones.values()) == sorted(milestones.values()), milestones
+    for name in ("gw0 up", "gw1 up", "gw0 collected", "gw1 collected", "start-up check done", "first test started",
+                 "last test ended", "gw0 down", "gw1 down", "session finishing", "run ended"):
+        assert name in milestones, (name, milestones)
+    assert milestones["start-up check done"] <= milestones["first test started"] <= milestones["last test ended"]
+    assert abs(milestones["run ended"] - data["run"]["wall_s"]) < 0.1, data["run"]
+    assert "outside the tests: " in out, explain(done)
     durations = json.loads((tmp_path / "cache" / scheduling.DURATIONS_FILE).read_text())
     assert set(durations) == {"tiny-torch-fp32", "tiny-onnxruntime-fp32", "steady-torch-fp32"}  # per unit: a cell
 

@@ -375,6 +375,27 @@ def test_the_timeline_says_where_each_workers_wall_time_went() -> None:
     assert timelines.Timeline().summary() is None
 
 
+def test_the_milestones_say_where_the_time_outside_the_tests_went() -> None:
+    """The wall time no worker span holds (workers starting, collecting, the start-up check, the finish): each
+    milestone in seconds after the start, first mark of a name kept, and one line that adds up."""
+    timeline = timelines.Timeline()
+    timeline.mark("gw0 up", 1003.0)
+    timeline.mark("gw0 collected", 1004.0)
+    timeline.mark("gw0 collected", 1009.0)  # the first mark of a name stands
+    timeline.mark("start-up check done", 1006.5)
+    timeline.add(SimpleNamespace(nodeid="t::a", when="call", start=1007.0, stop=1020.0,
+                                 node=SimpleNamespace(gateway=SimpleNamespace(id="gw0"))))
+    timeline.mark("gw0 down", 1021.0)
+    milestones = timeline.outside_tests(started=1000.0, ended=1022.5)
+    assert milestones == {"gw0 up": 3.0, "gw0 collected": 4.0, "start-up check done": 6.5, "first test started": 7.0,
+                          "last test ended": 20.0, "gw0 down": 21.0, "run ended": 22.5}
+    assert list(milestones.values()) == sorted(milestones.values())  # in the order they happened
+    assert timelines.Timeline.outside_summary(milestones) == (
+        "outside the tests: 7.0 s before the first (s after the start: gw0 up 3.0, gw0 collected 4.0, start-up "
+        "check done 6.5), 2.5 s after the last (gw0 down +1.0); tests 13.0 s of 22.5 s")
+    assert timelines.Timeline.outside_summary({"run ended": 1.0}) is None  # no test ran: nothing to split
+
+
 def test_each_worker_gets_its_own_share_of_the_cores() -> None:
     cpus = list(range(32))
     own = lambda cpu: cpu  # no hyperthreads: each logical CPU a core of its own

@@ -1,0 +1,126 @@
+"""A process pays its one-off CUDA costs while it waits for its first test, and never beside one (issue 22).
+
+The saving itself is a GPU figure (docs/gpu.md); here, on CPU: the warm-up runs in its own thread, a test waits
+for it to end, an error in it decides nothing and is kept, only a process that runs tests on a CUDA device warms
+up, and the ONNX Runtime warm-up's graph is a valid model.
+"""
+
+from __future__ import annotations
+
+import threading
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+from suite import fleet
+from suite.warm_up import WarmUp, wanted, warm_up_line
+
+pytestmark = pytest.mark.selftest
+
+
+class _Blocking:
+    """A backend whose warm-up runs until ``release`` is set."""
+
+    def __init__(self) -> None:
+        self.started, self.release, self.devices = threading.Event(), threading.Event(), []
+
+    def warm_up(self, device: str) -> None:
+        self.devices.append(device)
+        self.started.set()
+        assert self.release.wait(30)
+
+
+def _waits_until_released(backend: _Blocking, waiter: Any) -> None:
+    """``waiter()`` does not return while the warm-up runs, and returns once it ends."""
+    thread = threading.Thread(target=waiter, daemon=True)
+    assert backend.started.wait(30)
+    thread.start()
+    thread.join(0.2)
+    assert thread.is_alive(), "returned while the warm-up was still running"
+    backend.release.set()
+    thread.join(30)
+    assert not thread.is_alive()
+
+
+def test_the_warm_up_runs_in_its_own_thread_and_a_test_waits_for_its_end() -> None:
+    slow, plain = _Blocking(), object()  # an engine without warm_up has nothing to pay ahead
+    warm = WarmUp(["torch", "tensorrt"], "cuda:0", {"torch": slow, "tensorrt": plain}.__getitem__)
+    warm.start()  # returns at once: the warm-up is in its own thread
+    _waits_until_released(slow, warm.wait)
+    assert slow.devices == ["cuda:0"]
+    summary = warm.summary()
+    assert list(summary["seconds"]) == ["torch"] and "errors" not in summary, summary
+    assert summary["waited_s"] > 0.1, summary  # the test's wait is measured, not assumed
+    warm.wait()  # once ended, a wait is free
+
+
+def test_an_error_in_the_warm_up_decides_nothing_and_is_kept() -> None:
+    later = _Blocking()
+    later.release.set()
+
+    class Failing:
+        def warm_up(self, device: str) -> None:
+            raise RuntimeError("CUDA error: out of memory\nCUDA kernel errors might be asynchronously reported")
+
+    warm = WarmUp(["onnxruntime", "torch"], "cuda:1", {"onnxruntime": Failing(), "torch": later}.__getitem__)
+    warm.start()
+    warm.wait()  # does not raise: the engine's own tests meet the fault and fail on it
+    summary = warm.summary()
+    assert summary["errors"] == {"onnxruntime": "RuntimeError: CUDA error: out of memory"}, summary
+    assert later.devices == ["cuda:1"] and set(summary["seconds"]) == {"onnxruntime", "torch"}
+    line = warm_up_line({"gw0": summary})
+    assert line.startswith("warm-up (one-off CUDA costs paid before the first test): gw0 onnxruntime ")
+    assert "(onnxruntime failed: RuntimeError: CUDA error: out of memory)" in line, line
+
+
+def test_only_a_cuda_device_is_warmed_up_each_engine_once() -> None:
+    assert wanted("cpu", ["torch", "onnxruntime"]) == []
+    assert wanted("cuda:0", ["torch", "onnxruntime", "torch", "inductor"]) == ["torch", "onnxruntime", "inductor"]
+
+
+def _plugin(monkeypatch: pytest.MonkeyPatch, backend: Any, *, worker: bool, numprocesses: int | None,
+            device: str = "cuda:0") -> fleet.FleetPlugin:
+    options = {"numprocesses": numprocesses}
+    config = SimpleNamespace(getoption=lambda name, default=None: options.get(name, default))
+    if worker:
+        config.workerinput = {"workerid": "gw0"}
+    session = SimpleNamespace(config=SimpleNamespace(models={"m": SimpleNamespace(engines=["torch"])}), device=device)
+    monkeypatch.setattr(fleet, "suite_session", lambda config: session)
+    monkeypatch.setattr(fleet, "get_backend", lambda name: backend)
+    monkeypatch.setattr(fleet, "atomic_benchmark_files", lambda config: None)
+    plugin = fleet.FleetPlugin(config, 1, lambda config, ids: None)  # type: ignore[arg-type]
+    monkeypatch.setattr(plugin, "_enable_benchmarks_in_worker", lambda: None)
+    return plugin
+
+
+@pytest.mark.parametrize(("worker", "numprocesses"), [(True, 2), (False, None)], ids=["xdist-worker", "one-process"])
+def test_a_process_that_runs_tests_warms_up_at_session_start_and_setup_waits(
+        monkeypatch: pytest.MonkeyPatch, worker: bool, numprocesses: int | None) -> None:
+    backend = _Blocking()
+    plugin = _plugin(monkeypatch, backend, worker=worker, numprocesses=numprocesses)
+    plugin.pytest_sessionstart(SimpleNamespace())  # type: ignore[arg-type]
+    _waits_until_released(backend, lambda: plugin.pytest_runtest_setup(SimpleNamespace()))  # type: ignore[arg-type]
+    assert plugin.warm_up is not None and list(plugin.warm_ups()["main"]["seconds"]) == ["torch"]
+
+
+@pytest.mark.parametrize(("worker", "numprocesses", "device"), [(False, 2, "cuda:0"), (True, 2, "cpu")],
+                         ids=["xdist-controller", "cpu-device"])
+def test_the_xdist_controller_and_a_cpu_run_do_not_warm_up(monkeypatch: pytest.MonkeyPatch, worker: bool,
+                                                           numprocesses: int, device: str) -> None:
+    backend = _Blocking()
+    plugin = _plugin(monkeypatch, backend, worker=worker, numprocesses=numprocesses, device=device)
+    plugin.pytest_sessionstart(SimpleNamespace())  # type: ignore[arg-type]
+    plugin.pytest_runtest_setup(SimpleNamespace())  # type: ignore[arg-type]
+    assert not backend.started.is_set() and plugin.warm_ups() == {}
+
+
+def test_the_onnx_runtime_warm_up_graph_is_a_valid_model() -> None:
+    """The graph the CUDA EP warms up on: checked by onnx, and run here on the CPU EP."""
+    from engines.onnxrt.backend import _warm_up_model, import_onnxruntime
+
+    ort = import_onnxruntime()
+    session = ort.InferenceSession(_warm_up_model(), providers=["CPUExecutionProvider"])
+    (y,) = session.run(None, {"x": np.ones((2, 3, 16, 16), np.float32)})
+    assert y.shape == (2, 2) and np.isfinite(y).all()
