@@ -49,7 +49,7 @@ def changes_section(gate: Mapping[str, Any] | None) -> str:
     parts = ['<h2 id="changes">Changed since baseline</h2>']
     latency = gate.get("latency") or []
     if gate.get("latency_baseline"):
-        order = ("regression", "busy", "inconclusive", "improvement")
+        order = ("regression", "slower-clock", "busy", "inconclusive", "improvement")
         shown = sorted((o for o in latency if o.get("status") in order), key=lambda o: order.index(o["status"]))
         counts: dict[str, int] = defaultdict(int)
         for o in latency:
@@ -72,7 +72,9 @@ def changes_section(gate: Mapping[str, Any] | None) -> str:
                 rows.append(f'<tr class="{escape(o["status"])}"><td class="name">{escape(o["label"])}</td>'
                             f"<td>{fmt(o.get('baseline_median_ms'), 4)}</td><td>{fmt(o.get('current_median_ms'), 4)}"
                             f"</td><td>{signed_pct(o.get('change_pct'))}</td><td>{ratio_interval(o)}</td>"
-                            f'<td>{_others(o)}</td><td>{_could_see(o)}</td><td class="name">{status_text(o)}</td></tr>')
+                            f'<td>{_others(o)}</td><td>{_could_see(o)}</td><td class="name">{status_text(o)}'
+                            + (f'<br><small>{escape(str(o["clocks"]))}</small>' if o.get("clocks") else "")
+                            + "</td></tr>")
             parts.append(f'<table class="suite latency-changes"><thead>{head}</thead><tbody>{"".join(rows)}'
                          "</tbody></table>")
     drift = gate.get("drift") or []

@@ -19,6 +19,7 @@ import json
 import math
 import platform
 import re
+import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -120,6 +121,7 @@ class LatencyBaseline:
     interference: dict[LatencyKey, float]
     without_samples: tuple[str, ...] = ()
     fingerprints: tuple[dict[str, Any], ...] = ()
+    sm_clock: dict[LatencyKey, float] = field(default_factory=dict)  # the median of the runs' median SM clocks
 
     @property
     def source(self) -> str:
@@ -221,6 +223,7 @@ def refuse_self_test_run(path: Path, data: Mapping[str, Any], what: str) -> None
 def load_latency_baselines(paths: list[Path], accept_incomplete: bool = False) -> LatencyBaseline:
     samples: dict[LatencyKey, list[list[float]]] = {}
     interference: dict[LatencyKey, float] = {}
+    clocks: dict[LatencyKey, list[float]] = {}
     without: list[str] = []
     environment: dict[str, Any] = {}
     fingerprints: list[dict[str, Any]] = []
@@ -246,6 +249,9 @@ def load_latency_baselines(paths: list[Path], accept_incomplete: bool = False) -
                 without.append(f"{path.name}:{bench.get('name', key_label(key))}")
                 continue
             samples.setdefault(key, []).append(_samples(values, f"latency baseline {path}: {key_label(key)}"))
+            clock = (extra.get("gpu") or {}).get("sm_clock_mhz")
+            if isinstance(clock, (int, float)) and clock > 0:
+                clocks.setdefault(key, []).append(float(clock))
             gate = extra.get("gate") or {}
             if isinstance(gate.get("interference"), (int, float)):
                 interference[key] = max(interference.get(key, 0.0), float(gate["interference"]))
@@ -254,7 +260,8 @@ def load_latency_baselines(paths: list[Path], accept_incomplete: bool = False) -
         when = data.get("datetime")
     return LatencyBaseline(sources=tuple(Path(p) for p in paths), environment=environment, datetime=when,
                            samples=samples, interference=interference, without_samples=tuple(without),
-                           fingerprints=tuple(fingerprints))
+                           fingerprints=tuple(fingerprints),
+                           sm_clock={k: float(statistics.median(v)) for k, v in clocks.items()})
 
 
 def saved_fingerprint(data: Mapping[str, Any]) -> dict[str, Any]:

@@ -18,6 +18,7 @@ import numpy as np
 
 from engines.base import UNSUPPORTED, CellUnavailable, Runner, path_outputs
 from engines.feeds import Feed
+from metrics.clocks import clock_summary
 from suite.gpu_memory import nvml_handle
 
 PATHS: tuple[str, ...] = ("all", "model", "graph")
@@ -98,7 +99,8 @@ def _host_timed(fn: Callable[[], Any]) -> float:
 
 
 class GpuMonitor:
-    """Samples device memory in use and NVML utilization while a latency case runs.
+    """Samples device memory in use, NVML utilization, the SM clock and its clocks-event (throttle) reasons while
+    a latency case runs.
 
     NVML's ``utilization.gpu`` is the share of time at least one kernel was running (NVIDIA's "GPU
     utilization"); it is reported as such, not as a count of busy SMs. Peak memory is the device's
@@ -108,7 +110,8 @@ class GpuMonitor:
     def __init__(self, device: str, interval_s: float = 0.02) -> None:
         self.device = device
         self.interval_s = interval_s
-        self.timeline: dict[str, list[float]] = {"t_s": [], "memory_mib": [], "sm_util_pct": []}
+        self.timeline: dict[str, list[float]] = {"t_s": [], "memory_mib": [], "sm_util_pct": [], "sm_clock_mhz": []}
+        self.clock_reasons: list[int] = []  # NVML's clocks-event reasons bitmask per sample (metrics/clocks.py)
         self.error: str | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -140,7 +143,21 @@ class GpuMonitor:
             self.timeline["t_s"].append(round(time.perf_counter() - start, 4))
             self.timeline["memory_mib"].append(round(memory, 1))
             self.timeline["sm_util_pct"].append(float(util))
+            self._sample_clock(nvml)
             self._stop.wait(self.interval_s)
+
+    def _sample_clock(self, nvml: Any) -> None:
+        """The SM clock and why it is held where it is, this sample; a driver without either leaves them out (the
+        case's summary then has no clock figures, and its gate no clock-normalised confirmation)."""
+        try:
+            clock = float(nvml.nvmlDeviceGetClockInfo(self._handle, nvml.NVML_CLOCK_SM))
+            reasons = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
+                nvml.nvmlDeviceGetCurrentClocksThrottleReasons
+            mask = int(reasons(self._handle))
+        except Exception:
+            return
+        self.timeline["sm_clock_mhz"].append(clock)
+        self.clock_reasons.append(mask)
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
@@ -161,5 +178,5 @@ class GpuMonitor:
         if self.timeline["t_s"]:
             util = self.timeline["sm_util_pct"]
             out.update(peak_memory_mib=max(self.timeline["memory_mib"]), mean_sm_util_pct=sum(util) / len(util),
-                       timeline=self.timeline)
+                       **clock_summary(self.timeline["sm_clock_mhz"], self.clock_reasons), timeline=self.timeline)
         return out

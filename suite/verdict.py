@@ -47,6 +47,8 @@ REASONS: dict[str, str] = {
                    "counterpart for this case",
     "busy": "other processes used the CPUs while this case was timed, in every attempt, or while its baseline was",
     "inconclusive": "the latency interval was too wide to tell a change of the threshold's size from none",
+    "slower-clock": "a device-bound case got slower while the GPU's SM clock was lower than at the baseline, and "
+                    "in clock-normalised time (time x SM clock: cycles) it did not: the clock explains it",
     "benchmark-disabled": "--benchmark-disable: the case ran once as a smoke test and was not timed",
     "interrupted": "the run stopped before this check ended",
     "skipped": "skipped without a reason code (a plain pytest.skip)",

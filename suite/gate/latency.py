@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from metrics.clocks import clock_normalised, confirmed_in_cycles, limited_note
 from metrics.distributions import student_t_quantile
 from metrics.regression import LatencyComparison, compare_latency
 from suite import bound, verdict
@@ -48,7 +49,8 @@ NO_BASELINE_OPTIONS = "--latency-baseline or --benchmark-compare-fail"
 
 #: A latency outcome's status -> its verdict state (pinned status by status: tests/selftest/test_gate_outcomes.py).
 STATE = {"regression": verdict.FAILED, "unchanged": verdict.PASSED, "improvement": verdict.PASSED,
-         "busy": verdict.NOT_JUDGED, "inconclusive": verdict.NOT_JUDGED, "no-baseline": verdict.NOT_JUDGED}
+         "busy": verdict.NOT_JUDGED, "inconclusive": verdict.NOT_JUDGED, "no-baseline": verdict.NOT_JUDGED,
+         "slower-clock": verdict.NOT_JUDGED}
 
 
 @dataclass
@@ -62,6 +64,7 @@ class LatencyOutcome:
     busy_side: str | None = None  # "current" | "baseline" when status is busy
     attempts: int = 1
     baseline_given: bool = True  # False: no-baseline because the run was given no latency baseline at all
+    clocks: str | None = None  # the SM clocks' part: limited while timed, and the clock-normalised change
 
     def component(self) -> verdict.Component:
         """This outcome as a check component of its test (suite/verdict.py)."""
@@ -81,7 +84,11 @@ class LatencyOutcome:
             assert self.comparison is not None
             c = self.comparison
             detail = (f"median {c.baseline_median_s * 1e3:.4g} -> {c.current_median_s * 1e3:.4g} ms "
-                      f"({c.change_pct:+.2f}%), CI {c.interval_text}; {c.reason}")
+                      f"({c.change_pct:+.2f}%), CI {c.interval_text}; "
+                      + ("in clock-normalised time it did not get slower" if self.status == "slower-clock"
+                         else c.reason))
+        if self.clocks:
+            detail += f"; {self.clocks}"
         return verdict.Component(f"latency gate {self.label}", state, reason, detail)
 
 
@@ -129,7 +136,8 @@ class LatencyChecks(BaselineEnvironment):
         comparison = self.compare(record)
         if comparison is None:
             outcome = LatencyOutcome(label, nodeid, "no-baseline", interference=interference, attempts=attempts,
-                                     baseline_given=self.latency_baseline is not None)
+                                     baseline_given=self.latency_baseline is not None,
+                                     clocks=limited_note(record.get("gpu")))
             self.latency.append(outcome)
             return outcome, None
         assert self.latency_baseline is not None
@@ -151,11 +159,38 @@ class LatencyChecks(BaselineEnvironment):
             # A slow, busy baseline hides a real slowdown as "unchanged" or an "improvement" when it was busier than
             # this run by enough to hide one the gate must catch; only a regression over it is then a finding.
             status, side = "busy", "baseline"
-        outcome = LatencyOutcome(label, nodeid, status, comparison, interference, base_busy, side, attempts)
+        cycles = None
+        if device_bound:  # a device-bound case's time follows the SM clock: judged in cycles too (metrics/clocks.py)
+            status, cycles = self._in_cycles(key, record, comparison, status)
+        clocks = "; ".join(n for n in (limited_note(record.get("gpu")), cycles) if n) or None
+        outcome = LatencyOutcome(label, nodeid, status, comparison, interference, base_busy, side, attempts,
+                                 clocks=clocks)
         self.latency.append(outcome)
         if status == "regression":
-            return outcome, f"{label}: {comparison.explain()}{self._env_note('latency')}"
+            return outcome, (f"{label}: {comparison.explain()}" + (f"; {clocks}" if clocks else "")
+                             + self._env_note("latency"))
         return outcome, None
+
+    def _in_cycles(self, key: Any, record: dict[str, Any], comparison: LatencyComparison,
+                   status: str) -> tuple[str, str | None]:
+        """A device-bound regression stands only if it holds in clock-normalised time as well; otherwise it is
+        'slower-clock' (not judged). Returns the status and what the clocks say (limited while timed, and the
+        change in cycles), or None where there is nothing to say."""
+        gpu, notes = record.get("gpu") or {}, []
+        base_clock = self.latency_baseline.sm_clock.get(key) if self.latency_baseline is not None else None
+        clock = gpu.get("sm_clock_mhz")
+        if base_clock and clock:
+            normalised, _ = clock_normalised(comparison.ratio, comparison.ci_low, base_clock, clock)
+            if status == "regression" or abs(clock - base_clock) / base_clock > 0.005:
+                notes.append(f"SM clock {base_clock:.0f} -> {clock:.0f} MHz, clock-normalised change "
+                             f"{(normalised - 1) * 100:+.2f}%")
+            if status == "regression" and not confirmed_in_cycles(comparison.ratio, comparison.ci_low,
+                                                                  comparison.decision_ratio, base_clock, clock):
+                status = "slower-clock"
+        elif status == "regression":
+            notes.append("not confirmed in clock-normalised time: the SM clock was not sampled "
+                         + ("here" if not clock else "in the baseline"))
+        return status, "; ".join(notes) or None
 
 
 def pct(x: float | None) -> str:

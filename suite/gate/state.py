@@ -124,7 +124,7 @@ class Gate(LatencyChecks, DriftChecks, CoverageChecks):
                                         for k, (src, d) in self.environment_differences().items()},
             "latency": [{"label": o.label, "status": o.status, "interference": o.interference,
                          "baseline_interference": o.baseline_interference, "busy_side": o.busy_side,
-                         "attempts": o.attempts,
+                         "attempts": o.attempts, **({"clocks": o.clocks} if o.clocks else {}),
                          **({} if o.comparison is None else o.comparison.as_dict())} for o in self.latency],
             "drift": [{"label": o.label, **o.comparison.as_dict()} for o in self.drift_results],
             "no_accuracy_baseline": list(self.no_accuracy_baseline),

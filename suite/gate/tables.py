@@ -135,7 +135,8 @@ def latency_table(tr: Any, gate: Gate) -> None:
     title = (f"latency gate: {gate.max_slowdown * 100:g}% threshold, {gate.confidence * 100:g}% CI, "
              f"baseline {gate.latency_baseline.source if gate.latency_baseline else '-'}")
     tr.section(title, sep="-", red=bool(by_status.get("regression")))
-    shown = [o for s in ("regression", "improvement", "busy", "inconclusive") for o in by_status.get(s, [])]
+    shown = [o for s in ("regression", "improvement", "slower-clock", "busy", "inconclusive")
+             for o in by_status.get(s, [])]
     if shown:
         tr.write_line(f"{'case':<52}{'baseline':>11}{'current':>11}{'change':>9}  {'CI of ratio':<18}"
                       f"{'others CPU now / base':>22}  verdict")
@@ -147,7 +148,9 @@ def latency_table(tr: Any, gate: Gate) -> None:
             tr.write_line(f"{o.label:<52}{c.baseline_median_s * 1e3:>9.4g}ms{c.current_median_s * 1e3:>9.4g}ms"
                           f"{c.change_pct:>+8.2f}%  {c.interval_text:<18}{others:>22}  {status}",
                           red=o.status == "regression", green=o.status == "improvement",
-                          yellow=o.status in ("busy", "inconclusive"))
+                          yellow=o.status in ("busy", "inconclusive", "slower-clock"))
+            if o.clocks:
+                tr.write_line(f"    {o.clocks}", yellow=True)
     counts = ", ".join(f"{len(v)} {k}" for k, v in sorted(by_status.items()))
     tr.write_line(f"cases: {counts or 'none compared'}")
     power = power_line(gate)
