@@ -61,12 +61,23 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
     warm = session.timed_call(cell, engine, feed, args.path)
     for _ in range(args.warmup):
         warm()
+    injected: dict[str, Any] = {}
+    slowed_engine = None
+    if args.inject_kernel:  # the slowed runs time an engine that launches one more, real kernel per inference
+        slowed_engine, injected = kernel_slowed_engine(engine, args.precision, args.slowdown,
+                                                       _median(list(warm.samples_s)))
+        check = session.timed_call(cell, slowed_engine, feed, args.path)
+        for _ in range(args.warmup):
+            check()
+        injected["measured_fraction"] = _median(list(check.samples_s)) / _median(list(warm.samples_s)) - 1.0
     order = ["plain", "slowed"] if args.index % 2 == 0 else ["slowed", "plain"]
     runs = []
     for r in range(args.runs):
         kind = order[r % 2]
         timed: Any = session.timed_call(cell, engine, feed, args.path)
-        if kind == "slowed":
+        if kind == "slowed" and slowed_engine is not None:
+            timed = session.timed_call(cell, slowed_engine, feed, args.path)
+        elif kind == "slowed":
             timed = SlowedCall(timed, args.slowdown)
         meter = CpuMeter()
         warmup = max(1, args.rounds // 10)  # as in the test: warm-up rounds, then timed rounds, same callable
@@ -74,7 +85,50 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
             timed()
         runs.append({"kind": kind, "samples_s": list(timed.samples_s)[warmup:], "interference": meter.stop(),
                      "clock": getattr(timed, "clock", "")})
-    return {"index": args.index, "pid": os.getpid(), "runs": runs}
+    return {"index": args.index, "pid": os.getpid(), "runs": runs, "injected": injected}
+
+
+def kernel_slowed_engine(engine: Any, precision: str, fraction: float,
+                         median_s: float) -> tuple[Any, dict[str, Any]]:
+    """A torch CUDA engine that runs the same module and then a spin kernel (``torch.cuda._sleep``) on the same
+    stream, sized to ``fraction`` of the plain engine's median device time. Captured into the CUDA graph on the
+    graph path and timed by the same CUDA events: a real device-side slowdown, which follows the SM clock as a
+    slower kernel would, not a sample-level addition."""
+    import torch
+
+    from engines.base import LoadedEngine
+    from engines.pytorch.backend import TorchRunner
+
+    runner = engine.runner
+    if not isinstance(runner, TorchRunner) or runner.device.type != "cuda":
+        raise SystemExit("--inject-kernel needs --engine torch on a CUDA device (the spin kernel is torch's)")
+    probe, start, end = 2_000_000, torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    rates = []
+    for _ in range(7):
+        start.record()
+        torch.cuda._sleep(probe)
+        end.record()
+        end.synchronize()
+        rates.append(probe / (start.elapsed_time(end) / 1e3))
+    cycles_per_s = _median(rates)
+    cycles = max(1, round(fraction * median_s * cycles_per_s))
+
+    class SpinAfter(torch.nn.Module):
+        def __init__(self, inner: torch.nn.Module) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, *args: Any) -> Any:
+            out = self.inner(*args)
+            torch.cuda._sleep(cycles)
+            return out
+
+    slowed = TorchRunner(SpinAfter(runner.module), runner.input_names, runner.output_names, str(runner.device),
+                         precision, runner.channels_last,
+                         label=f"{runner.label} + spin kernel")
+    return LoadedEngine(runner=slowed, facts=engine.facts), {
+        "kind": "kernel", "spin_cycles": cycles, "spin_cycles_per_s": cycles_per_s,
+        "planned_s": cycles / cycles_per_s, "plain_median_s": median_s}
 
 
 def _median(xs: list[float]) -> float:
@@ -152,6 +206,9 @@ def main() -> int:
     p.add_argument("--workers", type=int, default=12, help="fresh processes, run one after the other")
     p.add_argument("--warmup", type=int, default=50, help="untimed calls after loading, per worker")
     p.add_argument("--slowdown", type=float, default=0.05, help="injected slowdown (fraction)")
+    p.add_argument("--inject-kernel", action="store_true",
+                   help="slow the engine by a real GPU kernel (torch on CUDA: a spin kernel after the module, in the\n"
+                        "CUDA graph on the graph path) instead of adding the fraction to each round's sample")
     p.add_argument("--threshold", type=float, default=0.05, help="--latency-regression (fraction)")
     p.add_argument("--confidence", type=float, default=0.99, help="--latency-confidence, as a fraction (default 0.99)")
     p.add_argument("--busy-limit", type=float, default=0.2, help="--latency-busy-limit (fraction; 1 disables)")
@@ -197,6 +254,7 @@ def main() -> int:
                                                 "runs", "workers", "slowdown", "threshold", "confidence",
                                                 "busy_limit")},
         "clock": results[0]["runs"][0]["clock"], "environment": environment, "loadavg_end": os.getloadavg(),
+        "injected": [w.get("injected") or {} for w in results],
         "wall_s": measured_s,
         "analyses": [analyse(results, args.threshold, args.confidence, int(k), args.busy_limit)
                      for k in str(args.baseline_runs).split(",")],
@@ -210,7 +268,8 @@ def main() -> int:
           f"run-to-run CV of the median {first['run_to_run_cv_of_median'] * 100:.2f}%; "
           f"max others' CPU {_pct(first['max_interference'])}")
     print(f"  gate: --latency-regression {s['threshold'] * 100:g}%, {s['confidence'] * 100:g}% CI, "
-          f"--latency-busy-limit {args.busy_limit * 100:g}%; injected slowdown {s['slowdown'] * 100:g}%")
+          f"--latency-busy-limit {args.busy_limit * 100:g}%; injected slowdown {s['slowdown'] * 100:g}%"
+          + _injected_text(figures["injected"]))
     print(f"  {'':<54}{'alarms':>8}{'trials':>8}{'rate':>9}  95% CI (as if independent)")
     for a in figures["analyses"]:
         tag = f"[{a['baseline_runs']} baseline run{'s' if a['baseline_runs'] > 1 else ''}]"
@@ -228,6 +287,16 @@ def main() -> int:
             figures["workers"] = results
         Path(args.json).write_text(json.dumps(figures, indent=1, default=str))
     return 0
+
+
+def _injected_text(injected: list[dict[str, Any]]) -> str:
+    """How the slowdown was made: added to each round's sample, or a real spin kernel (its measured share)."""
+    kernels = [i for i in injected if i.get("kind") == "kernel"]
+    if not kernels:
+        return " (added to each round's sample, --inject-slowdown's way)"
+    measured = sorted(i["measured_fraction"] * 100 for i in kernels)
+    return (f" as a real spin kernel after the module ({_median([i['planned_s'] * 1e6 for i in kernels]):.1f} us "
+            f"planned; in-process medians {measured[0]:+.2f}% to {measured[-1]:+.2f}%)")
 
 
 def _pct(v: float | None) -> str:

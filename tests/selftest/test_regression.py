@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 
 from metrics import compare_accuracy, compare_latency, compare_parity
 from metrics.distributions import binomial_interval, student_t_quantile
+from tests.selftest.suite_runs import ROOT
 
 pytestmark = pytest.mark.selftest
 
@@ -270,3 +272,22 @@ def test_the_summary_counts_the_cases_that_could_see_two_and_five_percent() -> N
     assert power_line(SimpleNamespace(latency=[])) is None
     as_dicts = [{"ratio": 1.0, "status": "pass", "detectable_slowdown_pct": d} for d in (2.5, 1.0, None)]
     assert _power(as_dicts) == "Power: 1 of 3 compared cases could see a 2% slowdown, 2 a 5% one."
+
+
+def test_the_calibration_says_how_its_slowdown_was_made_and_refuses_a_kernel_it_cannot_launch(tmp_path: Path) -> None:
+    """tools/gate_calibration.py --inject-kernel slows a torch CUDA engine by a real spin kernel (GPU only); the
+    summary says which injection the detection rate is for. Here, on CPU, the kernel is refused by name."""
+    import subprocess
+    import sys
+
+    from tools.gate_calibration import _injected_text
+
+    assert _injected_text([{}, {}]) == " (added to each round's sample, --inject-slowdown's way)"
+    kernels = [{"kind": "kernel", "planned_s": 51.6e-6, "measured_fraction": f} for f in (0.0203, 0.0196, 0.021)]
+    assert _injected_text(kernels) == (" as a real spin kernel after the module (51.6 us planned; in-process "
+                                       "medians +1.96% to +2.10%)")
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "gate_calibration.py"), "--workers", "1", "--runs",
+                           "2", "--rounds", "10", "--warmup", "2", "--inject-kernel", "--engine-cache",
+                           str(tmp_path / "cache")], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert done.returncode != 0
+    assert "--inject-kernel needs --engine torch on a CUDA device" in done.stderr, done.stderr[-2000:]
