@@ -109,6 +109,12 @@ def structure_section(structure: Mapping[str, Any] | None) -> str:
     out = [f"<h3>Engine structure</h3><p>{len(changes)} of {structure.get('compared', 0)} cells changed against the "
            "baseline run's engines (compute nodes as run, their precision, the exported graph, execution providers, "
            "layers, parameters, size).</p>"]
+    kernels = structure.get("kernels")
+    if kernels:
+        other = kernels.get("other_kernels") or []
+        out.append(f"<p>Kernels (--kernel-profile): {len(other)} of {kernels.get('profiled', 0)} cases profiled in "
+                   "both runs launch other kernels than the baseline's"
+                   + (": " + escape(", ".join(other)) if other else "") + ".</p>")
     if changes:
         rows = "".join(f'<tr><td class="name">{escape(cell)}</td><td class="name">{escape("; ".join(lines))}</td></tr>'
                        for cell, lines in changes.items())

@@ -356,6 +356,8 @@ class ResultsBaseline:
     engines: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: latency case (``latency_label``) -> each node's median time (us) when the run had --node-profile
     node_times: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: latency case -> the kernels one inference launched, with their GPU time, when the run had --kernel-profile
+    kernels: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def latency_label(record: dict[str, Any]) -> str:
@@ -367,6 +369,12 @@ def node_times_of(records: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     """The per-node profiles (--node-profile) of a run's latency records, by case."""
     return {latency_label(r): r["node_times_us"] for r in records
             if isinstance(r, dict) and r.get("kind") == "latency" and isinstance(r.get("node_times_us"), dict)}
+
+
+def kernels_of(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The kernel lists (--kernel-profile) of a run's latency records, by case."""
+    return {latency_label(r): r["kernels"] for r in records
+            if isinstance(r, dict) and r.get("kind") == "latency" and isinstance(r.get("kernels"), dict)}
 
 
 def load_results_baseline(path: Path, accept_incomplete: bool = False) -> ResultsBaseline:
@@ -393,4 +401,4 @@ def load_results_baseline(path: Path, accept_incomplete: bool = False) -> Result
     return ResultsBaseline(source=Path(path), environment=dict(data.get("environment") or {}), records=records,
                            gpu_memory=memory, fingerprint=saved_fingerprint(data),
                            engines={str(k): v for k, v in (data.get("engines") or {}).items() if isinstance(v, dict)},
-                           node_times=node_times_of(data["records"]))
+                           node_times=node_times_of(data["records"]), kernels=kernels_of(data["records"]))

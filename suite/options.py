@@ -41,6 +41,10 @@ def add_options(parser: pytest.Parser) -> None:
                          "Runtime's profiler in a session of their own and record each node's median time, so that "
                          "a case that moves against a baseline run made with it says which nodes moved (default 0: "
                          "off)")
+    group.addoption("--kernel-profile", type=int, default=0, metavar="RUNS",
+                    help="after each GPU latency case, profile RUNS calls of its path with torch.profiler and record "
+                         "the kernels one inference launches with their GPU time (any engine's), so that a case that "
+                         "moves against a baseline run made with it says whether other kernels ran (default 0: off)")
     group.addoption("--latency-paths", default=None,
                     help="comma-separated latency paths: all (host copies included), model (device-resident), "
                          "graph (CUDA graph replay); default: all on cpu, all,model,graph on cuda")

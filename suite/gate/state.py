@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from metrics.drift import DriftComparison, DriftFigure
+from metrics.kernel_profile import explain_kernels, same_kernels
 from metrics.node_profile import explain_nodes
 from metrics.regression import LatencyComparison
 from metrics.structure import explain, structural_changes
@@ -25,6 +26,7 @@ from suite.baselines import (
     LatencyBaseline,
     ResultsBaseline,
     benchmark_storage_dir,
+    kernels_of,
     load_latency_baselines,
     load_results_baseline,
     node_times_of,
@@ -102,12 +104,18 @@ class Gate(LatencyChecks, DriftChecks, CoverageChecks):
         cells = sorted(set(base) | set(engines), key=len, reverse=True)
         explained = {}
         nodes_now, nodes_then = node_times_of(records or []), self.results_baseline.node_times
+        kernels_now, kernels_then = kernels_of(records or []), self.results_baseline.kernels
         for label in dict.fromkeys(moved):
             cell = next((c for c in cells if label == c or label.startswith(c + "-")), label)
             explained[label] = explain(cell, changes, compared=cell in base and cell in engines)
             if label in nodes_now and label in nodes_then:  # both runs profiled the case (--node-profile)
                 explained[label] += "; " + explain_nodes(nodes_then[label], nodes_now[label])
-        return {"compared": len(set(base) & set(engines)), "changes": changes, "moved": explained}
+            if label in kernels_now and label in kernels_then:  # both runs listed its kernels (--kernel-profile)
+                explained[label] += "; " + explain_kernels(kernels_then[label], kernels_now[label])
+        both = set(kernels_now) & set(kernels_then)
+        return {"compared": len(set(base) & set(engines)), "changes": changes, "moved": explained,
+                **({"kernels": {"profiled": len(both), "other_kernels": sorted(
+                    c for c in both if not same_kernels(kernels_then[c], kernels_now[c]))}} if both else {})}
 
     def as_dict(self, engines: dict[str, dict[str, Any]] | None = None,
                 records: list[dict[str, Any]] | None = None) -> dict[str, Any]:

@@ -109,8 +109,21 @@ def structure_lines(tr: Any, structure: dict[str, Any] | None) -> None:
                   + (":" if changes else " (graph, precision, providers, size)"))
     for cell, lines in changes.items():
         tr.write_line(f"  {cell}: {'; '.join(lines)}", yellow=True)
+    kernels = kernels_line(structure)
+    if kernels:
+        tr.write_line(kernels, yellow=bool(structure["kernels"]["other_kernels"]))
     for case, why in structure["moved"].items():
         tr.write_line(f"  moved {case}: {why}")
+
+
+def kernels_line(structure: dict[str, Any]) -> str | None:
+    """For every case both runs listed kernels for (--kernel-profile): how many now run other kernels, named."""
+    kernels = structure.get("kernels")
+    if not kernels:
+        return None
+    other = kernels["other_kernels"]
+    return (f"kernels: other kernels in {len(other)} of {kernels['profiled']} cases profiled in both runs"
+            + (f": {', '.join(other[:8])}" + (" ..." if len(other) > 8 else "") if other else ""))
 
 
 def power_line(gate: Gate) -> str | None:

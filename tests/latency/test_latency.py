@@ -22,6 +22,7 @@ import pytest
 
 from core.inputs import synthetic_feed, tile_to_batch
 from metrics import summarize_latency
+from suite import kernel_profile
 from suite.bound import classify
 
 pytestmark = pytest.mark.latency
@@ -81,9 +82,13 @@ def test_latency(latency_case, suite, engine_for, benchmark, request, latency_wr
     nodes = _node_profile(request.config.getoption("--node-profile"), engine, feed, path)
     if nodes:
         benchmark.extra_info["node_times_us"] = nodes
+    kernels = None
+    if kernel_profile.wanted(request.config.getoption("--kernel-profile"), suite.device):
+        kernels = kernel_profile.profile_kernels(call, request.config.getoption("--kernel-profile"), suite.device)
+        benchmark.extra_info["kernels"] = kernels
     suite.record("latency", cell, path=path, shape=shape.id, dims=dims, clock=timed.clock, samples_s=list(samples),
                  gpu=record["gpu"], attempts=attempts, outputs_checked=checked, **bound, **summary.as_dict(),
-                 **({"node_times_us": nodes} if nodes else {}))
+                 **({"node_times_us": nodes} if nodes else {}), **({"kernels": kernels} if kernels is not None else {}))
     gate.check()  # --latency-baseline: fails a significant slowdown (suite/gate/)
 
 
