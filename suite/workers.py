@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 WORKER_GPUS_ENV = "SUITE_WORKER_GPUS"
+SHARED_CPUS_ENV = "SUITE_WORKER_CPUS"  # "shared": no per-worker split of the cores (bind_worker_cpus)
 
 
 def bind_worker_gpu() -> str | None:
@@ -69,6 +70,8 @@ def bind_worker_cpus() -> list[int] | None:
     worker, count = os.environ.get("PYTEST_XDIST_WORKER"), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
     if not worker or count <= 1 or not hasattr(os, "sched_setaffinity"):
         return None
+    if os.environ.get(SHARED_CPUS_ENV) == "shared":  # every worker on every core, default thread pools: the
+        return None  # comparison that tells whether the split helps on a host whose core topology a VM hides
     share = cpu_share(sorted(os.sched_getaffinity(0)), worker, count)
     os.sched_setaffinity(0, share)
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):

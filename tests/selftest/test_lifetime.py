@@ -405,6 +405,29 @@ def test_each_worker_gets_its_own_share_of_the_cores() -> None:
     assert workers.cpu_share([0, 1], "gw1", 3, own) == [1] and workers.cpu_share([0, 1], "gw2", 3, own) == [0]
 
 
+@pytest.mark.parametrize("setting", [None, "shared"])
+def test_a_worker_pins_itself_to_its_share_unless_the_cores_are_shared(monkeypatch: pytest.MonkeyPatch,
+                                                                       setting: str | None) -> None:
+    """SUITE_WORKER_CPUS=shared: no affinity and no thread caps, to compare with the split on a host whose core
+    topology a VM hides (docs/gpu.md)."""
+    pinned: list[list[int]] = []
+    monkeypatch.setattr(workers.os, "sched_getaffinity", lambda pid: set(range(4)))
+    monkeypatch.setattr(workers.os, "sched_setaffinity", lambda pid, cpus: pinned.append(list(cpus)))
+    for name, value in (("PYTEST_XDIST_WORKER", "gw1"), ("PYTEST_XDIST_WORKER_COUNT", "2"), ("OMP_NUM_THREADS", "x"),
+                        ("MKL_NUM_THREADS", "x"), ("OPENBLAS_NUM_THREADS", "x")):
+        monkeypatch.setenv(name, value)
+    if setting:
+        monkeypatch.setenv(workers.SHARED_CPUS_ENV, setting)
+    else:
+        monkeypatch.delenv(workers.SHARED_CPUS_ENV, raising=False)
+    share = workers.bind_worker_cpus()
+    if setting == "shared":
+        assert share is None and pinned == [] and workers.os.environ["OMP_NUM_THREADS"] == "x"
+    else:
+        assert share and pinned == [share] and set(share) < {0, 1, 2, 3}  # its half (which half: the host's cores)
+        assert workers.os.environ["OMP_NUM_THREADS"] == str(len(share))
+
+
 def test_workers_never_share_a_physical_core() -> None:
     """16 cores with two threads each, numbered as many hosts do (CPU i and i+16 are one core's two threads): a split
     by logical CPU would give the two workers the two halves of the same 16 cores."""
