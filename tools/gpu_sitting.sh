@@ -23,10 +23,14 @@
 #                 beside it, an independent check of the suite's own peak figures. Extra options narrow it
 #                 (--models resnet50: one model's peak alone). Its latency has no baseline: no-baseline is
 #                 accepted here, as on the nightly's first nights, so the verdict is the checks' own
+#       kernelcal tools/gate_calibration.py on ResNet-50 torch fp16 graph (CAL_BATCHES, default 32 and 1): a 2 %
+#                 slowdown made by a real spin kernel after the module (--inject-kernel), 2 % gate, last:1/3/5
+#       explain   ResNet-50 torch fp16 latency with --kernel-profile, then channels_last = false gated against it:
+#                 what moved, the kernels behind it, the SM clocks (issue 26)
 # Results go under $OUT (the device tool's folder) or gpu-results/; the engine cache under $ENGINE_CACHE.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-PART=${1:?part: tier | study | rebuild | shapes | minilm | bisect | refusal | localize | localize-minilm | night}
+PART=${1:?part: tier | study | rebuild | shapes | minilm | bisect | refusal | localize | localize-minilm | night | kernelcal | explain}
 shift
 EXTRA=("$@")   # more pytest options for the part (e.g. --engines onnxruntime,inductor)
 OUT=${OUT:-gpu-results}
@@ -132,6 +136,33 @@ case "$PART" in
     grep -v "^test_latency\|^---\|^Name \|^$" "$OUT/$LABEL.log" | tail -45
     echo "== $LABEL: pytest exit $status in $(( $(date +%s) - start )) s; nvidia-smi peak MiB per GPU:"
     sort -t, -k1,1n -k2,2n "$OUT/$LABEL-smi.csv" | awk -F', *' '{p[$1]=($2>p[$1]?$2:p[$1])} END {for (g in p) print "  GPU " g ": " p[g]}'
+    ;;
+  kernelcal)
+    for batch in ${CAL_BATCHES:-32 1}; do
+      "$PY" tools/gate_calibration.py --device cuda:0 --suite-config suite-gpu.toml --model resnet50 --engine torch \
+        --precision fp16 --path graph --batch "$batch" --rounds 500 --runs 4 --workers "${CAL_WORKERS:-10}" \
+        --threshold 0.02 --slowdown 0.02 --baseline-runs 1,3,5 --inject-kernel --engine-cache "$CACHE" \
+        --json "$OUT/kernel2pct-bs$batch.json" "${EXTRA[@]}" 2>&1 | tee "$OUT/kernel2pct-bs$batch.md"
+      status=$(( status | PIPESTATUS[0] ))
+    done
+    ;;
+  explain)
+    # A real change of the engine, not an injected one: ResNet-50 torch fp16 latency (batch 32, every path) with
+    # --kernel-profile as the baseline, then the same with channels_last = false (NCHW activations: cuDNN runs other
+    # kernels) gated against it: the report says what moved, the kernels behind it and the SM clocks. HTML=1 writes
+    # the report too (pytest-html installed).
+    sed 's/^channels_last = true .*/channels_last = false/' suite-gpu.toml > suite-gpu-nchw.toml
+    common=(--device cuda:0 --models resnet50 --engines torch --precisions fp16 --latency-batch-sizes 32
+            --kernel-profile 10 tests/latency/test_latency.py -q -rfE)
+    pytest_ --suite-config suite-gpu.toml "${common[@]}" --accept-not-judged unsupported,no-data,no-baseline \
+      --benchmark-save nhwc --suite-results "$OUT/nhwc.json" "${EXTRA[@]}" > "$OUT/nhwc.log" 2>&1
+    status=$?
+    pytest_ --suite-config suite-gpu-nchw.toml "${common[@]}" --accept-not-judged unsupported,no-data \
+      --latency-baseline last:1 --accuracy-baseline "$OUT/nhwc.json" --suite-results "$OUT/nchw.json" \
+      ${HTML:+--html "$OUT/nchw.html" --self-contained-html} "${EXTRA[@]}" > "$OUT/nchw.log" 2>&1
+    echo "== explain: baseline exit $status, channels_last=false exit $?"
+    grep -v "^test_latency\|^$" "$OUT/nchw.log" | tail -40
+    rm -f suite-gpu-nchw.toml
     ;;
   *) echo "unknown part $PART"; exit 2 ;;
 esac
