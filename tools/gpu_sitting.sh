@@ -153,7 +153,8 @@ case "$PART" in
     # the report too (pytest-html installed).
     sed 's/^channels_last = true .*/channels_last = false/' suite-gpu.toml > suite-gpu-nchw.toml
     common=(--device cuda:0 --models resnet50 --engines torch --precisions fp16 --latency-batch-sizes 32
-            --kernel-profile 10 tests/latency/test_latency.py -q -rfE)
+            --kernel-profile 10 tests/latency/test_latency.py tests/parity/test_parity.py
+            -k "test_latency or on_dataset" -q -rfE)  # the parity check: a baseline run must judge something
     pytest_ --suite-config suite-gpu.toml "${common[@]}" --accept-not-judged unsupported,no-data,no-baseline \
       --benchmark-save nhwc --suite-results "$OUT/nhwc.json" "${EXTRA[@]}" > "$OUT/nhwc.log" 2>&1
     status=$?
