@@ -358,6 +358,9 @@ class OnnxRuntimeBackend:
         options.log_severity_level = 3
         providers = [("CUDAExecutionProvider", {"device_id": _device_id(device), "use_tf32": 1})]
         session = ort.InferenceSession(_warm_up_model(), options, providers=providers)
+        if "CUDAExecutionProvider" not in session.get_providers():  # ONNX Runtime fell back to the CPU quietly
+            raise EngineBuildError(f"the CUDA EP did not start for the warm-up (session runs on "
+                                   f"{session.get_providers()})")
         x = np.random.default_rng(0).standard_normal((2, 3, 16, 16), dtype=np.float32)
         session.run(None, {"x": x})
 

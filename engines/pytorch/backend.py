@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import hashlib
 import inspect
 from collections.abc import Callable, Iterator
@@ -24,14 +25,8 @@ def _digest(module: torch.nn.Module, values: bool) -> str:
     shape, and (``values``) each weight's bytes."""
     h = hashlib.sha256()
     h.update(repr(module).encode())
-    sources = set()
-    for sub in module.modules():
-        cls = type(sub)
-        if not cls.__module__.startswith("torch."):
-            try:
-                sources.add(inspect.getsource(cls))
-            except (OSError, TypeError):
-                sources.add(f"{cls.__module__}.{cls.__qualname__}")
+    classes = {type(sub) for sub in module.modules()}
+    sources = {_class_source(cls) for cls in classes if not cls.__module__.startswith("torch.")}
     for src in sorted(sources):
         h.update(src.encode())
     for name, tensor in module.state_dict().items():
@@ -41,6 +36,17 @@ def _digest(module: torch.nn.Module, values: bool) -> str:
             # reshape first: 0-dim tensors (BatchNorm's num_batches_tracked) cannot be viewed as bytes
             h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
     return h.hexdigest()
+
+
+@functools.cache
+def _class_source(cls: type) -> str:
+    """A module class's source, read once per class and process: inspect parses the class's whole file each time it
+    is asked (a ResNet-50's 16 Bottlenecks cost 16 parses of torchvision's resnet.py), which made the start-up
+    check of the GPU tier's 8 models take 14-20 s on the H100 host."""
+    try:
+        return inspect.getsource(cls)
+    except (OSError, TypeError):
+        return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def model_digest(module: torch.nn.Module) -> str:

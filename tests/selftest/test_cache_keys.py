@@ -621,3 +621,42 @@ def test_the_cpu_isa_is_read_from_the_cpu_flags_without_a_probe_process(monkeypa
             cached.cache_clear()
     assert cpu_vec_isa.VecISA._avx_code not in calls  # the base probe, one child Python per candidate ISA
     assert isa in {str(i) for i in cpu_vec_isa.supported_vec_isa_list} | {str(cpu_vec_isa.invalid_vec_isa)}
+
+
+class _Block(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x).relu()
+
+
+def test_the_model_digest_reads_each_classs_source_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Twelve blocks of one class: its source is read once (inspect parses the whole file on every read; that made
+    the GPU tier's start-up check take 14-20 s), and the digest still follows the class's source."""
+    import inspect
+
+    import engines.pytorch.backend as torch_backend
+
+    read: list[type] = []
+    real = inspect.getsource
+
+    def counting(obj: Any) -> str:
+        read.append(obj)
+        return real(obj)
+
+    monkeypatch.setattr(torch_backend.inspect, "getsource", counting)
+    torch_backend._class_source.cache_clear()
+    model = torch.nn.Sequential(*[_Block() for _ in range(12)])
+    first = torch_backend.model_digest(model)
+    assert read == [_Block]  # torch's own classes are named, not read
+    assert torch_backend.model_digest(model) == first and read == [_Block]
+
+    class _Edited(_Block):  # another class (an edited forward): its source is read and the digest moves
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.linear(x).tanh()
+
+    edited = torch.nn.Sequential(*[_Edited() for _ in range(12)])
+    edited.load_state_dict(model.state_dict())
+    assert torch_backend.model_digest(edited) != first and read.count(_Edited) == 1
