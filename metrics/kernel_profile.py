@@ -45,9 +45,25 @@ def explain_kernels(baseline: Mapping[str, Mapping[str, Any]], current: Mapping[
         head += "; the same kernels"
     else:
         head += f"; {len(new)} new, {len(gone)} gone"
-    deltas = node_deltas(before, after)
+    deltas = node_deltas(_by_short_name(before), _by_short_name(after))
     total = sum(after.values()) - sum(before.values())
     return head + ("; largest changes: " + "; ".join(d.describe(total) for d in deltas[:top]) if deltas else "")
+
+
+def short_name(kernel: str) -> str:
+    """A kernel's name without its return type, template arguments and parameters, as a reader scans it:
+    'void at::native::batch_norm_transform_input_kernel<c10::Half, ...>(...)' -> 'at::native::batch_norm_transform_
+    input_kernel'. (C++ kernel names run to thousands of characters.)"""
+    name = kernel.removeprefix("void ").strip()
+    cut = min((i for i in (name.find("<"), name.find("(")) if i > 0), default=len(name))
+    return name[:cut].strip()
+
+
+def _by_short_name(gpu_us: Mapping[str, float]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for name, us in gpu_us.items():
+        out[short_name(name)] = out.get(short_name(name), 0.0) + us
+    return out
 
 
 def same_kernels(baseline: Mapping[str, Any], current: Mapping[str, Any]) -> bool:

@@ -40,6 +40,19 @@ def test_the_sentence_says_whether_other_kernels_ran_and_where_the_time_went() -
     assert same_kernels(base, slower) and not same_kernels(base, algorithm)
 
 
+def test_long_cpp_kernel_names_are_shown_short() -> None:
+    from metrics.kernel_profile import short_name
+
+    full = ("void at::native::batch_norm_transform_input_kernel<c10::Half, c10::Half, float, true, int>"
+            "(torch::headeronly::detail::GenericPackedTensorAccessor<c10::Half const, 3ul>, float)")
+    assert short_name(full) == "at::native::batch_norm_transform_input_kernel"
+    assert short_name(CONV_A) == CONV_A and short_name("Memcpy HtoD (Pageable -> Device)") == "Memcpy HtoD"
+    said = explain_kernels({full: {"calls": 1, "gpu_us": 10.0}}, {full.replace("true", "false"): {"calls": 1,
+                                                                                                   "gpu_us": 12.0}})
+    assert "1 new, 1 gone" in said and "at::native::batch_norm_transform_input_kernel: 10.0 -> 12.0 us" in said
+    assert "GenericPackedTensorAccessor" not in said
+
+
 def test_only_a_gpu_case_with_the_option_is_profiled() -> None:
     assert not kernel_profile.wanted(0, "cuda:0")
     assert not kernel_profile.wanted(20, "cpu")
