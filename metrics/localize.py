@@ -145,6 +145,9 @@ class LayerComparison:
             "worst": [s.as_dict() for s in self.worst],
             "layers_compared": len(self.layers),
             "layers_failed": sum(1 for s in self.layers if not s.passed),
+            # every layer's error, compact: what a later run's table is compared with (metrics/layer_drift.py)
+            "layers": [{"name": s.label, "op_type": s.op_type, "max_abs_error": _json_float(s.max_abs_error),
+                        "cosine": _json_float(s.cosine)} for s in self.layers],
         }
 
 

@@ -90,6 +90,7 @@ def changes_section(gate: Mapping[str, Any] | None) -> str:
             for d in moved:
                 figures = "; ".join(_figure_text(f) for f in d.get("figures", []))
                 cls = "drift" if d.get("failed") else ""
+                figures += f"; {d['layers']}" if d.get("layers") else ""
                 rows.append(f'<tr class="{cls}"><td class="name">{escape(d["kind"])}</td>'
                             f'<td class="name">{escape(d["label"])}</td><td class="name">{escape(figures)}</td>'
                             f'<td class="name">{"FAILED" if d.get("failed") else "within tolerance"}</td></tr>')

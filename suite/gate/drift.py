@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from metrics.drift import DriftComparison, compare_accuracy, compare_memory, compare_parity
+from metrics.layer_drift import explain_layers
 from suite import verdict
 from suite.baselines import DriftTolerances, record_key
 from suite.gate.environment import BaselineEnvironment
@@ -17,6 +18,7 @@ class DriftOutcome:
     label: str
     nodeid: str
     comparison: DriftComparison
+    layers: str | None = None  # where the move began: the localizer's tables of both runs joined (--localize)
 
 
 class DriftChecks(BaselineEnvironment):
@@ -67,10 +69,21 @@ class DriftChecks(BaselineEnvironment):
             comparison = compare_accuracy(baseline, record, self.drift.top1_pts / 100, self.drift.top5_pts / 100)
         else:
             comparison = compare_parity(baseline, record, self.drift.isclose_pts, self.drift.mae_factor)
-        self.drift_results.append(DriftOutcome(label, nodeid, comparison))
+        layers = _layers_note(baseline, record) if comparison.failed or comparison.changed else None
+        self.drift_results.append(DriftOutcome(label, nodeid, comparison, layers))
         figures = "; ".join(f.describe() for f in comparison.figures)
         component = verdict.Component(f"{key[0]} drift gate {label}",
                                       verdict.FAILED if comparison.failed else verdict.PASSED, None, figures)
         if comparison.failed:
-            return component, f"{label}: {comparison.explain()}{self._env_note('accuracy')}"
+            return component, (f"{label}: {comparison.explain()}" + (f"; {layers}" if layers else "")
+                               + self._env_note("accuracy"))
         return component, None
+
+
+def _layers_note(baseline: dict[str, Any], record: dict[str, Any]) -> str | None:
+    """Both runs localized this record (--localize): where, layer by layer, its error against the reference moved
+    between them (metrics/layer_drift.py). None where either has no per-layer table."""
+    tables = [((r.get("localization") or {}).get("layers")) for r in (baseline, record)]
+    if not all(isinstance(t, list) and t for t in tables):
+        return None
+    return explain_layers(tables[0], tables[1])

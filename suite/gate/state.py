@@ -105,9 +105,12 @@ class Gate(LatencyChecks, DriftChecks, CoverageChecks):
         explained = {}
         nodes_now, nodes_then = node_times_of(records or []), self.results_baseline.node_times
         kernels_now, kernels_then = kernels_of(records or []), self.results_baseline.kernels
+        layers = {o.label.split(" / ")[0]: o.layers for o in reversed(self.drift_results) if o.layers}
         for label in dict.fromkeys(moved):
             cell = next((c for c in cells if label == c or label.startswith(c + "-")), label)
             explained[label] = explain(cell, changes, compared=cell in base and cell in engines)
+            if label in layers:  # both runs localized the record (--localize)
+                explained[label] += "; " + str(layers[label])
             if label in nodes_now and label in nodes_then:  # both runs profiled the case (--node-profile)
                 explained[label] += "; " + explain_nodes(nodes_then[label], nodes_now[label])
             if label in kernels_now and label in kernels_then:  # both runs listed its kernels (--kernel-profile)
@@ -134,7 +137,8 @@ class Gate(LatencyChecks, DriftChecks, CoverageChecks):
                          "baseline_interference": o.baseline_interference, "busy_side": o.busy_side,
                          "attempts": o.attempts, **({"clocks": o.clocks} if o.clocks else {}),
                          **({} if o.comparison is None else o.comparison.as_dict())} for o in self.latency],
-            "drift": [{"label": o.label, **o.comparison.as_dict()} for o in self.drift_results],
+            "drift": [{"label": o.label, **o.comparison.as_dict(), **({"layers": o.layers} if o.layers else {})}
+                      for o in self.drift_results],
             "no_accuracy_baseline": list(self.no_accuracy_baseline),
             "coverage": coverage,
             "warnings": list(self.warnings) + self.saved_busy_warning(),
@@ -148,8 +152,8 @@ class Gate(LatencyChecks, DriftChecks, CoverageChecks):
                              "comparison": None if o.comparison is None else dataclasses.asdict(o.comparison)}
                             for o in self.latency],
                 "drift": [{"label": o.label, "nodeid": o.nodeid, "kind": o.comparison.kind,
-                           "figures": [f.as_dict() for f in o.comparison.figures], "notes": list(o.comparison.notes)}
-                          for o in self.drift_results],
+                           "figures": [f.as_dict() for f in o.comparison.figures], "notes": list(o.comparison.notes),
+                           "layers": o.layers} for o in self.drift_results],
                 "no_accuracy_baseline": list(self.no_accuracy_baseline), "saved_busy": list(self.saved_busy)}
 
     def import_outcomes(self, data: dict[str, Any]) -> None:
@@ -161,7 +165,8 @@ class Gate(LatencyChecks, DriftChecks, CoverageChecks):
         for d in data.get("drift", []):
             figures = tuple(DriftFigure(**f) for f in d["figures"])
             self.drift_results.append(DriftOutcome(d["label"], d["nodeid"],
-                                                   DriftComparison(d["kind"], figures, tuple(d["notes"]))))
+                                                   DriftComparison(d["kind"], figures, tuple(d["notes"])),
+                                                   d.get("layers")))
         self.no_accuracy_baseline.extend(data.get("no_accuracy_baseline", []))
         self.saved_busy.extend(data.get("saved_busy", []))
 
