@@ -99,7 +99,8 @@ def configure(config: pytest.Config) -> None:
     config.pluginmanager.register(verdict_wiring.VerdictPlugin(config), "suite-verdict")
     if not is_worker(config):
         junit.register(config)  # --junitxml counts as the verdict (suite/junit.py)
-    config.pluginmanager.register(fleet.FleetPlugin(config, gpus, startup_check.note_collected), "suite-fleet")
+    config.pluginmanager.register(fleet.FleetPlugin(config, gpus, startup_check.note_collected,
+                                                    startup_check.check_early), "suite-fleet")
 
     for noisy in ("onnxscript", "onnx_ir", "torch.onnx", "torch._dynamo", "torch.export"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

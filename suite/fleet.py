@@ -33,14 +33,16 @@ from suite.workers import BOUND_CPUS, BOUND_GPU, describe_cpus
 
 class FleetPlugin:
     """xdist hooks (optional: harmless without xdist) and the per-process phase clock; one per run.
-    ``note_collected(config, ids)`` is told the run's test ids once a worker has collected them
-    (suite/startup_check.py)."""
+    ``note_collected(config, ids)`` is told the run's test ids once a worker has collected them, and an xdist
+    controller calls ``check_early(config)`` once its workers were started (suite/startup_check.py)."""
 
     def __init__(self, config: pytest.Config, gpus: int,
-                 note_collected: Callable[[pytest.Config, list[str]], None]) -> None:
+                 note_collected: Callable[[pytest.Config, list[str]], None],
+                 check_early: Callable[[pytest.Config], None] = lambda config: None) -> None:
         self.config = config
         self.gpus = gpus
         self.note_collected = note_collected
+        self.check_early = check_early
         self.clock = PhaseClock()
         self.worker_phases: dict[str, dict[str, float]] = {}
         self.worker_environments: dict[str, dict[str, Any]] = {}
@@ -52,9 +54,21 @@ class FleetPlugin:
         self.warm_up: WarmUp | None = None  # this process's (a worker's, or the one process's)
         self.worker_warm_ups: dict[str, dict[str, Any]] = {}
 
-    def pytest_sessionstart(self, session: pytest.Session) -> None:
+    @pytest.hookimpl(wrapper=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> Any:
         """After every plugin's configure (pytest-benchmark's session exists by now). A process that runs tests
-        starts paying its one-off CUDA costs now, while it collects and waits (suite/warm_up.py)."""
+        starts paying its one-off CUDA costs now, while it collects and waits (suite/warm_up.py). An xdist
+        controller, once xdist's own session start has started the workers, makes the start-up check while they
+        start (suite/startup_check.py check_early)."""
+        self._start_session()
+        result = yield
+        if not self.is_worker and self.config.getoption("numprocesses", None):
+            self.timeline.mark("start-up check started")
+            self.check_early(self.config)
+            self.timeline.mark("start-up check done")
+        return result
+
+    def _start_session(self) -> None:
         if self.is_worker:
             self._enable_benchmarks_in_worker()
         else:

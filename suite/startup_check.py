@@ -6,6 +6,7 @@ of them; and the progress lines that the start-up check and the engine cache's b
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import pytest
 
@@ -13,7 +14,7 @@ from core.cache import CacheUnusable
 from suite import collection
 from suite.config import ConfigError
 from suite.gate.state import set_coverage
-from suite.preflight import PROGRESS_PREFIX, check_models, startup_message
+from suite.preflight import PROGRESS_PREFIX, PreflightError, PreflightErrors, check_models, startup_message
 from suite.state import RUN_KEY, ledger_of, suite_session
 
 log = logging.getLogger("suite")
@@ -34,6 +35,24 @@ def note_collected(config: pytest.Config, ids: list[str]) -> None:
         raise
 
 
+def check_early(config: pytest.Config) -> None:
+    """An xdist controller, once its workers were started: the start-up check of every model the options select,
+    made now, while the workers import, configure and collect in their own processes, instead of after the first
+    collection, when they would all wait for it (14-20 s of the two-H100 night, docs/gpu.md). The collected tests'
+    models are not known yet: every selected model is checked, and ``note_collected`` later raises what concerns
+    the models the collected tests use. (Safe for the descriptors: the workers are already forked when preflight
+    redirects this process's output.)"""
+    state = config.stash[RUN_KEY]
+    if getattr(getattr(config, "option", None), "collectonly", False):
+        return
+    try:
+        _check(config, list(state.config.models))
+    except (ConfigError, CacheUnusable) as exc:
+        state.early_check = ("failed", exc)
+    else:
+        state.early_check = ("passed", None)
+
+
 def progress(config: pytest.Config, text: str, logged: str) -> None:
     """A progress line (the cache's builds, the models' start-up check): ``PROGRESS_PREFIX text`` on the terminal,
     live whatever pytest's capture mode (not under -qq), and ``logged`` in the log."""
@@ -46,13 +65,49 @@ def progress(config: pytest.Config, text: str, logged: str) -> None:
 def _preflight(config: pytest.Config, nodeids: list[str]) -> None:
     """The start-up check of every model the collected tests use, each failure one line of one usage error
     (note_collected keeps its text for the verdict: the usage error ends the run first)."""
-    state, suite = config.stash[RUN_KEY], suite_session(config)
+    state = config.stash[RUN_KEY]
     if getattr(getattr(config, "option", None), "collectonly", False):  # --collect-only builds and runs no model
         return
     overhead = config.getoption("--overhead-model") or next(iter(state.config.models), None)
     used = collection.models_of(nodeids, state.config.models, overhead_model=overhead)
     if not used:
         return
+    if state.early_check is not None:  # made while the workers started (check_early): what concerns these models
+        _raise_for(config, _concerning(state.early_check[1], set(used)))
+        return
+    _raise_for(config, _caught(lambda: _check(config, used)))
+
+
+def _caught(check: Any) -> BaseException | None:
+    try:
+        check()
+    except (ConfigError, CacheUnusable) as exc:
+        return exc
+    return None
+
+
+def _concerning(exc: BaseException | None, used: set[str]) -> BaseException | None:
+    """The part of an early check's failure that concerns the models the collected tests use: a failed model
+    that no collected test uses does not stop the run (as if it had not been checked)."""
+    if not isinstance(exc, (PreflightError, PreflightErrors)):
+        return exc
+    failed = [e for e in (exc.errors if isinstance(exc, PreflightErrors) else [exc]) if e.model in used]
+    if not failed:
+        return None
+    return failed[0] if len(failed) == 1 else PreflightErrors(failed)
+
+
+def _raise_for(config: pytest.Config, exc: BaseException | None) -> None:
+    state = config.stash[RUN_KEY]
+    if isinstance(exc, ConfigError):
+        raise pytest.UsageError(startup_message(exc, state.config.path.name)) from exc
+    if isinstance(exc, CacheUnusable):  # the disk filled up under the start-up check's cache entries
+        raise pytest.UsageError(f"--engine-cache: {exc}") from exc
+
+
+def _check(config: pytest.Config, used: list[str]) -> None:
+    """The start-up check of the models ``used`` (raises ConfigError or CacheUnusable)."""
+    state, suite = config.stash[RUN_KEY], suite_session(config)
     reporter = config.pluginmanager.get_plugin("terminalreporter")
 
     def progress_line(text: str) -> None:
@@ -63,10 +118,5 @@ def _preflight(config: pytest.Config, nodeids: list[str]) -> None:
         if reporter is not None:
             reporter.write_line(f"{PROGRESS_PREFIX} warning: {text}", yellow=True)
 
-    try:
-        check_models(state.config.select(used, None, None), suite.cache, suite.device, build_for=suite.build,
-                     dataset_for=suite.dataset, progress=progress_line, warn=warn)
-    except ConfigError as exc:
-        raise pytest.UsageError(startup_message(exc, state.config.path.name)) from exc
-    except CacheUnusable as exc:  # the disk filled up under the start-up check's cache entries
-        raise pytest.UsageError(f"--engine-cache: {exc}") from exc
+    check_models(state.config.select(used, None, None), suite.cache, suite.device, build_for=suite.build,
+                 dataset_for=suite.dataset, progress=progress_line, warn=warn)

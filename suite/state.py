@@ -31,6 +31,9 @@ class RunState:
         self.required_engines = required_engines
         self.required_by = required_by
         self.collected: list[str] = []
+        #: an xdist controller's start-up check, made while its workers start (suite/startup_check.py check_early):
+        #: None before it ran, else ("passed", None) or ("failed", the exception)
+        self.early_check: tuple[str, BaseException | None] | None = None
         self.started = time.time()
         self.unwritten: list[str] = []  # files the run could not write (suite/verdict_wiring.py _file_not_written)
         #: engines the config requires that this run leaves out, and why (an explicit --engines, or --models)

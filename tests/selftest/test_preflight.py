@@ -288,6 +288,34 @@ def test_the_start_up_error_is_kept_for_the_verdict(tmp_path):
     assert str(info.value).startswith("<memory>: [models.m].inputs: the smoke forward on a synthetic batch of 2")
 
 
+def test_an_early_check_stops_the_run_only_for_the_models_its_tests_use(tmp_path):
+    """An xdist controller checks every selected model while its workers start (check_early), before it knows
+    which models the collected tests use; at the first collection it raises what concerns those, and only that."""
+    config = parse_config({"models": {"ok": copy.deepcopy(GOOD), "bad": {**copy.deepcopy(GOOD), "inputs": X10},
+                                      "worse": {**copy.deepcopy(GOOD), "factory": f"{M}:not_a_module"}}})
+    ids = {m: f"tests/accuracy/test_accuracy.py::test_top1_top5[{m}-torch-fp32]" for m in ("ok", "bad", "worse")}
+    forwards = preflight_models.CALLS["forward"]
+    early = _PytestConfig(config, ArtifactCache(tmp_path / "cache"))
+    startup_check.check_early(early)  # raises nothing: it keeps its finding
+    outcome, kept = early.stash[state.RUN_KEY].early_check
+    assert outcome == "failed" and [e.model for e in kept.errors] == ["bad", "worse"]
+    startup_check.note_collected(early, [ids["ok"]])  # only "ok" is used: the run goes on, nothing checked again
+    assert preflight_models.CALLS["forward"] == forwards + 2  # ok and bad's smoke forwards, once each
+    for used, says in (([ids["ok"], ids["bad"]], "<memory>: [models.bad].inputs: the smoke forward"),
+                       ([ids["worse"], ids["bad"]], "<memory>: 2 models failed their start-up check, one line each:")):
+        again = _PytestConfig(config, ArtifactCache(tmp_path / "cache"))
+        startup_check.check_early(again)
+        with pytest.raises(pytest.UsageError) as info:
+            startup_check.note_collected(again, used)
+        assert str(info.value).startswith(says), str(info.value)
+        assert state.ledger_of(again).error == str(info.value)  # kept for the verdict, as before
+    passing = _PytestConfig(parse_config({"models": {"ok": copy.deepcopy(GOOD)}}), ArtifactCache(tmp_path / "c2"))
+
+    startup_check.check_early(passing)
+    assert passing.stash[state.RUN_KEY].early_check == ("passed", None)
+    startup_check.note_collected(passing, [ids["ok"]])
+
+
 def test_every_broken_model_is_reported_one_line_each(tmp_path):
     """Two broken models and a good one between them: one error with a line for each broken model."""
     config = parse_config({"models": {"a": {**copy.deepcopy(GOOD), "inputs": X10}, "ok": copy.deepcopy(GOOD),
