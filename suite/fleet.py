@@ -109,7 +109,7 @@ class FleetPlugin:
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         self.timeline.mark(f"{_worker_id(node)} collected")
         self.note_collected(self.config, list(ids))
-        self.timeline.mark("start-up check done")  # the controller's, on the first worker's collection
+        self.timeline.mark("start-up check done")  # kept from check_early where it ran (the first mark stands)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         """Without xdist, this process collected: the start-up check of every model a collected test uses
