@@ -7,6 +7,7 @@ up, and the ONNX Runtime warm-up's graph is a valid model.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from types import SimpleNamespace
 from typing import Any
@@ -81,7 +82,7 @@ def test_only_a_cuda_device_is_warmed_up_each_engine_once() -> None:
 
 
 def _plugin(monkeypatch: pytest.MonkeyPatch, backend: Any, *, worker: bool, numprocesses: int | None,
-            device: str = "cuda:0") -> fleet.FleetPlugin:
+            device: str = "cuda:0", check_early: Any = lambda config: None) -> fleet.FleetPlugin:
     options = {"numprocesses": numprocesses}
     config = SimpleNamespace(getoption=lambda name, default=None: options.get(name, default))
     if worker:
@@ -90,9 +91,17 @@ def _plugin(monkeypatch: pytest.MonkeyPatch, backend: Any, *, worker: bool, nump
     monkeypatch.setattr(fleet, "suite_session", lambda config: session)
     monkeypatch.setattr(fleet, "get_backend", lambda name: backend)
     monkeypatch.setattr(fleet, "atomic_benchmark_files", lambda config: None)
-    plugin = fleet.FleetPlugin(config, 1, lambda config, ids: None)  # type: ignore[arg-type]
+    plugin = fleet.FleetPlugin(config, 1, lambda config, ids: None, check_early)  # type: ignore[arg-type]
     monkeypatch.setattr(plugin, "_enable_benchmarks_in_worker", lambda: None)
     return plugin
+
+
+def _session_start(plugin: fleet.FleetPlugin) -> None:
+    """The plugin's pytest_sessionstart wrapper, around the other plugins' session start (xdist's among them)."""
+    wrapper = plugin.pytest_sessionstart(SimpleNamespace())  # type: ignore[arg-type]
+    next(wrapper)
+    with contextlib.suppress(StopIteration):
+        wrapper.send(None)
 
 
 @pytest.mark.parametrize(("worker", "numprocesses"), [(True, 2), (False, None)], ids=["xdist-worker", "one-process"])
@@ -100,7 +109,7 @@ def test_a_process_that_runs_tests_warms_up_at_session_start_and_setup_waits(
         monkeypatch: pytest.MonkeyPatch, worker: bool, numprocesses: int | None) -> None:
     backend = _Blocking()
     plugin = _plugin(monkeypatch, backend, worker=worker, numprocesses=numprocesses)
-    plugin.pytest_sessionstart(SimpleNamespace())  # type: ignore[arg-type]
+    _session_start(plugin)
     _waits_until_released(backend, lambda: plugin.pytest_runtest_setup(SimpleNamespace()))  # type: ignore[arg-type]
     assert plugin.warm_up is not None and list(plugin.warm_ups()["main"]["seconds"]) == ["torch"]
 
@@ -111,9 +120,27 @@ def test_the_xdist_controller_and_a_cpu_run_do_not_warm_up(monkeypatch: pytest.M
                                                            numprocesses: int, device: str) -> None:
     backend = _Blocking()
     plugin = _plugin(monkeypatch, backend, worker=worker, numprocesses=numprocesses, device=device)
-    plugin.pytest_sessionstart(SimpleNamespace())  # type: ignore[arg-type]
+    _session_start(plugin)
     plugin.pytest_runtest_setup(SimpleNamespace())  # type: ignore[arg-type]
     assert not backend.started.is_set() and plugin.warm_ups() == {}
+
+
+@pytest.mark.parametrize(("worker", "numprocesses", "checks"), [(False, 2, 1), (True, 2, 0), (False, None, 0)],
+                         ids=["xdist-controller", "xdist-worker", "one-process"])
+def test_only_an_xdist_controller_checks_early_and_only_after_xdist_started_the_workers(
+        monkeypatch: pytest.MonkeyPatch, worker: bool, numprocesses: int | None, checks: int) -> None:
+    """The start-up check runs once the other plugins' session start (xdist's, which starts the workers) is done:
+    after the wrapper's yield, never before it (suite/startup_check.py check_early)."""
+    calls: list[object] = []
+    plugin = _plugin(monkeypatch, object(), worker=worker, numprocesses=numprocesses, device="cpu",
+                     check_early=calls.append)
+    wrapper = plugin.pytest_sessionstart(SimpleNamespace())  # type: ignore[arg-type]
+    next(wrapper)
+    assert calls == []  # xdist has not started the workers yet
+    with contextlib.suppress(StopIteration):
+        wrapper.send(None)
+    assert calls == [plugin.config] * checks
+    assert ("start-up check started" in plugin.timeline.marks) == bool(checks)
 
 
 def test_the_onnx_runtime_warm_up_graph_is_a_valid_model() -> None:
