@@ -347,7 +347,7 @@ class OnnxRuntimeBackend:
 
     def warm_up(self, device: str) -> None:
         """What a process pays once before its first CUDA EP session (the provider's library, cuDNN and cuBLAS
-        loaded, their handles made: about 5 s on an H200), paid ahead on a tiny convolution and matrix product
+        loaded, their handles made; 0.1-0.2 s on an H100), paid ahead on a tiny convolution and matrix product
         with the CUDA EP's options as a cell gets them. The session is dropped; nothing is timed."""
         if not device.startswith("cuda"):
             return
