@@ -6,7 +6,7 @@ of them; and the progress lines that the start-up check and the engine cache's b
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Callable
 
 import pytest
 
@@ -78,7 +78,8 @@ def _preflight(config: pytest.Config, nodeids: list[str]) -> None:
     _raise_for(config, _caught(lambda: _check(config, used)))
 
 
-def _caught(check: Any) -> BaseException | None:
+def _caught(check: Callable[[], object]) -> BaseException | None:
+    """The start-up check's finding as a value (None: passed), for _raise_for."""
     try:
         check()
     except (ConfigError, CacheUnusable) as exc:
