@@ -62,7 +62,8 @@ def short_name(kernel: str) -> str:
 def _by_short_name(gpu_us: Mapping[str, float]) -> dict[str, float]:
     out: dict[str, float] = {}
     for name, us in gpu_us.items():
-        out[short_name(name)] = out.get(short_name(name), 0.0) + us
+        short = short_name(name)
+        out[short] = out.get(short, 0.0) + us
     return out
 
 

@@ -365,16 +365,11 @@ def latency_label(record: dict[str, Any]) -> str:
     return f"{record.get('cell')}-{record.get('shape')}-{record.get('path')}"
 
 
-def node_times_of(records: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """The per-node profiles (--node-profile) of a run's latency records, by case."""
-    return {latency_label(r): r["node_times_us"] for r in records
-            if isinstance(r, dict) and r.get("kind") == "latency" and isinstance(r.get("node_times_us"), dict)}
-
-
-def kernels_of(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The kernel lists (--kernel-profile) of a run's latency records, by case."""
-    return {latency_label(r): r["kernels"] for r in records
-            if isinstance(r, dict) and r.get("kind") == "latency" and isinstance(r.get("kernels"), dict)}
+def profiles_of(records: list[dict[str, Any]], field: str) -> dict[str, dict[str, Any]]:
+    """One profile of a run's latency records, by case: ``node_times_us`` (--node-profile) or ``kernels``
+    (--kernel-profile)."""
+    return {latency_label(r): r[field] for r in records
+            if isinstance(r, dict) and r.get("kind") == "latency" and isinstance(r.get(field), dict)}
 
 
 def load_results_baseline(path: Path, accept_incomplete: bool = False) -> ResultsBaseline:
@@ -401,4 +396,5 @@ def load_results_baseline(path: Path, accept_incomplete: bool = False) -> Result
     return ResultsBaseline(source=Path(path), environment=dict(data.get("environment") or {}), records=records,
                            gpu_memory=memory, fingerprint=saved_fingerprint(data),
                            engines={str(k): v for k, v in (data.get("engines") or {}).items() if isinstance(v, dict)},
-                           node_times=node_times_of(data["records"]), kernels=kernels_of(data["records"]))
+                           node_times=profiles_of(data["records"], "node_times_us"),
+                           kernels=profiles_of(data["records"], "kernels"))

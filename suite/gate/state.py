@@ -26,12 +26,11 @@ from suite.baselines import (
     LatencyBaseline,
     ResultsBaseline,
     benchmark_storage_dir,
-    kernels_of,
     load_latency_baselines,
     load_results_baseline,
-    node_times_of,
     parse_drift,
     parse_fraction,
+    profiles_of,
     resolve_latency_baselines,
 )
 from suite.environment import fingerprint
@@ -103,8 +102,8 @@ class Gate(LatencyChecks, DriftChecks, CoverageChecks):
                   if o.comparison.failed or o.comparison.changed]
         cells = sorted(set(base) | set(engines), key=len, reverse=True)
         explained = {}
-        nodes_now, nodes_then = node_times_of(records or []), self.results_baseline.node_times
-        kernels_now, kernels_then = kernels_of(records or []), self.results_baseline.kernels
+        nodes_now, nodes_then = profiles_of(records or [], "node_times_us"), self.results_baseline.node_times
+        kernels_now, kernels_then = profiles_of(records or [], "kernels"), self.results_baseline.kernels
         layers = {o.label.split(" / ")[0]: o.layers for o in reversed(self.drift_results) if o.layers}
         for label in dict.fromkeys(moved):
             cell = next((c for c in cells if label == c or label.startswith(c + "-")), label)

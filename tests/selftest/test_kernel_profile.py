@@ -10,7 +10,7 @@ import pytest
 
 from metrics.kernel_profile import explain_kernels, kernels_per_inference, same_kernels
 from suite import kernel_profile
-from suite.baselines import DriftTolerances, ResultsBaseline, kernels_of
+from suite.baselines import DriftTolerances, ResultsBaseline, profiles_of
 from suite.gate.latency import LatencyOutcome
 from suite.gate.state import Gate
 from suite.gate.tables import kernels_line
@@ -71,7 +71,8 @@ def test_a_moved_case_names_its_kernels_and_the_summary_counts_cases_on_other_ke
     gate = Gate(max_slowdown=0.05, confidence=0.99, busy_limit=0.2, drift=DriftTolerances(), inject_slowdown=None,
                 inject_accuracy_drop=None, environment={})
     gate.results_baseline = ResultsBaseline(source=Path("old.json"), environment={},
-                                            engines={"m-torch-fp16": {"layers": 3}}, kernels=kernels_of(old_records))
+                                            engines={"m-torch-fp16": {"layers": 3}},
+                                            kernels=profiles_of(old_records, "kernels"))
     gate.latency = [LatencyOutcome("m-torch-fp16-bs32-graph", "t::x", "regression"),
                     LatencyOutcome("m-torch-fp16-bs1-graph", "t::y", "unchanged")]
     structure = gate.structure({"m-torch-fp16": {"layers": 3}}, records)
