@@ -4,16 +4,24 @@ What the multi-GPU target asks of a run on N GPUs against the run on one (issue 
 verdict for each, device-bound latency medians within a tolerance, and the wall time as a fraction of the
 one-GPU run's. Also each run's peak GPU memory, per model and for the run (suite/gpu_memory.py).
 
-    python tools/compare_runs.py one-gpu.json two-gpu.json [--tolerance 0.02] [--json out.json]
+    python tools/compare_runs.py one-gpu.json two-gpu.json [--again two-gpu-again.json] [--tolerance 0.02]
+                                 [--json out.json]
+
+``--again`` is a second run made exactly like ``other`` (an A/A pair): how far the same device-bound medians move
+between two identical runs, beside how far they moved between the two configurations. A sub-millisecond CUDA-graph
+replay can move more than 2 % between processes (2 x H200, docs/gpu.md); the A/A line says whether a difference is
+the configuration's or any two processes'. Also printed: the median ratio other/base of each path and bound (where
+the time went: device-bound cases should read 1.00, host-bound ones show the host's contention).
 
 Exit status: 0 when cases and verdicts are identical and every device-bound median agrees within the
-tolerance, 1 otherwise (the differences are listed), 2 on unusable input.
+tolerance, 1 otherwise (the differences are listed, with their A/A change where given), 2 on unusable input.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -46,13 +54,39 @@ def medians(data: dict[str, Any]) -> dict[tuple[str, str, str], tuple[float, str
             for r in data["records"] if r.get("kind") == "latency" and r.get("median_ms") is not None}
 
 
-def compare(base: dict[str, Any], other: dict[str, Any], tolerance: float) -> dict[str, Any]:
+Case = tuple[str, str, str]
+
+
+def device_changes(base: dict[str, Any], other: dict[str, Any]) -> dict[Case, tuple[float, float, float]]:
+    """(cell, shape, path) -> (base median, other median, relative change) of every case device-bound in both."""
+    ma, mb = medians(base), medians(other)
+    return {k: (ma[k][0], mb[k][0], mb[k][0] / ma[k][0] - 1.0) for k in sorted(set(ma) & set(mb))
+            if ma[k][1] == "device" and mb[k][1] == "device" and ma[k][0] > 0}
+
+
+def ratios_by_class(base: dict[str, Any], other: dict[str, Any]) -> dict[str, tuple[int, float]]:
+    """"path, bound (in other)" -> (cases, median of other/base medians): where a slower run's time went."""
+    ma, mb = medians(base), medians(other)
+    groups: dict[str, list[float]] = {}
+    for k in sorted(set(ma) & set(mb)):
+        if ma[k][0] > 0:
+            groups.setdefault(f"{k[2]}, {mb[k][1]}-bound", []).append(mb[k][0] / ma[k][0])
+    return {name: (len(values), statistics.median(values)) for name, values in sorted(groups.items())}
+
+
+def compare(base: dict[str, Any], other: dict[str, Any], tolerance: float,
+            again: dict[str, Any] | None = None) -> dict[str, Any]:
     a, b = checks(base), checks(other)
     verdicts = {k: (a[k], b[k]) for k in sorted(set(a) & set(b)) if a[k] != b[k]}
-    ma, mb = medians(base), medians(other)
-    device = {k: (ma[k][0], mb[k][0], mb[k][0] / ma[k][0] - 1.0) for k in sorted(set(ma) & set(mb))
-              if ma[k][1] == "device" and mb[k][1] == "device" and ma[k][0] > 0}
+    device = device_changes(base, other)
     beyond = {k: v for k, v in device.items() if abs(v[2]) > tolerance}
+    repeat = device_changes(other, again) if again is not None else {}
+    aa = None
+    if again is not None:
+        aa = {"cases": len(repeat), "beyond_tolerance": sum(abs(v[2]) > tolerance for v in repeat.values()),
+              "largest_change": max((abs(v[2]) for v in repeat.values()), default=None),
+              "of_those_beyond": {" ".join(k): repeat[k][2] for k in beyond if k in repeat},
+              "wall_s": again.get("run", {}).get("wall_s")}
     wall_a, wall_b = (d.get("run", {}).get("wall_s") for d in (base, other))
     memory = {}
     for name, data in (("base", base), ("other", other)):
@@ -66,6 +100,8 @@ def compare(base: dict[str, Any], other: dict[str, Any], tolerance: float) -> di
         "device_bound_cases": len(device),
         "device_bound_beyond_tolerance": {" ".join(k): v for k, v in beyond.items()},
         "largest_device_bound_change": max((abs(v[2]) for v in device.values()), default=None),
+        "a_a": aa,
+        "median_ratio_by_class": ratios_by_class(base, other),
         "wall_s": (wall_a, wall_b), "wall_ratio": (wall_b / wall_a) if wall_a and wall_b else None,
         "workers": (base.get("run", {}).get("workers"), other.get("run", {}).get("workers")),
         "memory": memory,
@@ -85,11 +121,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("base", help="--suite-results of the reference run (e.g. one GPU)")
     parser.add_argument("other", help="--suite-results of the run to compare (e.g. two GPUs)")
+    parser.add_argument("--again", help="--suite-results of a second run made like OTHER (A/A): how far the same "
+                        "device-bound medians move between two identical runs")
     parser.add_argument("--tolerance", type=float, default=0.02,
                         help="largest relative change of a device-bound median that counts as the same (0.02)")
     parser.add_argument("--json", help="also write the comparison to this file")
     args = parser.parse_args(argv)
-    result = compare(load(args.base), load(args.other), args.tolerance)
+    result = compare(load(args.base), load(args.other), args.tolerance, load(args.again) if args.again else None)
     cases = result["cases"]
     print(f"cases: {cases['base']} and {cases['other']}; only in base {len(cases['only_base'])}, only in other "
           f"{len(cases['only_other'])}")
@@ -103,11 +141,21 @@ def main(argv: list[str] | None = None) -> int:
     print(f"device-bound medians: {result['device_bound_cases']} cases in both, "
           f"{len(result['device_bound_beyond_tolerance'])} beyond {args.tolerance:.0%}"
           + (f"; largest change {largest:.1%}" if largest is not None else ""))
+    aa = result["a_a"]
     for name, (x, y, change) in result["device_bound_beyond_tolerance"].items():
-        print(f"  {name}: {x:.3f} -> {y:.3f} ms ({change:+.1%})")
+        again = aa["of_those_beyond"].get(name) if aa else None
+        print(f"  {name}: {x:.3f} -> {y:.3f} ms ({change:+.1%})"
+              + (f"; A/A {again:+.1%}" if again is not None else ""))
+    if aa:
+        largest = aa["largest_change"]
+        print(f"A/A (other against --again, made alike): {aa['cases']} device-bound cases, {aa['beyond_tolerance']} "
+              f"beyond {args.tolerance:.0%}" + (f"; largest change {largest:.1%}" if largest is not None else "")
+              + (f"; wall {aa['wall_s']} s" if aa["wall_s"] is not None else ""))
+    print("median ratio other/base by path and bound: " + "; ".join(
+        f"{name} {ratio:.3f} ({n})" for name, (n, ratio) in result["median_ratio_by_class"].items()))
     wall, ratio = result["wall_s"], result["wall_ratio"]
     print(f"wall: {wall[0]} s ({result['workers'][0]} worker(s)) and {wall[1]} s ({result['workers'][1]} worker(s))"
-          + (f": {ratio:.2f}x" if ratio is not None else ""))
+          + (f": {ratio:.3f}x" if ratio is not None else ""))
     for name, times, total in zip(("base", "other"), result["worker_time"], result["test_seconds"], strict=True):
         if times:
             print(f"worker time, {name} (span: setup, calls, teardown, idle; s): " + "; ".join(

@@ -1,0 +1,56 @@
+"""tools/compare_runs.py: two runs of the tier side by side (issue 22), and an A/A pair beside them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tools import compare_runs
+
+
+def _run(medians: dict[tuple[str, str], tuple[float, str]], wall: float, workers: int) -> dict:
+    """A --suite-results file with latency records (cell, path) -> (median ms, bound), and one passed check each."""
+    records = [{"kind": "latency", "cell": cell, "shape": "bs1", "path": path, "median_ms": ms, "bound": bound}
+               for (cell, path), (ms, bound) in medians.items()]
+    states = {f"test_latency[{cell}-bs1-{path}]": "passed" for cell, path in medians}
+    return {"records": records, "verdict": {"verdict": "PASSED", "states": states},
+            "run": {"wall_s": wall, "workers": workers}}
+
+
+ONE = _run({("a", "graph"): (1.00, "device"), ("b", "graph"): (0.050, "device"), ("c", "all"): (2.0, "host")},
+           300.0, 1)
+TWO = _run({("a", "graph"): (1.01, "device"), ("b", "graph"): (0.053, "device"), ("c", "all"): (2.2, "host")},
+           180.0, 2)
+TWO_AGAIN = _run({("a", "graph"): (1.00, "device"), ("b", "graph"): (0.050, "device"), ("c", "all"): (2.1, "host")},
+                 170.0, 2)
+
+
+def test_the_a_a_pair_says_how_far_the_same_cases_move_between_identical_runs() -> None:
+    result = compare_runs.compare(ONE, TWO, 0.02, TWO_AGAIN)
+    assert list(result["device_bound_beyond_tolerance"]) == ["b bs1 graph"]  # +6 %; a moved 1 %
+    aa = result["a_a"]
+    assert aa["cases"] == 2 and aa["beyond_tolerance"] == 1 and aa["wall_s"] == 170.0
+    assert aa["of_those_beyond"]["b bs1 graph"] == pytest.approx(0.050 / 0.053 - 1)
+    assert aa["largest_change"] == pytest.approx(1 - 0.050 / 0.053)
+    assert compare_runs.compare(ONE, TWO, 0.02)["a_a"] is None
+
+
+def test_the_median_ratio_of_each_path_and_bound_shows_where_the_time_went() -> None:
+    ratios = compare_runs.ratios_by_class(ONE, TWO)
+    assert ratios == {"all, host-bound": (1, pytest.approx(1.1)),
+                      "graph, device-bound": (2, pytest.approx((1.01 + 1.06) / 2))}
+
+
+def test_the_command_prints_the_a_a_line_and_fails_on_a_median_beyond_tolerance(tmp_path: Path, capsys) -> None:
+    paths = []
+    for name, data in (("one", ONE), ("two", TWO), ("again", TWO_AGAIN)):
+        paths.append(tmp_path / f"{name}.json")
+        paths[-1].write_text(json.dumps(data))
+    assert compare_runs.main([str(paths[0]), str(paths[1]), "--again", str(paths[2])]) == 1
+    out = capsys.readouterr().out
+    assert "b bs1 graph: 0.050 -> 0.053 ms (+6.0%); A/A -5.7%" in out
+    assert "A/A (other against --again, made alike): 2 device-bound cases, 1 beyond 2%" in out
+    assert "wall: 300.0 s (1 worker(s)) and 180.0 s (2 worker(s)): 0.600x" in out
+    assert compare_runs.main([str(paths[0]), str(paths[1]), "--tolerance", "0.07"]) == 0
