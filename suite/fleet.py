@@ -62,6 +62,8 @@ class FleetPlugin:
         start (suite/startup_check.py check_early)."""
         self._start_session()
         result = yield
+        if self.is_worker:
+            self.timeline.mark("started")
         if not self.is_worker and self.config.getoption("numprocesses", None):
             self.timeline.mark("start-up check started")
             self.check_early(self.config)
@@ -115,7 +117,8 @@ class FleetPlugin:
         """Without xdist, this process collected: the start-up check of every model a collected test uses
         (suite/preflight/), so that a model that cannot run is one error naming it, not a failure in each of its
         tests. (An xdist worker leaves it to the controller, which hears of the first worker's collection.)"""
-        if self.is_worker:
+        if self.is_worker:  # on the worker's own clock: the controller hears of it only once its loop runs
+            self.timeline.mark("collected")
             return
         self.timeline.mark("collected")
         self.note_collected(self.config, [item.nodeid for item in session.items])
@@ -153,6 +156,8 @@ class FleetPlugin:
         self.worker_environments[worker] = data["environment"]
         if data.get("warm_up", {}).get("seconds"):
             self.worker_warm_ups[worker] = data["warm_up"]
+        for name, when in data.get("marks", {}).items():  # the worker's own: "up" above is when the controller heard
+            self.timeline.mark(f"{worker} {name} (own clock)", float(when))
         self.benchmarks.extend(data["benchmarks"])
 
     @pytest.hookimpl(optionalhook=True)
@@ -213,6 +218,7 @@ class FleetPlugin:
                 "per_unit": self.clock.per_unit, "cpus": BOUND_CPUS, "threads": suite.thread_share,
                 "environment": {**fingerprint(suite.device), "cuda_visible_devices": BOUND_GPU},
                 "warm_up": self.warm_up.summary() if self.warm_up is not None else {},
+                "marks": dict(self.timeline.marks),
                 "benchmarks": json.loads(json.dumps(benchmarks, default=str))}
 
 

@@ -43,7 +43,8 @@ class Timeline:
 
     def __init__(self) -> None:
         self.rows: list[tuple[str, str, str, float, float]] = []  # nodeid, worker, when, start, stop (epoch s)
-        self.marks: dict[str, float] = {}  # the controller's milestones outside the tests (epoch s), first wins
+        # milestones outside the tests (epoch s), first wins; a worker's own, sent when it ends, say "(own clock)"
+        self.marks: dict[str, float] = {}
 
     def mark(self, name: str, when: float | None = None) -> None:
         """A milestone of the run outside its tests (a worker up, a collection in, the start-up check done, the

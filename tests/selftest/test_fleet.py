@@ -105,6 +105,9 @@ def test_two_workers_leave_one_result_of_every_kind(tmp_path: Path) -> None:
                  "last test ended", "gw0 down", "gw1 down", "session finishing", "run ended"):
         assert name in milestones, (name, milestones)
     assert milestones["start-up check done"] <= milestones["first test started"] <= milestones["last test ended"]
+    for worker in ("gw0", "gw1"):  # each worker's own clock: started and collected before the controller heard
+        assert (milestones[f"{worker} started (own clock)"] <= milestones[f"{worker} collected (own clock)"]
+                <= milestones[f"{worker} collected"]), milestones
     assert abs(milestones["run ended"] - data["run"]["wall_s"]) < 0.1, data["run"]
     assert "outside the tests: " in out, explain(done)
     durations = json.loads((tmp_path / "cache" / scheduling.DURATIONS_FILE).read_text())
