@@ -25,12 +25,14 @@
 #                 accepted here, as on the nightly's first nights, so the verdict is the checks' own
 #       kernelcal tools/gate_calibration.py on ResNet-50 torch fp16 graph (CAL_BATCHES, default 32 and 1): a 2 %
 #                 slowdown made by a real spin kernel after the module (--inject-kernel), 2 % gate, last:1/3/5
+#       contention one model's cells alone on GPU 0, then on GPU 0 and GPU 1 at once, then alone again: does
+#                 the other GPU's process slow this one's tests (the two-GPU night's growth)?
 #       explain   ResNet-50 torch fp16 latency with --kernel-profile, then channels_last = false gated against it:
 #                 what moved, the kernels behind it, the SM clocks (issue 26)
 # Results go under $OUT (the device tool's folder) or gpu-results/; the engine cache under $ENGINE_CACHE.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-PART=${1:?part: tier | study | rebuild | shapes | minilm | bisect | refusal | localize | localize-minilm | night | kernelcal | explain}
+PART=${1:?part: tier | study | rebuild | shapes | minilm | bisect | refusal | localize | localize-minilm | night | kernelcal | contention | explain}
 shift
 EXTRA=("$@")   # more pytest options for the part (e.g. --engines onnxruntime,inductor)
 OUT=${OUT:-gpu-results}
@@ -145,6 +147,25 @@ case "$PART" in
         --json "$OUT/kernel2pct-bs$batch.json" "${EXTRA[@]}" 2>&1 | tee "$OUT/kernel2pct-bs$batch.md"
       status=$(( status | PIPESTATUS[0] ))
     done
+    ;;
+  contention)
+    # One model's cells, each run a process of its own on one GPU: a cold build, then alone on GPU 0, then on GPU 0
+    # and GPU 1 at once, then alone again. Does the other GPU's process slow this one's tests? (The two-GPU night's
+    # test work grew 17-19 % on an H200 pair, mostly in ONNX Runtime's first runs: docs/gpu.md.) Compare the
+    # processes' run.test_times. CONTENTION_MODEL (mobilenet_v2), CONTENTION_ENGINES (onnxruntime), and the extra
+    # options (e.g. --precisions fp16) narrow it.
+    one() { CUDA_VISIBLE_DEVICES=$1 pytest_ --device cuda:0 --suite-config suite-gpu.toml \
+      --models "${CONTENTION_MODEL:-mobilenet_v2}" --engines "${CONTENTION_ENGINES:-onnxruntime}" \
+      --accept-not-judged unsupported,no-data,no-baseline tests/accuracy tests/parity \
+      --suite-results "$OUT/contention-$2.json" -q "${EXTRA[@]}" > "$OUT/contention-$2.log" 2>&1; }
+    one 0 cold || status=$?
+    one 0 alone || status=$?
+    one 0 pair0 & first=$!
+    one 1 pair1 & second=$!
+    wait $first || status=$?
+    wait $second || status=$?
+    one 0 alone-again || status=$?
+    for f in "$OUT"/contention-*.log; do echo "== $f"; tail -2 "$f"; done
     ;;
   explain)
     # A real change of the engine, not an injected one: ResNet-50 torch fp16 latency (batch 32, every path) with
