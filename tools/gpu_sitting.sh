@@ -165,7 +165,10 @@ case "$PART" in
     wait $first || status=$?
     wait $second || status=$?
     one 0 alone-again || status=$?
-    for f in "$OUT"/contention-*.log; do echo "== $f"; tail -2 "$f"; done
+    for f in "$OUT"/contention-*.log; do echo "== $f"; grep -E "^(checks|[0-9]+ passed)" "$f" | tail -2; done
+    # one file: a device call brings back at most 8 (the first try lost pair1's)
+    (cd "$OUT" && rm -f contention-*.partial.jsonl && tar czf contention.tgz contention-*.json contention-*.log \
+      && rm -f contention-*.json contention-*.log)
     ;;
   explain)
     # A real change of the engine, not an injected one: ResNet-50 torch fp16 latency (batch 32, every path) with
