@@ -151,8 +151,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"A/A (other against --again, made alike): {aa['cases']} device-bound cases, {aa['beyond_tolerance']} "
               f"beyond {args.tolerance:.0%}" + (f"; largest change {largest:.1%}" if largest is not None else "")
               + (f"; wall {aa['wall_s']} s" if aa["wall_s"] is not None else ""))
-    print("median ratio other/base by path and bound: " + "; ".join(
-        f"{name} {ratio:.3f} ({n})" for name, (n, ratio) in result["median_ratio_by_class"].items()))
+    if result["median_ratio_by_class"]:
+        print("median ratio other/base by path and bound: " + "; ".join(
+            f"{name} {ratio:.3f} ({n})" for name, (n, ratio) in result["median_ratio_by_class"].items()))
     wall, ratio = result["wall_s"], result["wall_ratio"]
     print(f"wall: {wall[0]} s ({result['workers'][0]} worker(s)) and {wall[1]} s ({result['workers'][1]} worker(s))"
           + (f": {ratio:.3f}x" if ratio is not None else ""))
