@@ -42,6 +42,10 @@ class TimedCall:
         self.first_outputs: dict[str, np.ndarray] | None = None
         self._last: dict[str, np.ndarray] | None = None
         self._runner = runner
+        #: seconds the device path's set-up took (staging, a capture, an engine's extra session), outside every
+        #: round: a night's time that no sample shows (None on the ``all`` path); and the runner's own split of them
+        self.prepare_s: float | None = None
+        self.prepare_parts: dict[str, float] = {}
         if path == "all":
             self.clock = HOST_CLOCK
             self._pristine = _host_copy(feed)
@@ -53,7 +57,10 @@ class TimedCall:
         if prepare is None:
             raise CellUnavailable(f"latency-{path} needs a device-resident runner; {type(runner).__name__} has none",
                                   UNSUPPORTED)
+        started = time.perf_counter()
         self.clock = str(prepare(path, feed))  # raises CellUnavailable where the engine cannot
+        self.prepare_s = time.perf_counter() - started
+        self.prepare_parts = {k: float(v) for k, v in (getattr(runner, "prepare_parts", None) or {}).items()}
         run_path = runner.run_path  # type: ignore[attr-defined]
         self._call = lambda: float(run_path(path))
 

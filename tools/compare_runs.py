@@ -74,6 +74,17 @@ def ratios_by_class(base: dict[str, Any], other: dict[str, Any]) -> dict[str, tu
     return {name: (len(values), statistics.median(values)) for name, values in sorted(groups.items())}
 
 
+def set_up_seconds(data: dict[str, Any]) -> dict[str, float]:
+    """"engine path" -> seconds the latency cases' device paths took to set up (``prepare_s``: staging, a capture, an
+    extra session), outside every round: the night's time that no sample shows."""
+    totals: dict[str, float] = {}
+    for r in data["records"]:
+        if r.get("kind") == "latency" and r.get("prepare_s") is not None:
+            key = f"{r.get('engine')} {r.get('path')}"
+            totals[key] = totals.get(key, 0.0) + float(r["prepare_s"])
+    return {k: round(v, 1) for k, v in sorted(totals.items())}
+
+
 def compare(base: dict[str, Any], other: dict[str, Any], tolerance: float,
             again: dict[str, Any] | None = None) -> dict[str, Any]:
     a, b = checks(base), checks(other)
@@ -102,6 +113,7 @@ def compare(base: dict[str, Any], other: dict[str, Any], tolerance: float,
         "largest_device_bound_change": max((abs(v[2]) for v in device.values()), default=None),
         "a_a": aa,
         "median_ratio_by_class": ratios_by_class(base, other),
+        "set_up_s": (set_up_seconds(base), set_up_seconds(other)),
         "wall_s": (wall_a, wall_b), "wall_ratio": (wall_b / wall_a) if wall_a and wall_b else None,
         "workers": (base.get("run", {}).get("workers"), other.get("run", {}).get("workers")),
         "memory": memory,
@@ -154,6 +166,10 @@ def main(argv: list[str] | None = None) -> int:
     if result["median_ratio_by_class"]:
         print("median ratio other/base by path and bound: " + "; ".join(
             f"{name} {ratio:.3f} ({n})" for name, (n, ratio) in result["median_ratio_by_class"].items()))
+    for name, seconds in zip(("base", "other"), result["set_up_s"], strict=True):
+        if seconds:
+            print(f"device paths' set-up outside the rounds, {name} (s): "
+                  + ", ".join(f"{k} {v}" for k, v in seconds.items()))
     wall, ratio = result["wall_s"], result["wall_ratio"]
     print(f"wall: {wall[0]} s ({result['workers'][0]} worker(s)) and {wall[1]} s ({result['workers'][1]} worker(s))"
           + (f": {ratio:.3f}x" if ratio is not None else ""))

@@ -72,6 +72,9 @@ class OnnxRuntimeRunner:
         self.output_names = output_names
         self._dtypes = {i.name: _numpy_dtype(i.type) for i in session.get_inputs()}
         self._graph_session = graph_session
+        #: where the last ``prepare_path`` spent its seconds (suite.timing.TimedCall keeps them with the case): a
+        #: graph case makes a session of its own, and its first runs search cuDNN's algorithms again
+        self.prepare_parts: dict[str, float] = {}
         # path -> (session, binding, the bound device values: kept alive, at fixed addresses, while timed)
         self._bound: dict[str, tuple[ort.InferenceSession, ort.IOBinding, list[ort.OrtValue]]] = {}
 
@@ -118,7 +121,10 @@ class OnnxRuntimeRunner:
                                   f"this session runs on {providers}", UNSUPPORTED)
         check_feed(feed, self.input_names)
         device_id = int(self.session.get_provider_options().get("CUDAExecutionProvider", {}).get("device_id", 0))
+        started = time.perf_counter()
         binding, values, outputs = self._bind(self.session, feed, device_id, None)
+        bound = time.perf_counter()
+        self.prepare_parts = {"bind and run the plain session": bound - started}
         clock = "host perf_counter around run_with_iobinding (returns after the CUDA stream synchronizes)"
         if path == "model":
             self._bound[path] = (self.session, binding, values)
@@ -131,11 +137,14 @@ class OnnxRuntimeRunner:
         except Exception as exc:  # a failure, never "unsupported": out of memory looked the same (issue 22)
             raise EngineBuildError(f"latency-graph: onnxruntime {ort.__version__} could not make the CUDA-graph "
                                    f"session of {self.label}: {str(exc).splitlines()[0]}") from exc
+        made = time.perf_counter()
         graph_outputs = [ort.OrtValue.ortvalue_from_shape_and_type(v.shape(), _numpy_dtype(v.data_type()), "cuda",
                                                                     device_id) for v in outputs]
         graph_binding, graph_values, _ = self._bind(session, feed, device_id, graph_outputs)
         for _ in range(3):  # ONNX Runtime runs a few times before it captures; then every run is a replay
             session.run_with_iobinding(graph_binding)
+        self.prepare_parts.update({"make the graph session": made - bound,
+                                   "its first runs and the capture": time.perf_counter() - made})
         for name, plain, replayed in zip(self.output_names, outputs, graph_outputs, strict=True):
             want, got = plain.numpy(), replayed.numpy()
             if not np.allclose(got, want, rtol=1e-3, atol=1e-3, equal_nan=False):

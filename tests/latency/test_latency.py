@@ -88,8 +88,18 @@ def test_latency(latency_case, suite, engine_for, benchmark, request, latency_wr
         benchmark.extra_info["kernels"] = kernels
     suite.record("latency", cell, path=path, shape=shape.id, dims=dims, clock=timed.clock, samples_s=list(samples),
                  gpu=record["gpu"], attempts=attempts, outputs_checked=checked, **bound, **summary.as_dict(),
-                 **({"node_times_us": nodes} if nodes else {}), **({"kernels": kernels} if kernels is not None else {}))
+                 **({"node_times_us": nodes} if nodes else {}), **({"kernels": kernels} if kernels is not None else {}),
+                 **_set_up(call))
     gate.check()  # --latency-baseline: fails a significant slowdown (suite/gate/)
+
+
+def _set_up(call):
+    """The device path's set-up seconds, outside every round (suite.timing.TimedCall), for the record; nothing on
+    the ``all`` path."""
+    if call.prepare_s is None:
+        return {}
+    parts = {k: round(v, 4) for k, v in call.prepare_parts.items()}
+    return {"prepare_s": round(call.prepare_s, 4), **({"prepare_parts": parts} if parts else {})}
 
 
 def _node_profile(runs, engine, feed, path):

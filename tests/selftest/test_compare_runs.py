@@ -43,6 +43,15 @@ def test_the_median_ratio_of_each_path_and_bound_shows_where_the_time_went() -> 
                       "graph, device-bound": (2, pytest.approx((1.01 + 1.06) / 2))}
 
 
+def test_the_device_paths_set_up_is_summed_per_engine_and_path() -> None:
+    run = _run({("a", "graph"): (1.0, "device"), ("b", "graph"): (1.0, "device"), ("c", "all"): (1.0, "host")}, 1, 1)
+    for record, engine, seconds in zip(run["records"], ("onnxruntime", "onnxruntime", "torch"), (5.0, 2.5, None),
+                                       strict=True):
+        record.update(engine=engine, prepare_s=seconds)
+    assert compare_runs.set_up_seconds(run) == {"onnxruntime graph": 7.5}
+    assert compare_runs.compare(ONE, run, 0.02)["set_up_s"] == ({}, {"onnxruntime graph": 7.5})
+
+
 def test_the_command_prints_the_a_a_line_and_fails_on_a_median_beyond_tolerance(tmp_path: Path, capsys) -> None:
     paths = []
     for name, data in (("one", ONE), ("two", TWO), ("again", TWO_AGAIN)):

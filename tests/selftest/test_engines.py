@@ -189,6 +189,106 @@ def test_onnxruntime_device_paths_say_why_they_cannot_run(providers, path, reaso
         runner.prepare_path(path, {"image": np.ones((1, 1, 8, 8), np.float32)})
 
 
+class _Value:
+    """A stand-in OrtValue on the 'device': a host array."""
+
+    def __init__(self, array):
+        self.array = np.array(array)
+
+    def shape(self):
+        return list(self.array.shape)
+
+    def data_type(self):
+        return "tensor(float)"
+
+    def numpy(self):
+        return self.array
+
+
+class _FakeOrt:
+    """Just enough of onnxruntime's module for the runner's device paths: OrtValues that live on the host."""
+
+    __version__ = "stand-in"
+
+    class OrtValue:
+        @staticmethod
+        def ortvalue_from_numpy(array, device, device_id):
+            return _Value(array)
+
+        @staticmethod
+        def ortvalue_from_shape_and_type(shape, dtype, device, device_id):
+            return _Value(np.zeros(shape, dtype))
+
+
+class _Binding:
+    def __init__(self):
+        self.inputs, self.outputs, self.allocate = {}, {}, []
+
+    def bind_ortvalue_input(self, name, value):
+        self.inputs[name] = value
+
+    def bind_output(self, name, device, device_id):
+        self.allocate.append(name)
+
+    def bind_ortvalue_output(self, name, value):
+        self.outputs[name] = value
+
+    def get_outputs(self):
+        return list(self.outputs.values())
+
+    def clear_binding_outputs(self):
+        self.outputs, self.allocate = {}, []
+
+
+class _DeviceSession(_SessionOn):
+    """A CUDA EP session whose IO-bound run writes ``scale * image`` into its bound outputs; counts its runs."""
+
+    def __init__(self, scale=2.0):
+        super().__init__(["CUDAExecutionProvider"])
+        self.scale, self.runs = scale, 0
+
+    def get_provider_options(self):
+        return {"CUDAExecutionProvider": {"device_id": "0"}}
+
+    def io_binding(self):
+        return _Binding()
+
+    def run_with_iobinding(self, binding):
+        self.runs += 1
+        out = binding.inputs["image"].array * self.scale
+        for name in binding.allocate:
+            binding.outputs[name] = _Value(out)
+        for value in binding.outputs.values():
+            value.array[...] = out
+
+
+@pytest.mark.parametrize("path", ["model", "graph"])
+def test_onnxruntime_device_paths_say_where_their_set_up_went(monkeypatch, path):
+    """prepare_path's seconds by part (issue 22: the graph cases' set-up was most of the latency tests' time
+    outside their rounds), and the graph session's three runs before its replays are timed."""
+    from engines.onnxrt import backend
+
+    monkeypatch.setattr(backend, "import_onnxruntime", lambda: _FakeOrt)
+    graph = _DeviceSession()
+    runner = backend.OnnxRuntimeRunner(_DeviceSession(), ("out",), graph_session=lambda: graph)
+    clock = runner.prepare_path(path, {"image": np.ones((2, 1, 8, 8), np.float32)})
+    parts = {"bind and run the plain session"} | (
+        {"make the graph session", "its first runs and the capture"} if path == "graph" else set())
+    assert set(runner.prepare_parts) == parts and all(v >= 0 for v in runner.prepare_parts.values())
+    assert ("CUDA graph replay" in clock) == (path == "graph")
+    assert graph.runs == (3 if path == "graph" else 0)
+    np.testing.assert_array_equal(runner.path_outputs(path)["out"], np.full((2, 1, 8, 8), 2.0))
+
+
+def test_onnxruntime_graph_replay_that_differs_from_the_plain_session_fails(monkeypatch):
+    from engines.onnxrt import backend
+
+    monkeypatch.setattr(backend, "import_onnxruntime", lambda: _FakeOrt)
+    runner = backend.OnnxRuntimeRunner(_DeviceSession(), ("out",), graph_session=lambda: _DeviceSession(scale=3.0))
+    with pytest.raises(RuntimeError, match="replay's 'out' differs from the plain session's"):
+        runner.prepare_path("graph", {"image": np.ones((2, 1, 8, 8), np.float32)})
+
+
 @pytest.mark.parametrize("precision", ["fp16", "bf16"])
 def test_torch_reduced_precision_on_cpu_is_close_not_identical(cache, feed, precision):
     build = _build(cache)

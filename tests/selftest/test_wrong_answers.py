@@ -11,7 +11,7 @@ from engines.base import EngineFacts, LoadedEngine, ShapeProfile, StaticBatchRun
 from suite.config import parse_config, resolve
 from suite.session import Cell, SuiteSession
 from suite.timing import TimedCall
-from tests.latency.test_latency import check_timed_outputs
+from tests.latency.test_latency import _set_up, check_timed_outputs
 from tests.parity.test_parity import compared_batches, engine_batches
 from tests.selftest.tiny_models import Data
 
@@ -128,6 +128,19 @@ def test_a_replay_stale_from_its_first_timed_round_fails_at_the_first_call(tmp_p
     call = _timed(StaleGraphRunner(reference, fresh=0, stale="first-feed"), "graph", feed)
     with pytest.raises(pytest.fail.Exception, match=r"the first timed call \(round 2\) returned outputs that differ"):
         check_timed_outputs(cell, "bs4", "graph", call, expected, expected, suite.model("m"))
+
+
+def test_a_device_path_keeps_its_set_up_seconds_for_the_record(tmp_path):
+    """What prepare_path took (a capture, an extra session) is no round's time; the record keeps it, with the
+    runner's own split (issue 22: most of the latency tests' time outside their rounds)."""
+    _, _, reference, feed = _latency_parts(tmp_path)
+    runner = StaleGraphRunner(reference, fresh=100)
+    runner.prepare_parts = {"capture": 0.25}
+    call = _timed(runner, "graph", feed)
+    assert call.prepare_s is not None and call.prepare_s >= 0 and call.prepare_parts == {"capture": 0.25}
+    assert _set_up(call) == {"prepare_s": round(call.prepare_s, 4), "prepare_parts": {"capture": 0.25}}
+    host = _timed(reference, "all", feed)
+    assert host.prepare_s is None and _set_up(host) == {}
 
 
 def test_a_replay_that_stays_fresh_passes_and_says_what_it_checked(tmp_path):
