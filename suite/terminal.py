@@ -13,7 +13,7 @@ from suite import collection
 from suite.gpu_memory import memory_summary
 from suite.rebuild import describe as describe_rebuild
 from suite.state import LEDGER_KEY, RUN_INFO_KEY, RUN_KEY, SESSION_KEY
-from suite.timeline import Timeline
+from suite.timeline import Timeline, set_up_seconds
 from suite.warm_up import warm_up_line
 
 
@@ -65,6 +65,10 @@ def summary(tr: Any, config: pytest.Config) -> None:
                       + (f" (summed over {len(workers)} workers: " + ", ".join(f"{w} {t:.1f} s" for w, t in
                                                                               workers.items()) + ")"
                          if workers else ""))
+    set_up = set_up_seconds(session.records)
+    if set_up:
+        tr.write_line(f"latency set-up outside the rounds: {sum(set_up.values()):.1f} s ("
+                      + ", ".join(f"{k} {v:.1f} s" for k, v in set_up.items()) + ")")
     worker_time = config.pluginmanager.get_plugin("suite-fleet").timeline.summary()  # type: ignore[union-attr]
     if worker_time:
         tr.write_line(worker_time)

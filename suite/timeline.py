@@ -4,6 +4,7 @@ the timeline (each test's setup, call and teardown in each worker, idle gaps inc
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pytest
@@ -122,3 +123,14 @@ def timed_call(item: pytest.Item, clock: PhaseClock, build_seconds: Any, unit: s
                       unit)
 
     return _Timer()
+
+
+def set_up_seconds(records: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """"engine path" -> seconds the latency cases' device paths took to set up (``prepare_s``: staging, a capture,
+    ONNX Runtime's graph session), outside every round: a night's time that no sample shows."""
+    totals: dict[str, float] = {}
+    for r in records:
+        if r.get("kind") == "latency" and r.get("prepare_s") is not None:
+            key = f"{r.get('engine')} {r.get('path')}"
+            totals[key] = totals.get(key, 0.0) + float(r["prepare_s"])
+    return {k: round(v, 1) for k, v in sorted(totals.items(), key=lambda kv: -kv[1])}

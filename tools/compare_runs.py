@@ -31,6 +31,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from suite.gpu_memory import peaks  # noqa: E402
+from suite.timeline import set_up_seconds  # noqa: E402
 
 
 def load(path: str) -> dict[str, Any]:
@@ -74,17 +75,6 @@ def ratios_by_class(base: dict[str, Any], other: dict[str, Any]) -> dict[str, tu
     return {name: (len(values), statistics.median(values)) for name, values in sorted(groups.items())}
 
 
-def set_up_seconds(data: dict[str, Any]) -> dict[str, float]:
-    """"engine path" -> seconds the latency cases' device paths took to set up (``prepare_s``: staging, a capture, an
-    extra session), outside every round: the night's time that no sample shows."""
-    totals: dict[str, float] = {}
-    for r in data["records"]:
-        if r.get("kind") == "latency" and r.get("prepare_s") is not None:
-            key = f"{r.get('engine')} {r.get('path')}"
-            totals[key] = totals.get(key, 0.0) + float(r["prepare_s"])
-    return {k: round(v, 1) for k, v in sorted(totals.items())}
-
-
 def compare(base: dict[str, Any], other: dict[str, Any], tolerance: float,
             again: dict[str, Any] | None = None) -> dict[str, Any]:
     a, b = checks(base), checks(other)
@@ -113,7 +103,7 @@ def compare(base: dict[str, Any], other: dict[str, Any], tolerance: float,
         "largest_device_bound_change": max((abs(v[2]) for v in device.values()), default=None),
         "a_a": aa,
         "median_ratio_by_class": ratios_by_class(base, other),
-        "set_up_s": (set_up_seconds(base), set_up_seconds(other)),
+        "set_up_s": (set_up_seconds(base["records"]), set_up_seconds(other["records"])),
         "wall_s": (wall_a, wall_b), "wall_ratio": (wall_b / wall_a) if wall_a and wall_b else None,
         "workers": (base.get("run", {}).get("workers"), other.get("run", {}).get("workers")),
         "memory": memory,

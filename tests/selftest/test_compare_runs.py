@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from suite.timeline import set_up_seconds
 from tools import compare_runs
 
 
@@ -43,12 +44,14 @@ def test_the_median_ratio_of_each_path_and_bound_shows_where_the_time_went() -> 
                       "graph, device-bound": (2, pytest.approx((1.01 + 1.06) / 2))}
 
 
-def test_the_device_paths_set_up_is_summed_per_engine_and_path() -> None:
+def test_the_device_paths_set_up_is_summed_per_engine_and_path_largest_first() -> None:
     run = _run({("a", "graph"): (1.0, "device"), ("b", "graph"): (1.0, "device"), ("c", "all"): (1.0, "host")}, 1, 1)
     for record, engine, seconds in zip(run["records"], ("onnxruntime", "onnxruntime", "torch"), (5.0, 2.5, None),
                                        strict=True):
         record.update(engine=engine, prepare_s=seconds)
-    assert compare_runs.set_up_seconds(run) == {"onnxruntime graph": 7.5}
+    run["records"].append({"kind": "latency", "engine": "torch", "path": "graph", "prepare_s": 9.0})
+    assert list(set_up_seconds(run["records"]).items()) == [("torch graph", 9.0), ("onnxruntime graph", 7.5)]
+    run["records"].pop()
     assert compare_runs.compare(ONE, run, 0.02)["set_up_s"] == ({}, {"onnxruntime graph": 7.5})
 
 
