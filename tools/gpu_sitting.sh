@@ -25,8 +25,8 @@
 #                 accepted here, as on the nightly's first nights, so the verdict is the checks' own
 #       kernelcal tools/gate_calibration.py on ResNet-50 torch fp16 graph (CAL_BATCHES, default 32 and 1): a 2 %
 #                 slowdown made by a real spin kernel after the module (--inject-kernel), 2 % gate, last:1/3/5
-#       contention one model's cells alone on GPU 0, then on GPU 0 and GPU 1 at once, then alone again: does
-#                 the other GPU's process slow this one's tests (the two-GPU night's growth)?
+#       contention one model's cells alone on GPU 0, then on GPU 0 and GPU 1 at once, in turn (CONTENTION_REPEATS,
+#                 3): does the other GPU's process slow this one's tests (the two-GPU night's growth)?
 #       explain   ResNet-50 torch fp16 latency with --kernel-profile, then channels_last = false gated against it:
 #                 what moved, the kernels behind it, the SM clocks (issue 26)
 # Results go under $OUT (the device tool's folder) or gpu-results/; the engine cache under $ENGINE_CACHE.
@@ -149,8 +149,8 @@ case "$PART" in
     done
     ;;
   contention)
-    # One model's cells, each run a process of its own on one GPU: a cold build, then alone on GPU 0, then on GPU 0
-    # and GPU 1 at once, then alone again. Does the other GPU's process slow this one's tests? (The two-GPU night's
+    # One model's cells, each run a process of its own on one GPU: a cold build, then alone on GPU 0 and on GPU 0
+    # and GPU 1 at once, in turn. Does the other GPU's process slow this one's tests? (The two-GPU night's
     # test work grew 17-19 % on an H200 pair, mostly in ONNX Runtime's first runs: docs/gpu.md.) Compare the
     # processes' run.test_times. CONTENTION_MODEL (mobilenet_v2), CONTENTION_ENGINES (onnxruntime), and the extra
     # options (e.g. --precisions fp16) narrow it.
@@ -159,13 +159,21 @@ case "$PART" in
       --accept-not-judged unsupported,no-data,no-baseline tests/accuracy tests/parity \
       --suite-results "$OUT/contention-$2.json" -q "${EXTRA[@]}" > "$OUT/contention-$2.log" 2>&1; }
     one 0 cold || status=$?
-    one 0 alone || status=$?
-    one 0 pair0 & first=$!
-    one 1 pair1 & second=$!
-    wait $first || status=$?
-    wait $second || status=$?
-    one 0 alone-again || status=$?
-    for f in "$OUT"/contention-*.log; do echo "== $f"; grep -E "^(checks|[0-9]+ passed)" "$f" | tail -2; done
+    # alone and paired in turn, CONTENTION_REPEATS times: the host drifts between runs (the first probe's same
+    # process alone moved +39 % between two runs), so one of each cannot tell contention from drift
+    for i in $(seq 1 "${CONTENTION_REPEATS:-3}"); do
+      one 0 "alone$i" || status=$?
+      one 0 "pair$i-gpu0" & first=$!
+      one 1 "pair$i-gpu1" & second=$!
+      wait $first || status=$?
+      wait $second || status=$?
+    done
+    "$PY" - "$OUT" <<'PYEOF'
+import json, pathlib, sys
+for f in sorted(pathlib.Path(sys.argv[1]).glob("contention-*.json")):
+    run = json.loads(f.read_text())["run"]
+    print(f"{f.stem}: test seconds {sum(r[4] for r in run['test_times']):.1f}, wall {run['wall_s']} s")
+PYEOF
     # one file: a device call brings back at most 8 (the first try lost pair1's)
     (cd "$OUT" && rm -f contention-*.partial.jsonl && tar czf contention.tgz contention-*.json contention-*.log \
       && rm -f contention-*.json contention-*.log)
