@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -94,7 +94,7 @@ class TimedCall:
         return path_outputs(self._runner, self.path)
 
 
-def _host_copy(outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def _host_copy(outputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Host arrays that no later call can overwrite (a runner may hand out views of buffers it reuses)."""
     return {name: np.array(value, copy=True) for name, value in outputs.items()}
 

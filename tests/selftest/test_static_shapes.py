@@ -152,6 +152,7 @@ class _FakeRunner:
 
     def prepare_path(self, path, feed):
         self.calls.append(("prepare", path, len(feed["x"])))
+        self.prepare_parts = {"staging": float(self.batch)}
         return f"clock of {self.batch}"
 
     def run_path(self, path):
@@ -175,7 +176,9 @@ def test_static_runner_sends_each_feed_and_latency_path_to_its_batchs_engine():
     runner = StaticBatchRunner(ShapeProfile(1, 8, 32, static_batch=True), load, "m-x-fp32")
     assert list(made) == [8]
     assert runner.infer({"x": np.zeros((3, 2))})["y"].tolist() == [[3]] * 3
+    assert runner.prepare_parts == {}
     assert runner.prepare_path("model", {"x": np.zeros((32, 2))}) == "clock of 32"
+    assert runner.prepare_parts == {"staging": 32.0}  # the split of the batch's own engine, for the record
     assert runner.run_path("model") == 0.5 and runner.raw_call("model")() == 32
     assert made[32].calls == [("prepare", "model", 32), ("run", "model")] and made[3].calls == []
     assert runner.built == [8, 3, 32]
