@@ -117,10 +117,9 @@ class FleetPlugin:
         """Without xdist, this process collected: the start-up check of every model a collected test uses
         (suite/preflight/), so that a model that cannot run is one error naming it, not a failure in each of its
         tests. (An xdist worker leaves it to the controller, which hears of the first worker's collection.)"""
-        if self.is_worker:  # on the worker's own clock: the controller hears of it only once its loop runs
-            self.timeline.mark("collected")
+        self.timeline.mark("collected")  # a worker's on its own clock: the controller hears of it only later
+        if self.is_worker:
             return
-        self.timeline.mark("collected")
         self.note_collected(self.config, [item.nodeid for item in session.items])
         self.timeline.mark("start-up check done")
 

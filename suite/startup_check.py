@@ -43,7 +43,7 @@ def check_early(config: pytest.Config) -> None:
     the models the collected tests use. (Safe for the descriptors: the workers are already forked when preflight
     redirects this process's output.)"""
     state = config.stash[RUN_KEY]
-    if getattr(getattr(config, "option", None), "collectonly", False):
+    if _collect_only(config):
         return
     try:
         _check(config, list(state.config.models))
@@ -66,7 +66,7 @@ def _preflight(config: pytest.Config, nodeids: list[str]) -> None:
     """The start-up check of every model the collected tests use, each failure one line of one usage error
     (note_collected keeps its text for the verdict: the usage error ends the run first)."""
     state = config.stash[RUN_KEY]
-    if getattr(getattr(config, "option", None), "collectonly", False):  # --collect-only builds and runs no model
+    if _collect_only(config):
         return
     overhead = config.getoption("--overhead-model") or next(iter(state.config.models), None)
     used = collection.models_of(nodeids, state.config.models, overhead_model=overhead)
@@ -76,6 +76,11 @@ def _preflight(config: pytest.Config, nodeids: list[str]) -> None:
         _raise_for(config, _concerning(state.early_check[1], set(used)))
         return
     _raise_for(config, _caught(lambda: _check(config, used)))
+
+
+def _collect_only(config: pytest.Config) -> bool:
+    """--collect-only builds and runs no model: there is nothing to check."""
+    return bool(getattr(getattr(config, "option", None), "collectonly", False))
 
 
 def _caught(check: Callable[[], object]) -> BaseException | None:
