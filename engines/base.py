@@ -240,6 +240,13 @@ class StaticBatchRunner:
         parts = getattr(self._last_prepared, "prepare_parts", None) or {}
         return {str(k): float(v) for k, v in parts.items()}
 
+    @property
+    def launch_covers(self) -> dict[str, Any]:
+        """Each prepared path's launch cover (engines/launch_cover.py), from the batch engine that runs it."""
+        covers = {path: (getattr(runner, "launch_covers", None) or {}).get(path)
+                  for path, runner in self._prepared.items()}
+        return {path: cover for path, cover in covers.items() if cover is not None}
+
     def run_path(self, path: str) -> float:
         return float(self._prepared[path].run_path(path))
 

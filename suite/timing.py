@@ -18,6 +18,7 @@ import numpy as np
 
 from engines.base import UNSUPPORTED, CellUnavailable, Runner, path_outputs
 from engines.feeds import Feed
+from engines.launch_cover import LaunchCover
 from metrics.clocks import clock_summary
 from suite.gpu_memory import nvml_handle
 
@@ -63,6 +64,17 @@ class TimedCall:
         self.prepare_parts = {k: float(v) for k, v in (getattr(runner, "prepare_parts", None) or {}).items()}
         run_path = runner.run_path  # type: ignore[attr-defined]
         self._call = lambda: float(run_path(path))
+
+    def launch_cover(self) -> LaunchCover | None:
+        """The runner's launch cover for this path (engines/launch_cover.py), where it hides the launch."""
+        covers = getattr(self._runner, "launch_covers", None) or {}
+        cover: LaunchCover | None = covers.get(self.path)
+        return cover
+
+    def launch_cover_summary(self) -> dict[str, Any] | None:
+        """For the case's record: the spin's length and the timed rounds (after the warm-up) it did not cover."""
+        cover = self.launch_cover()
+        return cover.summary(skip=self.first_timed_round) if cover is not None else None
 
     def __call__(self) -> None:
         self.samples_s.append(self._call())

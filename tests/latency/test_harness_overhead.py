@@ -35,10 +35,12 @@ PATHS = [("torch", "model"), ("torch", "graph"), ("onnxruntime", "model"), ("onn
 class _PairedRound:
     """One round: the suite's timed call and the bare engine call on the same staged inputs, their order
     swapped every round so that neither always runs on the heels of the other. The bare call is timed
-    the way the suite's clock for that path is (CUDA events, or a host timer around a synchronising call)."""
+    the way the suite's clock for that path is (CUDA events, or a host timer around a synchronising call; behind the
+    same spin where the suite hides the launch, engines/launch_cover.py)."""
 
     def __init__(self, timed, raw, events: bool):
         self.timed, self.raw, self.use_events = timed, raw, events
+        self.cover = timed.launch_cover()  # the suite queues this path behind a spin: so does the bare call
         self.bare_s: list[float] = []
         self.suite_host_s: list[float] = []
         self.events = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) if events else None
@@ -64,6 +66,8 @@ class _PairedRound:
             return
         start, end = self.events
         with torch.inference_mode():
+            if self.cover is not None:
+                torch.cuda._sleep(self.cover.cycles())
             start.record()
             self.raw()
             end.record()

@@ -94,12 +94,14 @@ def test_latency(latency_case, suite, engine_for, benchmark, request, latency_wr
 
 
 def _set_up(call):
-    """The device path's set-up seconds, outside every round (suite.timing.TimedCall), for the record; nothing on
-    the ``all`` path."""
+    """The device path's set-up seconds, outside every round (suite.timing.TimedCall), and its launch cover where it
+    has one, for the record; nothing on the ``all`` path."""
     if call.prepare_s is None:
         return {}
     parts = {k: round(v, 4) for k, v in call.prepare_parts.items()}
-    return {"prepare_s": round(call.prepare_s, 4), **({"prepare_parts": parts} if parts else {})}
+    cover = call.launch_cover_summary()  # a graph replay queued behind a spin (engines/launch_cover.py)
+    return {"prepare_s": round(call.prepare_s, 4), **({"prepare_parts": parts} if parts else {}),
+            **({"launch_cover": cover} if cover else {})}
 
 
 def _node_profile(runs, engine, feed, path):
