@@ -122,6 +122,9 @@ class LatencyBaseline:
     without_samples: tuple[str, ...] = ()
     fingerprints: tuple[dict[str, Any], ...] = ()
     sm_clock: dict[LatencyKey, float] = field(default_factory=dict)  # the median of the runs' median SM clocks
+    #: how each run timed the case (its record's ``clock``: host timer, CUDA events, a spin ahead of a replay...);
+    #: samples taken another way than the current run's are not comparable (suite/gate/latency.py)
+    methods: dict[LatencyKey, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def source(self) -> str:
@@ -224,6 +227,7 @@ def load_latency_baselines(paths: list[Path], accept_incomplete: bool = False) -
     samples: dict[LatencyKey, list[list[float]]] = {}
     interference: dict[LatencyKey, float] = {}
     clocks: dict[LatencyKey, list[float]] = {}
+    methods: dict[LatencyKey, tuple[str, ...]] = {}
     without: list[str] = []
     environment: dict[str, Any] = {}
     fingerprints: list[dict[str, Any]] = []
@@ -252,6 +256,8 @@ def load_latency_baselines(paths: list[Path], accept_incomplete: bool = False) -
             clock = (extra.get("gpu") or {}).get("sm_clock_mhz")
             if isinstance(clock, (int, float)) and clock > 0:
                 clocks.setdefault(key, []).append(float(clock))
+            if isinstance(extra.get("clock"), str) and extra["clock"] not in methods.get(key, ()):
+                methods[key] = (*methods.get(key, ()), extra["clock"])
             gate = extra.get("gate") or {}
             if isinstance(gate.get("interference"), (int, float)):
                 interference[key] = max(interference.get(key, 0.0), float(gate["interference"]))
@@ -261,7 +267,7 @@ def load_latency_baselines(paths: list[Path], accept_incomplete: bool = False) -
     return LatencyBaseline(sources=tuple(Path(p) for p in paths), environment=environment, datetime=when,
                            samples=samples, interference=interference, without_samples=tuple(without),
                            fingerprints=tuple(fingerprints),
-                           sm_clock={k: float(statistics.median(v)) for k, v in clocks.items()})
+                           sm_clock={k: float(statistics.median(v)) for k, v in clocks.items()}, methods=methods)
 
 
 def saved_fingerprint(data: Mapping[str, Any]) -> dict[str, Any]:

@@ -65,6 +65,7 @@ class LatencyOutcome:
     attempts: int = 1
     baseline_given: bool = True  # False: no-baseline because the run was given no latency baseline at all
     clocks: str | None = None  # the SM clocks' part: limited while timed, and the clock-normalised change
+    timed_otherwise: tuple[str, ...] = ()  # no-baseline because the baseline timed the case another way: its ways
 
     def component(self) -> verdict.Component:
         """This outcome as a check component of its test (suite/verdict.py)."""
@@ -72,6 +73,9 @@ class LatencyOutcome:
         reason = self.status if state == verdict.NOT_JUDGED else None
         if self.status == "no-baseline" and not self.baseline_given:
             detail = f"no latency baseline given ({NO_BASELINE_OPTIONS}); timed, not judged"
+        elif self.status == "no-baseline" and self.timed_otherwise:
+            detail = (f"the latency baseline timed this case another way ({' / '.join(self.timed_otherwise)}), so "
+                      "its samples are not comparable; save a new baseline")
         elif self.status == "no-baseline":
             detail = "the latency baseline has no such case"
         elif self.status == "busy" and self.busy_side == "baseline":
@@ -133,11 +137,12 @@ class LatencyChecks(BaselineEnvironment):
         if key is None or (self.latency_baseline is None and self.benchmark_compares):
             return None, None
         label = key_label(key)
-        comparison = self.compare(record)
+        otherwise = self._timed_otherwise(key, record)
+        comparison = None if otherwise else self.compare(record)
         if comparison is None:
             outcome = LatencyOutcome(label, nodeid, "no-baseline", interference=interference, attempts=attempts,
                                      baseline_given=self.latency_baseline is not None,
-                                     clocks=limited_note(record.get("gpu")))
+                                     clocks=limited_note(record.get("gpu")), timed_otherwise=otherwise)
             self.latency.append(outcome)
             return outcome, None
         assert self.latency_baseline is not None
@@ -170,6 +175,16 @@ class LatencyChecks(BaselineEnvironment):
             return outcome, (f"{label}: {comparison.explain()}" + (f"; {clocks}" if clocks else "")
                              + self._env_note("latency"))
         return outcome, None
+
+    def _timed_otherwise(self, key: Any, record: dict[str, Any]) -> tuple[str, ...]:
+        """The baseline's ways of timing the case when any differs from this run's (its record's ``clock``); empty
+        when they agree, or when either side does not say (files saved before the suite recorded it). A change of
+        method (a replay's launch now hidden behind a spin, engines/launch_cover.py) would read as a speed change."""
+        methods = self.latency_baseline.methods.get(key, ()) if self.latency_baseline is not None else ()
+        current = record.get("clock")
+        if not methods or not isinstance(current, str) or set(methods) == {current}:
+            return ()
+        return tuple(m for m in methods if m != current)
 
     def _in_cycles(self, key: Any, record: dict[str, Any], comparison: LatencyComparison,
                    status: str) -> tuple[str, str | None]:

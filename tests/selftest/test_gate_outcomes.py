@@ -6,6 +6,8 @@ improvements were judged. Fast and deterministic: the baselines are made in memo
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +15,7 @@ import numpy as np
 import pytest
 
 from suite import verdict
-from suite.baselines import DriftTolerances, LatencyBaseline
+from suite.baselines import DriftTolerances, LatencyBaseline, load_latency_baselines
 from suite.gate.latency import LatencyOutcome
 from suite.gate.state import Gate
 from suite.verdict import FAILED, NOT_JUDGED, PASSED, Ledger
@@ -229,3 +231,33 @@ def test_a_regressions_message_notes_another_environment() -> None:
         {**RECORD, "samples_s": _samples("regression")}, "t::a", 0.0)
     assert same is not None and other is not None and "NOTE" not in same
     assert other == same + "\n  NOTE: the baseline comes from a different environment (onnxruntime: 1.20 -> 1.31)"
+
+
+def test_a_case_the_baseline_timed_another_way_is_not_compared() -> None:
+    """A change of timing method (a CUDA-graph replay's launch hidden behind a spin, engines/launch_cover.py) moves
+    the median without any engine changing: such a case is not judged, and says why; the same method is compared."""
+    gate = _gate()
+    gate.latency_baseline = replace(gate.latency_baseline, methods={KEY: ("cuda events (torch), CUDA graph replay",)})
+    outcome = _outcome(gate, "regression", clock="cuda events (torch) around a replay queued behind a spin")
+    assert (outcome.status, outcome.comparison) == ("no-baseline", None)
+    assert outcome.component().state == NOT_JUDGED
+    assert outcome.component().detail == ("the latency baseline timed this case another way (cuda events (torch), "
+                                          "CUDA graph replay), so its samples are not comparable; save a new baseline")
+    assert _outcome(gate, "regression", clock="cuda events (torch), CUDA graph replay").status == "regression"
+    assert _outcome(gate, "regression").status == "regression"  # a record that does not say: compared as before
+    # baseline runs timed both ways (last:K across the change): their samples pool two methods, so not compared
+    gate.latency_baseline = replace(gate.latency_baseline, methods={KEY: ("old way", "new way")})
+    mixed = _outcome(gate, "unchanged", clock="new way")
+    assert mixed.status == "no-baseline" and mixed.timed_otherwise == ("old way",)
+
+
+def test_the_baseline_keeps_how_each_run_timed_each_case(tmp_path: Path) -> None:
+    def saved(name: str, clock: str) -> Path:
+        path = tmp_path / name
+        bench = {"name": "b", "extra_info": {**RECORD, "path": "latency-all", "samples_s": BASE[:10], "clock": clock}}
+        path.write_text(json.dumps({"benchmarks": [bench], "machine_info": {}, "datetime": "now"}))
+        return path
+
+    base = load_latency_baselines([saved("0001_a.json", "host"), saved("0002_b.json", "host"),
+                                   saved("0003_c.json", "events")])
+    assert base.methods == {KEY: ("host", "events")}
