@@ -24,7 +24,7 @@ from engines import get_backend
 from suite.benchmark_files import atomic_benchmark_files
 from suite.environment import fingerprint
 from suite.gate.state import gate_of
-from suite.scheduling import _scheduler_class, load_durations, work_unit_of
+from suite.scheduling import _scheduler_class, load_durations, model_kinship, work_unit_of
 from suite.state import suite_session
 from suite.timeline import PHASES, PhaseClock, Timeline, timed_call
 from suite.warm_up import WarmUp, wanted
@@ -101,7 +101,7 @@ class FleetPlugin:
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
         suite = suite_session(config)
         return _scheduler_class()(config, log, models=suite.config.models, durations=load_durations(suite.cache.root),
-                                  place=work_unit_of(config))
+                                  place=work_unit_of(config), kin=model_kinship(config))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodeready(self, node: Any) -> None:

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from engines.pytorch.backend import layer_shapes
 from suite.lifetime import model_of_nodeid, unit_of_nodeid
 from suite.results import write_json_atomic
 from suite.state import suite_session
@@ -21,18 +22,26 @@ DURATIONS_FILE = "durations.json"
 
 class CostQueue(OrderedDict):  # type: ignore[type-arg]
     """LoadScope's work queue. A worker stays on its model (``prefer``) while that model has cells left: its
-    module, data and reference outputs are warm there. When it must change, it takes the model with the most
-    work left that no other worker is on (``elsewhere``), longest first, so that two workers rarely build the same
-    model's reference twice; only when every model left is another worker's does it join one. Within the model,
-    the costliest cell first. (Reordering the collection instead would break xdist: workers run tests by their
-    index in their own collection.)"""
+    module, data and reference outputs are warm there. When it must change, it takes a model no other worker is on
+    (``elsewhere``), so that two workers rarely build the same model's reference twice: first the kin (``kin``) of
+    a model it ran (``history``), then one that is no kin of what the other workers ran or run (``others``), then
+    any; among those, the one with the most work left (longest first). Only when every model left is another
+    worker's does it join one. Within the model, the costliest cell first. (Reordering the collection instead
+    would break xdist: workers run tests by their index in their own collection.)
 
-    def __init__(self, cost: Any, model_of: Any = None) -> None:
+    Why kin: models with layers of the same shapes share a process's kernel caches (cuDNN's runtime-compiled
+    kernels and algorithm choices, torch's and Inductor's). On two H200s, efficientnet_lite0's cells took 20 s
+    more in a worker that had not run mobilenet_v2 than after it in the one-GPU run (docs/gpu.md)."""
+
+    def __init__(self, cost: Any, model_of: Any = None, kin: Any = None) -> None:
         super().__init__()
         self.cost = cost
         self.model_of = model_of or (lambda scope: None)
+        self.kin = kin or (lambda a, b: False)
         self.prefer: str | None = None
         self.elsewhere: frozenset[str | None] = frozenset()  # the models other workers are on
+        self.history: frozenset[str | None] = frozenset()  # the models this worker ran
+        self.others: frozenset[str | None] = frozenset()  # the models other workers ran or are on
 
     def popitem(self, last: bool = True) -> Any:
         if last or not self:
@@ -43,7 +52,10 @@ class CostQueue(OrderedDict):  # type: ignore[type-arg]
             left[self.model_of(s)] = left.get(self.model_of(s), 0.0) + self.cost(s, self[s])
         model = self.prefer if self.prefer is not None and self.prefer in left else None
         if model is None:  # max keeps the first of equals: ties go to the model queued first
-            model = max([m for m in left if m not in self.elsewhere] or list(left), key=left.__getitem__)
+            free = [m for m in left if m not in self.elsewhere]
+            mine = [m for m in free if any(self.kin(m, ran) for ran in self.history)]
+            clear = [m for m in free if not any(self.kin(m, theirs) for theirs in self.others)]
+            model = max(mine or clear or free or list(left), key=left.__getitem__)
         scope = max((s for s in self if self.model_of(s) == model), key=lambda s: (self.cost(s, self[s]), -order[s]))
         return scope, self.pop(scope)
 
@@ -59,14 +71,15 @@ def _scheduler_class() -> Any:
         no other worker is on). Cost is the previous run's seconds for the cell, else its number of tests."""
 
         def __init__(self, config: pytest.Config, log: Any = None, models: Iterable[str] = (),
-                     durations: dict[str, float] | None = None, place: Any = None) -> None:
+                     durations: dict[str, float] | None = None, place: Any = None, kin: Any = None) -> None:
             super().__init__(config, log)
             known = durations or {}
             self.place = place or (lambda nodeid: (None, None))
             self.scope_model: dict[str, str | None] = {}
             self.node_model: dict[Any, str | None] = {}
+            self.node_history: dict[Any, set[str | None]] = {}
             self.workqueue = CostQueue(lambda scope, tests: known.get(scope.removeprefix("unit:"), len(tests)),
-                                       self.scope_model.get)
+                                       self.scope_model.get, kin)
 
         def _split_scope(self, nodeid: str) -> str:
             unit, model = self.place(nodeid)
@@ -77,11 +90,48 @@ def _scheduler_class() -> Any:
         def _assign_work_unit(self, node: Any) -> None:
             self.workqueue.prefer = self.node_model.get(node)
             self.workqueue.elsewhere = frozenset(m for n, m in self.node_model.items() if n is not node)
+            self.workqueue.history = frozenset(self.node_history.get(node, ()))
+            self.workqueue.others = frozenset(m for n, ran in self.node_history.items() if n is not node for m in ran)
             super()._assign_work_unit(node)
             scope = next(reversed(self.assigned_work[node]))  # the unit just assigned
             self.node_model[node] = self.scope_model.get(scope)
+            self.node_history.setdefault(node, set()).add(self.node_model[node])
 
     return CellScheduling
+
+
+#: Two models are kin when at least this share of the smaller one's layer shapes are the other's too (the tier's:
+#: resnet18 and resnet50 0.55, mobilenet_v2 and efficientnet_lite0 0.33, any of them and another 0).
+KIN_SHARE = 0.25
+
+
+def kin_by_layer_shapes(shapes_of: Callable[[str], frozenset[Any]]) -> Callable[[str | None, str | None], bool]:
+    """``kin(a, b)`` for CostQueue: the models' layer shapes (``shapes_of``, each model's once) overlap by KIN_SHARE
+    of the smaller set. A model whose shapes cannot be had is nobody's kin."""
+    known: dict[str, frozenset[Any]] = {}
+
+    def shapes(model: str) -> frozenset[Any]:
+        if model not in known:
+            try:
+                known[model] = frozenset(shapes_of(model))
+            except Exception:  # its own tests say what is wrong with it; the schedule only loses a hint
+                known[model] = frozenset()
+        return known[model]
+
+    def kin(a: str | None, b: str | None) -> bool:
+        if a is None or b is None or a == b:
+            return False
+        sa, sb = shapes(a), shapes(b)
+        return bool(sa and sb) and len(sa & sb) >= KIN_SHARE * min(len(sa), len(sb))
+
+    return kin
+
+
+def model_kinship(config: pytest.Config) -> Callable[[str | None, str | None], bool]:
+    """Kinship of this run's models by the shapes of their torch modules' layers (engines.pytorch.layer_shapes); the
+    modules are the start-up check's, already made in this process."""
+    suite = suite_session(config)
+    return kin_by_layer_shapes(lambda model: layer_shapes(suite.build(model).torch_module()))
 
 
 def load_durations(cache_root: Path) -> dict[str, float]:

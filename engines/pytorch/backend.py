@@ -66,6 +66,19 @@ def architecture_digest(module: torch.nn.Module) -> str:
     return _digest(module, values=False)
 
 
+def layer_shapes(module: torch.nn.Module) -> frozenset[tuple[Any, ...]]:
+    """The shapes of a module's convolution and linear layers (kind, channels or features, kernel, stride, groups):
+    two models that share many run the same kernels, and share a process's kernel caches (suite/scheduling.py)."""
+    shapes: set[tuple[Any, ...]] = set()
+    for layer in module.modules():
+        if isinstance(layer, torch.nn.modules.conv._ConvNd):
+            shapes.add((type(layer).__name__, layer.in_channels, layer.out_channels, tuple(layer.kernel_size),
+                        tuple(layer.stride), layer.groups))
+        elif isinstance(layer, torch.nn.Linear):
+            shapes.add(("Linear", layer.in_features, layer.out_features))
+    return frozenset(shapes)
+
+
 def torch_facts(module: torch.nn.Module) -> EngineFacts:
     params = sum(p.numel() for p in module.parameters())
     state_bytes = sum(t.numel() * t.element_size() for t in module.state_dict().values())

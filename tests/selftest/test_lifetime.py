@@ -313,6 +313,74 @@ def test_a_worker_changing_model_takes_the_most_work_left_that_no_other_worker_i
     assert queue.popitem(last=False)[0] == "c-onnxruntime-fp32"  # every model left is another's: join it
 
 
+def test_a_worker_changing_model_takes_the_kin_of_what_it_ran_and_leaves_the_others_kin() -> None:
+    """Models with layers of the same shapes share a process's kernel caches (efficientnet_lite0 took 20 s more
+    away from mobilenet_v2's worker, two H200s): kin go to one worker where the work allows it."""
+    of_model = lambda scope: scope.split("-")[0]
+    kin = lambda a, b: {a, b} in ({"mob", "eff"}, {"r18", "r50"})
+    cost = {"mob-1": 50.0, "mob-2": 40.0, "eff-1": 45.0, "eff-2": 35.0, "r50-1": 30.0, "r50-2": 20.0, "r18-1": 20.0,
+            "txt-1": 25.0}
+    queue = scheduling.CostQueue(lambda scope, tests: cost[scope], model_of=of_model, kin=kin)
+    for scope in cost:
+        queue[scope] = {}
+    assert queue.popitem(last=False)[0] == "mob-1"  # the first worker: the most work (90 s)
+    queue.elsewhere = queue.others = frozenset({"mob"})
+    assert queue.popitem(last=False)[0] == "r50-1"  # not eff (80 s), mob's kin: the most work of the rest
+    queue.prefer, queue.history = "mob", frozenset({"mob"})
+    queue.elsewhere = queue.others = frozenset({"r50"})
+    assert queue.popitem(last=False)[0] == "mob-2"  # its own model first
+    assert queue.popitem(last=False)[0] == "eff-1"  # then the kin of what it ran
+    queue.prefer, queue.history = "r50", frozenset({"r50"})
+    queue.elsewhere = queue.others = frozenset({"mob", "eff"})
+    assert queue.popitem(last=False)[0] == "r50-2"
+    assert queue.popitem(last=False)[0] == "r18-1"  # r18 (20 s), r50's kin, before txt (25 s, kin of nothing)
+    queue.history = frozenset({"r50", "r18"})
+    assert queue.popitem(last=False)[0] == "txt-1"
+    queue.history, queue.prefer = frozenset({"r50", "r18", "txt"}), "txt"
+    assert queue.popitem(last=False)[0] == "eff-2"  # every model left is another's: join it, kin or not
+
+
+def test_without_a_free_model_elsewhere_the_kin_of_others_is_still_taken() -> None:
+    of_model = lambda scope: scope.split("-")[0]
+    cost = {"a-1": 10.0, "b-1": 30.0}
+    queue = scheduling.CostQueue(lambda scope, tests: cost[scope], model_of=of_model, kin=lambda a, b: True)
+    for scope in cost:
+        queue[scope] = {}
+    queue.elsewhere = queue.others = frozenset({"c"})
+    assert queue.popitem(last=False)[0] == "b-1"  # every free model is c's kin: the most work of them
+
+
+def test_kin_share_layer_shapes() -> None:
+    import torch
+
+    from engines.pytorch.backend import layer_shapes
+
+    stem = lambda: [torch.nn.Conv2d(3, 8, 3, stride=2), torch.nn.Conv2d(8, 8, 3, groups=8)]
+    a = torch.nn.Sequential(*stem(), torch.nn.Conv2d(8, 16, 1), torch.nn.Conv2d(16, 16, 3, groups=16))
+    b = torch.nn.Sequential(*stem(), torch.nn.Conv2d(8, 24, 1), torch.nn.Conv2d(24, 24, 5), torch.nn.Flatten(),
+                            torch.nn.Linear(24, 10))
+    c = torch.nn.Sequential(torch.nn.Linear(24, 10), torch.nn.ReLU(), torch.nn.Linear(10, 2))
+    assert layer_shapes(a) == {("Conv2d", 3, 8, (3, 3), (2, 2), 1), ("Conv2d", 8, 8, (3, 3), (1, 1), 8),
+                               ("Conv2d", 8, 16, (1, 1), (1, 1), 1), ("Conv2d", 16, 16, (3, 3), (1, 1), 16)}
+    assert ("Linear", 24, 10) in layer_shapes(b) and len(layer_shapes(c)) == 2
+    modules = {"a": a, "b": b, "c": c, "bad": None}
+
+    def shapes_of(name):
+        if modules[name] is None:
+            raise RuntimeError("cannot make it")
+        return layer_shapes(modules[name])
+
+    kin = scheduling.kin_by_layer_shapes(shapes_of)
+    assert kin("a", "b") and kin("b", "a")  # 2 of a's 4 shapes are b's: 0.5 >= KIN_SHARE
+    assert kin("b", "c")  # c's Linear(24, 10) is 1 of its 2 shapes
+    assert not kin("a", "c") and not kin("a", "a") and not kin("a", None)
+    assert not kin("a", "bad")  # a model whose module cannot be made is nobody's kin
+    a_only = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, stride=2), *[torch.nn.Conv2d(8, n, 1) for n in (9, 10, 11,
+                                                                                                          12, 13)])
+    modules["d"] = a_only  # 1 of d's 6 shapes is b's: below a quarter
+    assert not kin("d", "b")
+
+
 class _Node:
     """A stand-in for xdist's WorkerController: records the test indexes it is sent."""
 
@@ -353,6 +421,53 @@ def test_two_workers_start_on_different_models_and_each_keeps_to_its_own() -> No
     for index in list(nodes[0].sent):  # and the first worker's next is a's
         scheduler.mark_test_complete(nodes[0], index, 1.0)
     assert {unit_of(i) for i in nodes[0].sent[3:]} == {"a-onnxruntime-fp32"}
+
+
+def test_the_second_worker_leaves_the_first_ones_kin_and_the_first_takes_it_next() -> None:
+    """As xdist drives it: with kin ``a`` ~ ``b``, the second worker starts on ``c``, not on ``b``; the first, done
+    with ``a``, goes on to ``b`` rather than to the bigger ``d``."""
+    units = {"a-torch-fp32": 4, "b-torch-fp32": 3, "c-torch-fp32": 4, "d-torch-fp32": 4, "a-onnxruntime-fp32": 1}
+    tests = [f"t.py::test_x[{unit}-{i}]" for unit, count in units.items() for i in range(count)]
+    place = lambda nodeid: (nodeid.split("[")[1].rsplit("-", 1)[0], nodeid.split("[")[1].split("-")[0])
+    options = {"tx": ["2*popen"], "numprocesses": 2}
+    config = SimpleNamespace(getvalue=options.get, getoption=options.get,
+                             option=SimpleNamespace(loadscopereorder=False))
+    scheduler = scheduling._scheduler_class()(config, durations={}, place=place,
+                                              kin=lambda x, y: {x, y} == {"a", "b"})
+    nodes = [_Node("gw0"), _Node("gw1")]
+    for node in nodes:
+        scheduler.add_node(node)
+    for node in nodes:
+        scheduler.add_node_collection(node, tests)
+    scheduler.schedule()
+    unit_of = lambda index: tests[index].split("[")[1].rsplit("-", 1)[0]
+    # a has 5 tests, c and d 4, b 3: the second worker takes c (first of equals), never b, a's kin
+    assert [[unit_of(i) for i in node.sent] for node in nodes] == [["a-torch-fp32"] * 4, ["c-torch-fp32"] * 4]
+    for index in list(nodes[0].sent):
+        scheduler.mark_test_complete(nodes[0], index, 1.0)
+    # its own model's last cell, then (xdist keeps two tests queued) a's kin b, though d has more tests
+    assert [unit_of(i) for i in nodes[0].sent[4:]] == ["a-onnxruntime-fp32"] + ["b-torch-fp32"] * 3
+
+
+def test_the_second_worker_leaves_the_first_ones_kin_even_when_it_has_the_most_work() -> None:
+    """By the previous run's seconds: b (45 s) has more left than c (30 s), but it is a's kin, and a is the first
+    worker's: the second worker takes c."""
+    durations = {"a-torch-fp32": 40.0, "a-onnxruntime-fp32": 10.0, "b-torch-fp32": 45.0, "c-torch-fp32": 30.0}
+    tests = [f"t.py::test_x[{unit}-{i}]" for unit in durations for i in range(3)]
+    place = lambda nodeid: (nodeid.split("[")[1].rsplit("-", 1)[0], nodeid.split("[")[1].split("-")[0])
+    options = {"tx": ["2*popen"], "numprocesses": 2}
+    config = SimpleNamespace(getvalue=options.get, getoption=options.get,
+                             option=SimpleNamespace(loadscopereorder=False))
+    scheduler = scheduling._scheduler_class()(config, durations=durations, place=place,
+                                              kin=lambda x, y: {x, y} == {"a", "b"})
+    nodes = [_Node("gw0"), _Node("gw1")]
+    for node in nodes:
+        scheduler.add_node(node)
+    for node in nodes:
+        scheduler.add_node_collection(node, tests)
+    scheduler.schedule()
+    unit_of = lambda index: tests[index].split("[")[1].rsplit("-", 1)[0]
+    assert [[unit_of(i) for i in node.sent] for node in nodes] == [["a-torch-fp32"] * 3, ["c-torch-fp32"] * 3]
 
 
 def test_the_timeline_says_where_each_workers_wall_time_went() -> None:
