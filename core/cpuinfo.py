@@ -25,3 +25,17 @@ def cpuinfo() -> tuple[str | None, tuple[str, ...] | None]:
     except OSError:
         pass
     return model, flags
+
+
+# x86 instructions that multiply u8 by s8 and add into 32 bits in one step. Without them, ONNX Runtime's fused
+# QLinearConv/QGemm kernels add pairs of products in 16 bits (vpmaddubsw), which saturate (docs/localization.md).
+INT8_DOT_PRODUCT_X86 = ("avx512_vnni", "avx_vnni", "amx_int8")
+
+
+def int8_pair_sums_saturate() -> bool | None:
+    """True on an x86 CPU with AVX2 but none of INT8_DOT_PRODUCT_X86: int8 engines of ONNX Runtime's CPU EP lose
+    accuracy there that a VNNI CPU keeps. None where the flags are unknown."""
+    flags = cpuinfo()[1]
+    if flags is None:
+        return None
+    return "avx2" in flags and not any(flag in flags for flag in INT8_DOT_PRODUCT_X86)
