@@ -58,8 +58,8 @@ def test_latency(latency_case, suite, engine_for, benchmark, request, latency_wr
         benchmark.pedantic(timed, rounds=rounds, warmup_rounds=warmup, iterations=1)
     samples = list(timed.samples_s[warmup:])
     record = {"model": cell.model, "engine": cell.engine, "precision": cell.precision, "cell": cell.id,
-              "batch_size": batch, "shape": shape.id, "path": path, "device": suite.device, "samples_s": samples,
-              "median_ms": statistics.median(samples) * 1e3, "gpu": monitor.summary()}
+              "batch_size": batch, "shape": shape.id, "path": path, "device": suite.device, "clock": timed.clock,
+              "samples_s": samples, "median_ms": statistics.median(samples) * 1e3, "gpu": monitor.summary()}
     record["bound"], record["bound_why"] = classify(record, suite.records)  # device- or host-bound, and why
 
     def remeasure():
