@@ -842,3 +842,12 @@ def test_the_report_as_data_holds_every_figure_by_its_name() -> None:
     emb = np.random.default_rng(2).normal(size=(RETRIEVAL_MIN_ROWS, 8))
     e = compare_arrays("e", emb, emb.copy(), Tolerance(min_retrieval_agreement_pct=95.0)).as_dict()
     assert (e["retrieval_agreement_pct"], e["retrieval_k"], e["top1_agreement_pct"]) == (100.0, 5, None)
+
+
+@pytest.mark.parametrize("size", [3, 1000, 64_000])
+def test_identical_outputs_read_a_cosine_of_exactly_one(size: int) -> None:
+    """The dot products and the norms are summed the same way: on an AVX2-only CPU np.linalg.norm's sums made
+    identical outputs read 0.9999999999999999, which failed a min_cosine of 1.0."""
+    ref = np.random.default_rng(size).standard_normal((size // 3 or 1, 3)).astype(np.float32)
+    rep = compare_arrays("logits", ref, ref.copy(), Tolerance(min_cosine=1.0))
+    assert rep.cosine == 1.0 and rep.passed
