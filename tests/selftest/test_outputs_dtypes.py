@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from core.cache import ArtifactCache
+from core.cpuinfo import int8_pair_sums_saturate
 from core.inputs import DISTRIBUTIONS, InputSpec, synthetic_array, synthetic_feed
 from engines import get_backend
 from engines.artifacts import ModelBuild
@@ -40,6 +41,14 @@ INPUTS = (InputSpec("image", (1, 8, 8)), InputSpec("extra", (3,), low=-1.0, high
 TOKENS = (InputSpec("ids", (tm.TokenNet.LENGTH,), "int64", 0, tm.TokenNet.VOCAB - 1),
           InputSpec("features", (tm.TokenNet.FEATURES,), "float32", -1.0, 1.0))
 PROFILE = ShapeProfile(1, 4, 8)
+
+
+# x86 without VNNI: ONNX Runtime's fused u8 x s8 kernels add pairs of products in 16 bits and saturate
+# (docs/localization.md), so an int8 output there is wrong by more than the tolerance: a known failure of such a
+# CPU, strict (it must fail there, for that reason) and nowhere else.
+SATURATING_INT8 = pytest.mark.xfail(bool(int8_pair_sums_saturate()), raises=AssertionError, strict=True,
+                                    reason="ONNX Runtime int8 on x86 without VNNI: its fused kernels' 16-bit pair "
+                                           "sums saturate")
 
 
 @pytest.fixture(scope="module")
@@ -289,7 +298,8 @@ def token_reference(tokens, cache, token_feed):
 
 @pytest.mark.parametrize("engine,precision,tolerance", [
     ("torch", "fp16", 1e-2), ("torch", "bf16", 5e-2),
-    ("onnxruntime", "fp32", 1e-5), ("onnxruntime", "fp16", 1e-2), ("onnxruntime", "int8", 1e-1),
+    ("onnxruntime", "fp32", 1e-5), ("onnxruntime", "fp16", 1e-2),
+    pytest.param("onnxruntime", "int8", 1e-1, marks=SATURATING_INT8),
 ])
 def test_token_ids_keep_their_dtype_on_every_engine_and_precision(tokens, cache, token_feed, token_reference,
                                                                   engine, precision, tolerance):
@@ -327,7 +337,7 @@ def test_onnx_files_keep_bool_inputs_bool(masked, precision):
 
 @pytest.mark.parametrize("engine,precision,tolerance", [
     ("torch", "fp16", 1e-2), ("onnxruntime", "fp32", 1e-5), ("onnxruntime", "fp16", 1e-2),
-    ("onnxruntime", "int8", 1e-1),
+    pytest.param("onnxruntime", "int8", 1e-1, marks=SATURATING_INT8),
 ])
 def test_a_bool_mask_keeps_its_dtype_on_every_engine_and_precision(masked, cache, engine, precision, tolerance):
     feed = synthetic_feed(MASKED, 4, "uniform", seed=3)
