@@ -401,18 +401,7 @@ def test_two_workers_start_on_different_models_and_each_keeps_to_its_own() -> No
     units = {"a-torch-fp32": 3, "a-onnxruntime-fp32": 3, "a-inductor-fp32": 3, "b-torch-fp32": 3,
              "b-onnxruntime-fp32": 3, "c-torch-fp32": 5}  # unit -> its tests; a has 9, b 6, c 5
     tests = [f"t.py::test_x[{unit}-{i}]" for unit, count in units.items() for i in range(count)]
-    place = lambda nodeid: (nodeid.split("[")[1].rsplit("-", 1)[0], nodeid.split("[")[1].split("-")[0])
-    options = {"tx": ["2*popen"], "numprocesses": 2}
-    config = SimpleNamespace(getvalue=options.get, getoption=options.get,
-                             option=SimpleNamespace(loadscopereorder=False))
-    scheduler = scheduling._scheduler_class()(config, durations={}, place=place)  # cost: each unit's number of tests
-    nodes = [_Node("gw0"), _Node("gw1")]
-    for node in nodes:
-        scheduler.add_node(node)
-    for node in nodes:
-        scheduler.add_node_collection(node, tests)
-    scheduler.schedule()
-    unit_of = lambda index: tests[index].split("[")[1].rsplit("-", 1)[0]
+    scheduler, nodes, unit_of = _two_workers_scheduled(tests, {})  # cost: each unit's number of tests
     # a (9 tests) to the first worker; then a has 6 left, b 6 and c 5, and a is the first's: b
     assert [[unit_of(i) for i in node.sent] for node in nodes] == [["a-torch-fp32"] * 3, ["b-torch-fp32"] * 3]
     for index in list(nodes[1].sent):  # the second worker ends its unit: the rest of its model b, not c's 5 tests
@@ -423,24 +412,30 @@ def test_two_workers_start_on_different_models_and_each_keeps_to_its_own() -> No
     assert {unit_of(i) for i in nodes[0].sent[3:]} == {"a-onnxruntime-fp32"}
 
 
-def test_the_second_worker_leaves_the_first_ones_kin_and_the_first_takes_it_next() -> None:
-    """As xdist drives it: with kin ``a`` ~ ``b``, the second worker starts on ``c``, not on ``b``; the first, done
-    with ``a``, goes on to ``b`` rather than to the bigger ``d``."""
-    units = {"a-torch-fp32": 4, "b-torch-fp32": 3, "c-torch-fp32": 4, "d-torch-fp32": 4, "a-onnxruntime-fp32": 1}
-    tests = [f"t.py::test_x[{unit}-{i}]" for unit, count in units.items() for i in range(count)]
+def _two_workers_scheduled(tests: list[str], durations: dict[str, float], kin=None):
+    """Two workers scheduled over ``tests`` (ids ``t.py::test_x[MODEL-ENGINE-PRECISION-i]``) as xdist drives it:
+    the scheduler, its two nodes, and the cell of a test index."""
     place = lambda nodeid: (nodeid.split("[")[1].rsplit("-", 1)[0], nodeid.split("[")[1].split("-")[0])
     options = {"tx": ["2*popen"], "numprocesses": 2}
     config = SimpleNamespace(getvalue=options.get, getoption=options.get,
                              option=SimpleNamespace(loadscopereorder=False))
-    scheduler = scheduling._scheduler_class()(config, durations={}, place=place,
-                                              kin=lambda x, y: {x, y} == {"a", "b"})
+    extra = {} if kin is None else {"kin": kin}
+    scheduler = scheduling._scheduler_class()(config, durations=durations, place=place, **extra)
     nodes = [_Node("gw0"), _Node("gw1")]
     for node in nodes:
         scheduler.add_node(node)
     for node in nodes:
         scheduler.add_node_collection(node, tests)
     scheduler.schedule()
-    unit_of = lambda index: tests[index].split("[")[1].rsplit("-", 1)[0]
+    return scheduler, nodes, lambda index: tests[index].split("[")[1].rsplit("-", 1)[0]
+
+
+def test_the_second_worker_leaves_the_first_ones_kin_and_the_first_takes_it_next() -> None:
+    """As xdist drives it: with kin ``a`` ~ ``b``, the second worker starts on ``c``, not on ``b``; the first, done
+    with ``a``, goes on to ``b`` rather than to the bigger ``d``."""
+    units = {"a-torch-fp32": 4, "b-torch-fp32": 3, "c-torch-fp32": 4, "d-torch-fp32": 4, "a-onnxruntime-fp32": 1}
+    tests = [f"t.py::test_x[{unit}-{i}]" for unit, count in units.items() for i in range(count)]
+    scheduler, nodes, unit_of = _two_workers_scheduled(tests, {}, kin=lambda x, y: {x, y} == {"a", "b"})
     # a has 5 tests, c and d 4, b 3: the second worker takes c (first of equals), never b, a's kin
     assert [[unit_of(i) for i in node.sent] for node in nodes] == [["a-torch-fp32"] * 4, ["c-torch-fp32"] * 4]
     for index in list(nodes[0].sent):
@@ -454,19 +449,7 @@ def test_the_second_worker_leaves_the_first_ones_kin_even_when_it_has_the_most_w
     worker's: the second worker takes c."""
     durations = {"a-torch-fp32": 40.0, "a-onnxruntime-fp32": 10.0, "b-torch-fp32": 45.0, "c-torch-fp32": 30.0}
     tests = [f"t.py::test_x[{unit}-{i}]" for unit in durations for i in range(3)]
-    place = lambda nodeid: (nodeid.split("[")[1].rsplit("-", 1)[0], nodeid.split("[")[1].split("-")[0])
-    options = {"tx": ["2*popen"], "numprocesses": 2}
-    config = SimpleNamespace(getvalue=options.get, getoption=options.get,
-                             option=SimpleNamespace(loadscopereorder=False))
-    scheduler = scheduling._scheduler_class()(config, durations=durations, place=place,
-                                              kin=lambda x, y: {x, y} == {"a", "b"})
-    nodes = [_Node("gw0"), _Node("gw1")]
-    for node in nodes:
-        scheduler.add_node(node)
-    for node in nodes:
-        scheduler.add_node_collection(node, tests)
-    scheduler.schedule()
-    unit_of = lambda index: tests[index].split("[")[1].rsplit("-", 1)[0]
+    scheduler, nodes, unit_of = _two_workers_scheduled(tests, durations, kin=lambda x, y: {x, y} == {"a", "b"})
     assert [[unit_of(i) for i in node.sent] for node in nodes] == [["a-torch-fp32"] * 3, ["c-torch-fp32"] * 3]
 
 
