@@ -60,12 +60,12 @@ def classify(record: Mapping[str, Any], earlier: Iterable[Mapping[str, Any]]) ->
     if path == "all":
         return HOST, "host arrays: copies and Python in every round"
     median = float(record["median_ms"])
-    if path == "graph" and not host_timed(record):
-        return DEVICE, "CUDA graph replay: one launch, the device runs the rest"
-    if path == "graph" and median >= HOST_TIMED_REPLAY_MIN_MS:
-        return DEVICE, (f"CUDA graph replay timed on the host, {median:.3g} ms >= {HOST_TIMED_REPLAY_MIN_MS:g} ms: "
-                        "the device's time outweighs the engine's per-run host path")
     if path == "graph":
+        if not host_timed(record):
+            return DEVICE, "CUDA graph replay: one launch, the device runs the rest"
+        if median >= HOST_TIMED_REPLAY_MIN_MS:
+            return DEVICE, (f"CUDA graph replay timed on the host, {median:.3g} ms >= {HOST_TIMED_REPLAY_MIN_MS:g} "
+                            "ms: the device's time outweighs the engine's per-run host path")
         return HOST, (f"CUDA graph replay timed on the host, {median:.3g} ms < {HOST_TIMED_REPLAY_MIN_MS:g} ms: the "
                       "engine's per-run host path (a stream synchronization every run) is a share of it")
     for other in earlier:

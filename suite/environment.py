@@ -13,7 +13,7 @@ import os
 import platform
 from typing import Any
 
-from core.cpuinfo import cpuinfo
+from core.cpuinfo import INT8_DOT_PRODUCT_X86, cpuinfo
 
 LIBRARIES = ("torch", "torchvision", "onnx", "onnxscript", "onnxruntime", "onnxruntime-gpu", "tensorrt",
              "cuda-python", "cuda-bindings", "nvidia-ml-py", "numpy", "pytest-benchmark")
@@ -26,7 +26,7 @@ COMPARABILITY_KEYS = ("gpu_name", "gpu_compute_capability", "driver", "cuda_runt
 # QLinearConv/QGemm kernels saturate their 16-bit sums on x86 without VNNI, and int8 EfficientNet-Lite0 then
 # reads cosine 0.51 where a VNNI CPU reads 0.986 (docs/localization.md). The model name ("AMD EPYC") does
 # not say which a VM was given.
-CPU_INT8_FLAGS = ("avx2", "avx512_vnni", "avx_vnni", "amx_int8", "asimddp", "i8mm")
+CPU_INT8_FLAGS = ("avx2", *INT8_DOT_PRODUCT_X86, "asimddp", "i8mm")
 
 
 def _version(dist: str) -> str | None:
