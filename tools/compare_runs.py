@@ -4,14 +4,20 @@ What the multi-GPU target asks of a run on N GPUs against the run on one (issue 
 verdict for each, device-bound latency medians within a tolerance, and the wall time as a fraction of the
 one-GPU run's. Also each run's peak GPU memory, per model and for the run (suite/gpu_memory.py).
 
-    python tools/compare_runs.py one-gpu.json two-gpu.json [--again two-gpu-again.json] [--tolerance 0.02]
-                                 [--json out.json]
+    python tools/compare_runs.py one-gpu.json two-gpu.json [--again two-gpu-again.json]
+                                 [--base-again one-gpu-again.json] [--tolerance 0.02] [--json out.json]
 
 ``--again`` is a second run made exactly like ``other`` (an A/A pair): how far the same device-bound medians move
 between two identical runs, beside how far they moved between the two configurations. A sub-millisecond CUDA-graph
 replay can move more than 2 % between processes (2 x H200, docs/gpu.md); the A/A line says whether a difference is
 the configuration's or any two processes'. Also printed: the median ratio other/base of each path and bound (where
 the time went: device-bound cases should read 1.00, host-bound ones show the host's contention).
+
+``--base-again`` is a second run made exactly like ``base``, best made last (one GPU, two, two again, one again):
+the host of a GPU VM drifts within a sitting (2 x H200, 2026-11-27: host-bound medians 1.25x slower in one one-GPU
+run than in the last sitting's, the two-GPU runs 1.08x), and a ratio against one slow or fast one-GPU run reads
+that drift as scaling. It prints the wall ratio against each one-GPU run and against their mean, and how far the
+host-bound medians moved between the two one-GPU runs.
 
 Exit status: 0 when cases and verdicts are identical and every device-bound median agrees within the
 tolerance, 1 otherwise (the differences are listed, with their A/A change where given), 2 on unusable input.
@@ -76,7 +82,7 @@ def ratios_by_class(base: dict[str, Any], other: dict[str, Any]) -> dict[str, tu
 
 
 def compare(base: dict[str, Any], other: dict[str, Any], tolerance: float,
-            again: dict[str, Any] | None = None) -> dict[str, Any]:
+            again: dict[str, Any] | None = None, base_again: dict[str, Any] | None = None) -> dict[str, Any]:
     a, b = checks(base), checks(other)
     verdicts = {k: (a[k], b[k]) for k in sorted(set(a) & set(b)) if a[k] != b[k]}
     device = device_changes(base, other)
@@ -89,6 +95,12 @@ def compare(base: dict[str, Any], other: dict[str, Any], tolerance: float,
               "of_those_beyond": {" ".join(k): repeat[k][2] for k in beyond if k in repeat},
               "wall_s": again.get("run", {}).get("wall_s")}
     wall_a, wall_b = (d.get("run", {}).get("wall_s") for d in (base, other))
+    bb = None
+    if base_again is not None:
+        wall_a2 = base_again.get("run", {}).get("wall_s")
+        bb = {"wall_s": wall_a2, "median_ratio_by_class": ratios_by_class(base, base_again),
+              "wall_ratio": (wall_b / wall_a2) if wall_a2 and wall_b else None,
+              "wall_ratio_to_mean": (2 * wall_b / (wall_a + wall_a2)) if wall_a and wall_a2 and wall_b else None}
     memory = {}
     for name, data in (("base", base), ("other", other)):
         by_model, _ = peaks(data["records"])
@@ -102,6 +114,7 @@ def compare(base: dict[str, Any], other: dict[str, Any], tolerance: float,
         "device_bound_beyond_tolerance": {" ".join(k): v for k, v in beyond.items()},
         "largest_device_bound_change": max((abs(v[2]) for v in device.values()), default=None),
         "a_a": aa,
+        "base_again": bb,
         "median_ratio_by_class": ratios_by_class(base, other),
         "set_up_s": (set_up_seconds(base["records"]), set_up_seconds(other["records"])),
         "wall_s": (wall_a, wall_b), "wall_ratio": (wall_b / wall_a) if wall_a and wall_b else None,
@@ -125,11 +138,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("other", help="--suite-results of the run to compare (e.g. two GPUs)")
     parser.add_argument("--again", help="--suite-results of a second run made like OTHER (A/A): how far the same "
                         "device-bound medians move between two identical runs")
+    parser.add_argument("--base-again", help="--suite-results of a second run made like BASE, best made last: the "
+                        "wall ratio against the mean of the two, and how far the host drifted between them")
     parser.add_argument("--tolerance", type=float, default=0.02,
                         help="largest relative change of a device-bound median that counts as the same (0.02)")
     parser.add_argument("--json", help="also write the comparison to this file")
     args = parser.parse_args(argv)
-    result = compare(load(args.base), load(args.other), args.tolerance, load(args.again) if args.again else None)
+    result = compare(load(args.base), load(args.other), args.tolerance, load(args.again) if args.again else None,
+                     load(args.base_again) if args.base_again else None)
     cases = result["cases"]
     print(f"cases: {cases['base']} and {cases['other']}; only in base {len(cases['only_base'])}, only in other "
           f"{len(cases['only_other'])}")
@@ -173,6 +189,15 @@ def main(argv: list[str] | None = None) -> int:
         if m["run_peak_mib"] is not None:
             per = ", ".join(f"{k} {v:.0f}" for k, v in sorted(m["per_model_mib"].items(), key=lambda kv: -kv[1]))
             print(f"peak GPU memory, {name}: run {m['run_peak_mib']:.0f} MiB; per model (MiB): {per}")
+    bb = result["base_again"]
+    if bb:
+        print(f"base again (made like base): wall {bb['wall_s']} s"
+              + (f"; other against it {bb['wall_ratio']:.3f}x" if bb["wall_ratio"] is not None else "")
+              + (f", against the mean of the two {bb['wall_ratio_to_mean']:.3f}x"
+                 if bb["wall_ratio_to_mean"] is not None else ""))
+        if bb["median_ratio_by_class"]:
+            print("median ratio base again/base by path and bound (the host's drift): " + "; ".join(
+                f"{name} {ratio:.3f} ({n})" for name, (n, ratio) in bb["median_ratio_by_class"].items()))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1, default=str))
     same = (not cases["only_base"] and not cases["only_other"] and not result["verdicts_differ"]

@@ -66,3 +66,27 @@ def test_the_command_prints_the_a_a_line_and_fails_on_a_median_beyond_tolerance(
     assert "A/A (other against --again, made alike): 2 device-bound cases, 1 beyond 2%" in out
     assert "wall: 300.0 s (1 worker(s)) and 180.0 s (2 worker(s)): 0.600x" in out
     assert compare_runs.main([str(paths[0]), str(paths[1]), "--tolerance", "0.07"]) == 0
+
+
+ONE_AGAIN = _run({("a", "graph"): (1.00, "device"), ("b", "graph"): (0.050, "device"), ("c", "all"): (2.5, "host")},
+                 400.0, 1)
+
+
+def test_a_second_one_gpu_run_gives_the_ratio_against_both_and_the_hosts_drift(tmp_path: Path, capsys) -> None:
+    bb = compare_runs.compare(ONE, TWO, 0.02, base_again=ONE_AGAIN)["base_again"]
+    assert bb["wall_s"] == 400.0
+    assert bb["wall_ratio"] == pytest.approx(180.0 / 400.0)
+    assert bb["wall_ratio_to_mean"] == pytest.approx(180.0 / 350.0)
+    assert bb["median_ratio_by_class"] == {"all, host-bound": (1, pytest.approx(1.25)),
+                                           "graph, device-bound": (2, pytest.approx(1.0))}
+    assert compare_runs.compare(ONE, TWO, 0.02)["base_again"] is None
+    paths = []
+    for name, data in (("one", ONE), ("two", TWO), ("one-again", ONE_AGAIN)):
+        paths.append(tmp_path / f"{name}.json")
+        paths[-1].write_text(json.dumps(data))
+    compare_runs.main([str(paths[0]), str(paths[1]), "--base-again", str(paths[2])])
+    out = capsys.readouterr().out
+    assert "wall: 300.0 s (1 worker(s)) and 180.0 s (2 worker(s)): 0.600x" in out
+    assert ("base again (made like base): wall 400.0 s; other against it 0.450x, against the mean of the two "
+            "0.514x") in out
+    assert "median ratio base again/base by path and bound (the host's drift): all, host-bound 1.250 (1)" in out
