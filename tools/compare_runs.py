@@ -81,6 +81,14 @@ def ratios_by_class(base: dict[str, Any], other: dict[str, Any]) -> dict[str, tu
     return {name: (len(values), statistics.median(values)) for name, values in sorted(groups.items())}
 
 
+def _wall(data: dict[str, Any]) -> float | None:
+    return data.get("run", {}).get("wall_s")
+
+
+def _ratio(num: float | None, den: float | None) -> float | None:
+    return num / den if num and den else None
+
+
 def compare(base: dict[str, Any], other: dict[str, Any], tolerance: float,
             again: dict[str, Any] | None = None, base_again: dict[str, Any] | None = None) -> dict[str, Any]:
     a, b = checks(base), checks(other)
@@ -93,14 +101,14 @@ def compare(base: dict[str, Any], other: dict[str, Any], tolerance: float,
         aa = {"cases": len(repeat), "beyond_tolerance": sum(abs(v[2]) > tolerance for v in repeat.values()),
               "largest_change": max((abs(v[2]) for v in repeat.values()), default=None),
               "of_those_beyond": {" ".join(k): repeat[k][2] for k in beyond if k in repeat},
-              "wall_s": again.get("run", {}).get("wall_s")}
-    wall_a, wall_b = (d.get("run", {}).get("wall_s") for d in (base, other))
+              "wall_s": _wall(again)}
+    wall_a, wall_b = _wall(base), _wall(other)
     bb = None
     if base_again is not None:
-        wall_a2 = base_again.get("run", {}).get("wall_s")
+        wall_a2 = _wall(base_again)
         bb = {"wall_s": wall_a2, "median_ratio_by_class": ratios_by_class(base, base_again),
-              "wall_ratio": (wall_b / wall_a2) if wall_a2 and wall_b else None,
-              "wall_ratio_to_mean": (2 * wall_b / (wall_a + wall_a2)) if wall_a and wall_a2 and wall_b else None}
+              "wall_ratio": _ratio(wall_b, wall_a2),
+              "wall_ratio_to_mean": _ratio(wall_b, (wall_a + wall_a2) / 2 if wall_a and wall_a2 else None)}
     memory = {}
     for name, data in (("base", base), ("other", other)):
         by_model, _ = peaks(data["records"])
@@ -117,7 +125,7 @@ def compare(base: dict[str, Any], other: dict[str, Any], tolerance: float,
         "base_again": bb,
         "median_ratio_by_class": ratios_by_class(base, other),
         "set_up_s": (set_up_seconds(base["records"]), set_up_seconds(other["records"])),
-        "wall_s": (wall_a, wall_b), "wall_ratio": (wall_b / wall_a) if wall_a and wall_b else None,
+        "wall_s": (wall_a, wall_b), "wall_ratio": _ratio(wall_b, wall_a),
         "workers": (base.get("run", {}).get("workers"), other.get("run", {}).get("workers")),
         "memory": memory,
         "worker_time": (base.get("run", {}).get("worker_time"), other.get("run", {}).get("worker_time")),
@@ -130,6 +138,10 @@ def test_seconds(data: dict[str, Any]) -> float | None:
     work done twice (a model's module and reference made in each worker that touches it)."""
     rows = data.get("run", {}).get("test_times")
     return round(sum(r[4] for r in rows), 1) if rows else None
+
+
+def _by_class_text(ratios: dict[str, tuple[int, float]]) -> str:
+    return "; ".join(f"{name} {ratio:.3f} ({n})" for name, (n, ratio) in ratios.items())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -170,8 +182,7 @@ def main(argv: list[str] | None = None) -> int:
               f"beyond {args.tolerance:.0%}" + (f"; largest change {largest:.1%}" if largest is not None else "")
               + (f"; wall {aa['wall_s']} s" if aa["wall_s"] is not None else ""))
     if result["median_ratio_by_class"]:
-        print("median ratio other/base by path and bound: " + "; ".join(
-            f"{name} {ratio:.3f} ({n})" for name, (n, ratio) in result["median_ratio_by_class"].items()))
+        print("median ratio other/base by path and bound: " + _by_class_text(result["median_ratio_by_class"]))
     for name, seconds in zip(("base", "other"), result["set_up_s"], strict=True):
         if seconds:
             print(f"device paths' set-up outside the rounds, {name} (s): "
@@ -196,8 +207,8 @@ def main(argv: list[str] | None = None) -> int:
               + (f", against the mean of the two {bb['wall_ratio_to_mean']:.3f}x"
                  if bb["wall_ratio_to_mean"] is not None else ""))
         if bb["median_ratio_by_class"]:
-            print("median ratio base again/base by path and bound (the host's drift): " + "; ".join(
-                f"{name} {ratio:.3f} ({n})" for name, (n, ratio) in bb["median_ratio_by_class"].items()))
+            print("median ratio base again/base by path and bound (the host's drift): "
+                  + _by_class_text(bb["median_ratio_by_class"]))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1, default=str))
     same = (not cases["only_base"] and not cases["only_other"] and not result["verdicts_differ"]
