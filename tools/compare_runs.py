@@ -19,6 +19,12 @@ run than in the last sitting's, the two-GPU runs 1.08x), and a ratio against one
 that drift as scaling. It prints the wall ratio against each one-GPU run and against their mean, and how far the
 host-bound medians moved between the two one-GPU runs.
 
+The growth lines say where a run with more workers spent more test time than the base: the summed seconds of
+every test phase by model and by test function, largest change first, and the ratio the run would have made with
+none of that growth (the base's test time split evenly over its workers, plus its own time outside the tests).
+On two H200s the summed test time grew 11-12 % with two workers (docs/gpu.md): that growth, not the split, is what
+stands between the floor and the measured ratio.
+
 Exit status: 0 when cases and verdicts are identical and every device-bound median agrees within the
 tolerance, 1 otherwise (the differences are listed, with their A/A change where given), 2 on unusable input.
 """
@@ -37,6 +43,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from suite.gpu_memory import peaks  # noqa: E402
+from suite.lifetime import model_of_nodeid  # noqa: E402
 from suite.timeline import set_up_seconds  # noqa: E402
 
 
@@ -130,6 +137,7 @@ def compare(base: dict[str, Any], other: dict[str, Any], tolerance: float,
         "memory": memory,
         "worker_time": (base.get("run", {}).get("worker_time"), other.get("run", {}).get("worker_time")),
         "test_seconds": (test_seconds(base), test_seconds(other)),
+        "growth": growth(base, other),
     }
 
 
@@ -138,6 +146,44 @@ def test_seconds(data: dict[str, Any]) -> float | None:
     work done twice (a model's module and reference made in each worker that touches it)."""
     rows = data.get("run", {}).get("test_times")
     return round(sum(r[4] for r in rows), 1) if rows else None
+
+
+def seconds_by(data: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Every test phase's seconds summed by model ("model") and by test function ("test"), over all workers."""
+    rows = data.get("run", {}).get("test_times") or []
+    models = sorted({str(r["model"]) for r in data["records"] if r.get("model")})
+    sums: dict[str, dict[str, float]] = {"model": {}, "test": {}}
+    for nodeid, _worker, _phase, _start, seconds in rows:
+        for kind, key in (("model", model_of_nodeid(nodeid, models) or "(no model)"),
+                          ("test", nodeid.partition("[")[0].rpartition("::")[2])):
+            sums[kind][key] = sums[kind].get(key, 0.0) + seconds
+    return sums
+
+
+def growth(base: dict[str, Any], other: dict[str, Any]) -> dict[str, Any] | None:
+    """How much more test time ``other`` spent than ``base``, by model and by test function (largest change
+    first), and the wall ratio ``other`` would have made with no growth: the base's summed test time over
+    ``other``'s workers, plus ``other``'s own time outside the tests (its wall less its longest worker span)."""
+    total_a, total_b = test_seconds(base), test_seconds(other)
+    if total_a is None or total_b is None:
+        return None
+    a, b = seconds_by(base), seconds_by(other)
+    by = {kind: dict(sorted(((k, (round(a[kind].get(k, 0.0), 1), round(b[kind].get(k, 0.0), 1)))
+                             for k in set(a[kind]) | set(b[kind])),
+                            key=lambda kv: -abs(kv[1][1] - kv[1][0])))
+          for kind in ("model", "test")}
+    run_b = other.get("run", {})
+    spans = [t["span_s"] for t in (run_b.get("worker_time") or {}).values()]
+    wall_a, wall_b, workers = _wall(base), _wall(other), run_b.get("workers")
+    floor = None
+    if wall_a and wall_b and spans and workers:
+        floor = (total_a / workers + max(0.0, wall_b - max(spans))) / wall_a
+    return {"test_seconds": (total_a, total_b), "by_model": by["model"], "by_test": by["test"],
+            "ratio_without_growth": floor}
+
+
+def _growth_text(pairs: dict[str, tuple[float, float]]) -> str:
+    return ", ".join(f"{k} {x:.1f} -> {y:.1f} ({y - x:+.1f})" for k, (x, y) in pairs.items())
 
 
 def _by_class_text(ratios: dict[str, tuple[int, float]]) -> str:
@@ -195,6 +241,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"worker time, {name} (span: setup, calls, teardown, idle; s): " + "; ".join(
                 f"{w} {t['span_s']}: {t['setup_s']}, {t['call_s']}, {t['teardown_s']}, {t['idle_s']}"
                 for w, t in times.items()) + (f"; all test phases {total} s" if total is not None else ""))
+    grew = result["growth"]
+    if grew:
+        (x, y), floor = grew["test_seconds"], grew["ratio_without_growth"]
+        print(f"summed test time (every phase, every worker), base -> other: {x} -> {y} s ({y / x - 1:+.1%})"
+              + (f"; with none of that growth other would take {floor:.3f}x of base" if floor is not None else ""))
+        print(f"  by model (s): {_growth_text(grew['by_model'])}")
+        print(f"  by test (s): {_growth_text(grew['by_test'])}")
     for name in ("base", "other"):
         m = result["memory"][name]
         if m["run_peak_mib"] is not None:

@@ -90,3 +90,40 @@ def test_a_second_one_gpu_run_gives_the_ratio_against_both_and_the_hosts_drift(t
     assert ("base again (made like base): wall 400.0 s; other against it 0.450x, against the mean of the two "
             "0.514x") in out
     assert "median ratio base again/base by path and bound (the host's drift): all, host-bound 1.250 (1)" in out
+
+
+def _timed(wall: float, workers: int, times: list[tuple[str, str, float]], spans: list[float]) -> dict:
+    """A run whose test phases took ``times`` (test id, worker, seconds), its workers spanning ``spans`` seconds."""
+    run = _run({("m1-torch-fp32", "graph"): (1.0, "device")}, wall, workers)
+    run["records"] += [{"kind": "parity", "model": m} for m in ("m1", "m1_big")]
+    run["run"]["test_times"] = [[nodeid, worker, "call", 0.0, s] for nodeid, worker, s in times]
+    run["run"]["worker_time"] = {f"gw{i}": {"span_s": s, "setup_s": 0.0, "call_s": s, "teardown_s": 0.0, "idle_s": 0.0}
+                                 for i, s in enumerate(spans)}
+    return run
+
+
+def test_the_growth_lines_say_which_model_and_test_took_longer_and_the_ratio_without_growth(
+        tmp_path: Path, capsys) -> None:
+    top1 = "tests/accuracy/test_accuracy.py::test_top1_top5[m1]"  # a test of the model, of no cell
+    one = _timed(100.0, 1, [("tests/parity/test_parity.py::test_parity[m1-torch-fp32]", "gw0", 39.0),
+                            (top1, "gw0", 1.0),
+                            ("tests/latency/test_latency.py::test_latency[m1_big-torch-fp16-bs1-graph]", "gw0", 50.0)],
+                 [95.0])
+    two = _timed(60.0, 2, [("tests/parity/test_parity.py::test_parity[m1-torch-fp32]", "gw1", 43.0),
+                           (top1, "gw1", 1.0),
+                           ("tests/latency/test_latency.py::test_latency[m1_big-torch-fp16-bs1-graph]", "gw0", 56.0)],
+                 [56.0, 50.0])
+    grew = compare_runs.compare(one, two, 0.02)["growth"]
+    assert grew["test_seconds"] == (90.0, 100.0)
+    assert list(grew["by_model"].items()) == [("m1_big", (50.0, 56.0)), ("m1", (40.0, 44.0))]  # largest change first
+    assert grew["by_test"] == {"test_latency": (50.0, 56.0), "test_parity": (39.0, 43.0), "test_top1_top5": (1.0, 1.0)}
+    assert grew["ratio_without_growth"] == pytest.approx((90.0 / 2 + (60.0 - 56.0)) / 100.0)
+    assert compare_runs.compare(ONE, TWO, 0.02)["growth"] is None  # no test times: nothing to say
+    paths = [tmp_path / "one.json", tmp_path / "two.json"]
+    for path, data in zip(paths, (one, two), strict=True):
+        path.write_text(json.dumps(data))
+    compare_runs.main([str(p) for p in paths])
+    out = capsys.readouterr().out
+    assert ("summed test time (every phase, every worker), base -> other: 90.0 -> 100.0 s (+11.1%); with none of "
+            "that growth other would take 0.490x of base") in out
+    assert "  by model (s): m1_big 50.0 -> 56.0 (+6.0), m1 40.0 -> 44.0 (+4.0)" in out
