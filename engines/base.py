@@ -25,6 +25,16 @@ PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "fp16", "bf16", "int8")
 
 #: The batch axis's name in dims and shape ranges; no named axis may take it.
 BATCH_AXIS = "batch"
+#: A process's warm-up (suite/warm_up.py) before its first CUDA cell, the same in every engine that has one: small
+#: images (3 x 64 x 64, at each of WARM_UP_BATCHES) through the convolution kinds the vision models run, at channel
+#: counts where cuDNN's tensor-core kernels apply. Each is (in, out, kernel, stride, groups): the stack of a
+#: mobilenet/efficientnet (strided stem; depthwise 3x3 and 5x5, each at stride 1 and 2; pointwise; then resnet's
+#: 3x3), and resnet's 7x7 stem beside it.
+WARM_UP_BATCHES = (1, 32)
+WARM_UP_IMAGE = (3, 64, 64)
+WARM_UP_LAYERS = ((3, 32, 3, 2, 1), (32, 32, 3, 1, 32), (32, 32, 3, 2, 32), (32, 64, 1, 1, 1), (64, 64, 5, 1, 64),
+                  (64, 64, 5, 2, 64), (64, 64, 3, 1, 1))
+WARM_UP_STEM = (3, 64, 7, 2, 1)
 #: The ONNX exporters of torch.onnx.export the suite drives (``[models.NAME.export] exporter``).
 ONNX_EXPORTERS: tuple[str, ...] = ("dynamo", "torchscript")
 

@@ -6,9 +6,12 @@ with cuDNN and cuBLAS), once per process. Each engine's ``warm_up(device)`` pays
 process is configured; the first test waits for it to end, so nothing is ever timed beside it. A warm-up decides
 nothing: its error is logged and recorded, and the tests meet the same fault as their own.
 
-Measured on two H100s (docs/gpu.md): it cost 0.3 s (torch) and 0.1-0.2 s (ONNX Runtime) and no test waited for it;
-the first test of a worker stayed long (12 s), its cost being the model's first contact (data set, reference), not
-the libraries. Kept because it is cheap, and because a CUDA EP that quietly falls back to the CPU shows here.
+Measured on two H100s (docs/gpu.md): a 3-channel toy convolution cost 0.3 s (torch) and 0.1-0.2 s (ONNX
+Runtime) and no test waited for it. On two H200s (the eighth sitting) a worker's first ONNX Runtime session still took
+about 7 s more than the same session later in a process (resnet50's fp32 parity on the data set: 9.0 s as gw1's first,
+1.75 s on one GPU), and a model's cells on a worker that had not run its kind of convolution 9-12 s more: so the
+warm-ups now run the convolution kinds of the vision models (engines.base WARM_UP_*) in fp32 and fp16. What they
+pay is in each run's results (``run.warm_up``) and in the warm-up line.
 """
 
 from __future__ import annotations

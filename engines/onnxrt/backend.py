@@ -17,6 +17,10 @@ import numpy as np
 
 from engines.base import (
     UNSUPPORTED,
+    WARM_UP_BATCHES,
+    WARM_UP_IMAGE,
+    WARM_UP_LAYERS,
+    WARM_UP_STEM,
     CellUnavailable,
     EngineBuildError,
     EngineRequest,
@@ -261,21 +265,43 @@ def execution_provider(request: EngineRequest) -> str:
     return ep
 
 
-def _warm_up_model() -> bytes:
-    """A convolution and a matrix product (x [2,3,16,16] -> y [2,2]): enough to load cuDNN and cuBLAS."""
+def _warm_up_model(precision: str = "fp32") -> bytes:
+    """The warm-up's graph (engines.base WARM_UP_*), x [batch,3,64,64] -> y [batch,64] (the stack's pooled features)
+    and s [batch,64] (the 7x7 stem's), in fp32 or fp16 (the element types the cells run their convolutions in). The toy
+    graph before it (one 3-channel convolution on 16x16) cost 0.1 s, and a worker's first real session still paid
+    about 7 s more than a later one (docs/gpu.md, the eighth sitting): ONNX Runtime's exhaustive algorithm search
+    on these convolutions reaches more of what a model's first session would otherwise pay for."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
+    dtype, elem = (np.float16, TensorProto.FLOAT16) if precision == "fp16" else (np.float32, TensorProto.FLOAT)
     rng = np.random.default_rng(0)
-    weights = [numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3), dtype=np.float32), "w"),
-               numpy_helper.from_array(rng.standard_normal((2048, 2), dtype=np.float32), "m"),
-               numpy_helper.from_array(np.array([2, 2048], dtype=np.int64), "shape")]
+    weights: list[Any] = []
+    nodes: list[Any] = []
+
+    def conv(x: str, out: str, layer: tuple[int, int, int, int, int]) -> str:
+        cin, cout, k, stride, group = layer
+        w = (rng.standard_normal((cout, cin // group, k, k)) * 0.1).astype(dtype)
+        weights.append(numpy_helper.from_array(w, f"{out}_w"))
+        nodes.append(helper.make_node("Conv", [x, f"{out}_w"], [f"{out}_c"], pads=[k // 2] * 4,
+                                      strides=[stride, stride], group=group))
+        nodes.append(helper.make_node("Relu", [f"{out}_c"], [out]))
+        return out
+
+    def pooled(x: str, out: str) -> None:
+        nodes.append(helper.make_node("GlobalAveragePool", [x], [f"{out}_p"]))
+        nodes.append(helper.make_node("Flatten", [f"{out}_p"], [out]))
+
+    h = "x"
+    for i, layer in enumerate(WARM_UP_LAYERS):
+        h = conv(h, f"l{i}", layer)
+    pooled(h, "y")
+    pooled(conv("x", "stem", WARM_UP_STEM), "s")
+    batch, channels = "batch", WARM_UP_LAYERS[-1][1]
     graph = helper.make_graph(
-        [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
-         helper.make_node("Reshape", ["c", "shape"], ["r"]),
-         helper.make_node("MatMul", ["r", "m"], ["y"])],
-        "warm_up", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 16, 16])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2])], initializer=weights)
+        nodes, "warm_up", [helper.make_tensor_value_info("x", elem, [batch, *WARM_UP_IMAGE])],
+        [helper.make_tensor_value_info("y", elem, [batch, channels]),
+         helper.make_tensor_value_info("s", elem, [batch, WARM_UP_STEM[1]])], initializer=weights)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     onnx.checker.check_model(model)
@@ -355,9 +381,10 @@ class OnnxRuntimeBackend:
         return None
 
     def warm_up(self, device: str) -> None:
-        """What a process pays once before its first CUDA EP session (the provider's library, cuDNN and cuBLAS
-        loaded, their handles made; 0.1-0.2 s on an H100), paid ahead on a tiny convolution and matrix product
-        with the CUDA EP's options as a cell gets them. The session is dropped; nothing is timed."""
+        """What a process pays once before its first CUDA EP sessions (the provider's library, cuDNN and cuBLAS
+        loaded and their handles made, the exhaustive search's kernels loaded and built), paid ahead on the
+        warm-up graph in fp32 (TF32 off, as the fp32 cells) and in fp16, with the CUDA EP's options as a cell
+        gets them, at each of WARM_UP_BATCHES. The sessions are dropped; nothing is timed."""
         if not device.startswith("cuda"):
             return
         ort = import_onnxruntime()
@@ -365,13 +392,16 @@ class OnnxRuntimeBackend:
             return  # the cells say why (skip_reason); a warm-up has nothing to pay ahead
         options = ort.SessionOptions()
         options.log_severity_level = 3
-        providers = [("CUDAExecutionProvider", {"device_id": _device_id(device), "use_tf32": 1})]
-        session = ort.InferenceSession(_warm_up_model(), options, providers=providers)
-        if "CUDAExecutionProvider" not in session.get_providers():  # ONNX Runtime fell back to the CPU quietly
-            raise EngineBuildError(f"the CUDA EP did not start for the warm-up (session runs on "
-                                   f"{session.get_providers()})")
-        x = np.random.default_rng(0).standard_normal((2, 3, 16, 16), dtype=np.float32)
-        session.run(None, {"x": x})
+        for precision in ("fp32", "fp16"):
+            providers = [("CUDAExecutionProvider", {"device_id": _device_id(device),
+                                                    "use_tf32": int(precision != "fp32")})]
+            session = ort.InferenceSession(_warm_up_model(precision), options, providers=providers)
+            if "CUDAExecutionProvider" not in session.get_providers():  # ONNX Runtime fell back to the CPU quietly
+                raise EngineBuildError(f"the CUDA EP did not start for the warm-up (session runs on "
+                                       f"{session.get_providers()})")
+            rng, dtype = np.random.default_rng(0), np.float16 if precision == "fp16" else np.float32
+            for batch in WARM_UP_BATCHES:  # ONNX Runtime searches the algorithms again at each new shape
+                session.run(None, {"x": rng.standard_normal((batch, *WARM_UP_IMAGE)).astype(dtype)})
 
     def load(self, request: EngineRequest, artifacts: ModelArtifacts, cache: ArtifactCache) -> LoadedEngine:
         if request.profile.per_batch:  # static_batch: one session per batch, each on its fixed-batch graph

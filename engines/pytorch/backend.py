@@ -14,7 +14,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from engines.base import UNSUPPORTED, CellUnavailable, EngineFacts, EngineRequest, LoadedEngine, ModelArtifacts
+from engines.base import (
+    UNSUPPORTED,
+    WARM_UP_BATCHES,
+    WARM_UP_IMAGE,
+    WARM_UP_LAYERS,
+    WARM_UP_STEM,
+    CellUnavailable,
+    EngineFacts,
+    EngineRequest,
+    LoadedEngine,
+    ModelArtifacts,
+)
 from engines.feeds import Feed, check_feed, pick_outputs
 from engines.launch_cover import LaunchCover, cycles_per_us
 
@@ -246,6 +257,23 @@ def _host_array(value: Any, name: str, where: str) -> np.ndarray:
     return t.cpu().numpy()
 
 
+def warm_up_pass(device: torch.device, dtype: torch.dtype, memory_format: torch.memory_format,
+                 generator: torch.Generator, batch: int) -> torch.Tensor:
+    """One pass of the warm-up's convolutions (engines.base WARM_UP_*) on ``batch`` random images: [batch, batch],
+    the product of the stack's and the 7x7 stem's pooled features (so cuBLAS is reached too)."""
+    x = torch.randn(batch, *WARM_UP_IMAGE, generator=generator).to(device, dtype, memory_format=memory_format)
+
+    def conv(h: torch.Tensor, layer: tuple[int, int, int, int, int]) -> torch.Tensor:
+        cin, cout, k, stride, groups = layer
+        w = (torch.randn(cout, cin // groups, k, k, generator=generator) * 0.1).to(device, dtype)
+        return torch.relu(torch.nn.functional.conv2d(h, w, stride=stride, padding=k // 2, groups=groups))
+
+    h = x
+    for layer in WARM_UP_LAYERS:
+        h = conv(h, layer)
+    return h.mean((2, 3)) @ conv(x, WARM_UP_STEM).mean((2, 3)).T
+
+
 class TorchBackend:
     """PyTorch eager. fp32 (TF32 off) is the reference; fp16/bf16 cast weights and inputs; tf32 is
     CUDA-only (a tensor-core math mode); int8 has no eager engine and is judged on the others."""
@@ -270,18 +298,20 @@ class TorchBackend:
         return None
 
     def warm_up(self, device: str) -> None:
-        """What a process pays once before its first CUDA module runs, paid ahead: the CUDA context, and cuDNN's
-        and cuBLAS's libraries and handles (a convolution and a matrix product, fp32 and fp16, on real values).
+        """What a process pays once before its first CUDA modules run, paid ahead: the CUDA context, cuDNN's and
+        cuBLAS's libraries and handles, and the kernels of the convolution kinds the vision models run
+        (engines.base WARM_UP_*, as ONNX Runtime's warm-up), in fp32 (TF32 off, as the fp32 cells) and fp16, in
+        both memory formats (``channels_last`` is an engine option), at each of WARM_UP_BATCHES, on real values.
         Nothing is kept; nothing is timed."""
         if not device.startswith("cuda"):
             return
         dev = torch.device(device)
         generator = torch.Generator().manual_seed(0)
-        for dtype in (torch.float32, torch.float16):
-            x = torch.randn(2, 3, 16, 16, generator=generator).to(dev, dtype)
-            w = torch.randn(8, 3, 3, 3, generator=generator).to(dev, dtype)
-            y = torch.nn.functional.conv2d(x, w, padding=1).flatten(1)
-            (y @ y.T).sum().item()
+        with torch.inference_mode(), _tf32(False):
+            for dtype in (torch.float32, torch.float16):
+                for memory_format in (torch.contiguous_format, torch.channels_last):
+                    for batch in WARM_UP_BATCHES:
+                        warm_up_pass(dev, dtype, memory_format, generator, batch).sum().item()
         torch.cuda.synchronize(dev)
 
     def load(self, request: EngineRequest, artifacts: ModelArtifacts, cache: ArtifactCache) -> LoadedEngine:

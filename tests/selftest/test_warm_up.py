@@ -143,11 +143,37 @@ def test_only_an_xdist_controller_checks_early_and_only_after_xdist_started_the_
     assert ("start-up check started" in plugin.timeline.marks) == bool(checks)
 
 
-def test_the_onnx_runtime_warm_up_graph_is_a_valid_model() -> None:
-    """The graph the CUDA EP warms up on: checked by onnx, and run here on the CPU EP."""
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_the_onnx_runtime_warm_up_graph_is_a_valid_model_with_every_convolution_kind(precision: str) -> None:
+    """The graph the CUDA EP warms up on: checked by onnx, one Conv per declared layer (depthwise ones grouped), and
+    run here on the CPU EP in the element type asked for."""
+    import onnx
+
+    from engines.base import WARM_UP_IMAGE, WARM_UP_LAYERS, WARM_UP_STEM
     from engines.onnxrt.backend import _warm_up_model, import_onnxruntime
 
+    model = onnx.load_from_string(_warm_up_model(precision))
+    convs = [n for n in model.graph.node if n.op_type == "Conv"]
+    shapes = {n.input[1]: tuple(i.dims) for i in model.graph.initializer for n in convs if n.input[1] == i.name}
+    groups = [next((a.i for a in n.attribute if a.name == "group"), 1) for n in convs]
+    kinds = [(s[1] * g, s[0], s[2], g) for s, g in zip((shapes[n.input[1]] for n in convs), groups, strict=True)]
+    assert sorted(kinds) == sorted((cin, cout, k, g) for cin, cout, k, _, g in (*WARM_UP_LAYERS, WARM_UP_STEM))
+    assert any(g > 1 for g in groups)
     ort = import_onnxruntime()
-    session = ort.InferenceSession(_warm_up_model(), providers=["CPUExecutionProvider"])
-    (y,) = session.run(None, {"x": np.ones((2, 3, 16, 16), np.float32)})
-    assert y.shape == (2, 2) and np.isfinite(y).all()
+    session = ort.InferenceSession(_warm_up_model(precision), providers=["CPUExecutionProvider"])
+    for batch in (1, 5):  # the batch axis is free: the warm-up runs it at each of WARM_UP_BATCHES
+        x = np.random.default_rng(0).standard_normal((batch, *WARM_UP_IMAGE)).astype(
+            np.float16 if precision == "fp16" else np.float32)
+        y, s = session.run(None, {"x": x})
+        assert y.shape == s.shape == (batch, 64) and y.dtype == x.dtype and np.isfinite(y).all() and y.any()
+
+
+def test_the_torch_warm_up_pass_runs_every_layer_in_either_memory_format() -> None:
+    """The torch warm-up's pass (run on CUDA in the suite), here on the CPU: real, finite values out."""
+    import torch
+
+    from engines.pytorch.backend import warm_up_pass
+
+    for memory_format in (torch.contiguous_format, torch.channels_last):
+        out = warm_up_pass(torch.device("cpu"), torch.float32, memory_format, torch.Generator().manual_seed(0), 3)
+        assert out.shape == (3, 3) and torch.isfinite(out).all() and out.abs().sum() > 0
