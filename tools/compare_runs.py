@@ -32,6 +32,7 @@ tolerance, 1 otherwise (the differences are listed, with their A/A change where 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import statistics
 import sys
@@ -48,7 +49,9 @@ from suite.timeline import set_up_seconds  # noqa: E402
 
 
 def load(path: str) -> dict[str, Any]:
-    data = json.loads(Path(path).read_text())
+    """A --suite-results file, or the same gzipped (as docs/results/ keeps them: ``*.json.gz``)."""
+    raw = Path(path).read_bytes()
+    data = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
     if not isinstance(data, dict) or "records" not in data or "verdict" not in data:
         raise SystemExit(f"{path}: not a --suite-results file of this suite (records and verdict)")
     return data

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -66,6 +67,12 @@ def test_the_command_prints_the_a_a_line_and_fails_on_a_median_beyond_tolerance(
     assert "A/A (other against --again, made alike): 2 device-bound cases, 1 beyond 2%" in out
     assert "wall: 300.0 s (1 worker(s)) and 180.0 s (2 worker(s)): 0.600x" in out
     assert compare_runs.main([str(paths[0]), str(paths[1]), "--tolerance", "0.07"]) == 0
+
+
+def test_a_gzipped_results_file_reads_as_the_plain_one(tmp_path: Path) -> None:
+    """docs/results/ keeps the sittings' results gzipped: compare_runs reads them as they are kept."""
+    (tmp_path / "two.json.gz").write_bytes(gzip.compress(json.dumps(TWO).encode()))
+    assert compare_runs.load(str(tmp_path / "two.json.gz")) == TWO
 
 
 ONE_AGAIN = _run({("a", "graph"): (1.00, "device"), ("b", "graph"): (0.050, "device"), ("c", "all"): (2.5, "host")},
