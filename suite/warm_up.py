@@ -6,12 +6,13 @@ with cuDNN and cuBLAS), once per process. Each engine's ``warm_up(device)`` pays
 process is configured; the first test waits for it to end, so nothing is ever timed beside it. A warm-up decides
 nothing: its error is logged and recorded, and the tests meet the same fault as their own.
 
-Measured on two H100s (docs/gpu.md): a 3-channel toy convolution cost 0.3 s (torch) and 0.1-0.2 s (ONNX
-Runtime) and no test waited for it. On two H200s (the eighth sitting) a worker's first ONNX Runtime session still took
-about 7 s more than the same session later in a process (resnet50's fp32 parity on the data set: 9.0 s as gw1's first,
-1.75 s on one GPU), and a model's cells on a worker that had not run its kind of convolution 9-12 s more: so the
-warm-ups now run the convolution kinds of the vision models (engines.base WARM_UP_*) in fp32 and fp16. What they
-pay is in each run's results (``run.warm_up``) and in the warm-up line.
+Measured (docs/gpu.md): on two H100s a 3-channel toy convolution cost 0.3 s (torch) and 0.1-0.2 s (ONNX Runtime),
+yet on two H200s a worker's first ONNX Runtime session still took about 7 s more than the same session later in a
+process (resnet50's fp32 parity on the data set: 9.0 s as gw1's first, 1.75 s on one GPU). The warm-ups now run the
+convolution kinds of the vision models (engines.base WARM_UP_*) in fp32 and fp16: 5-6 s per worker, paid in the wait
+(the first test waited 0.0-0.1 s), and that session took 5.5-6.9 s (the ninth sitting). What is left is the model's
+own problems: each batch's first call of a model costs 1.7-3.2 s in a fresh process, warm-up or not, which no
+generic warm-up can pay. What each process paid is in its results (``run.warm_up``) and in the warm-up line.
 """
 
 from __future__ import annotations

@@ -270,7 +270,7 @@ def _warm_up_model(precision: str = "fp32") -> bytes:
     and s [batch,64] (the 7x7 stem's), in fp32 or fp16 (the element types the cells run their convolutions in). The toy
     graph before it (one 3-channel convolution on 16x16) cost 0.1 s, and a worker's first real session still paid
     about 7 s more than a later one (docs/gpu.md, the eighth sitting): ONNX Runtime's exhaustive algorithm search
-    on these convolutions reaches more of what a model's first session would otherwise pay for."""
+    on these convolutions pays 2-3.5 s of that ahead (the ninth sitting)."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
