@@ -116,9 +116,12 @@ def compare(base: dict[str, Any], other: dict[str, Any], tolerance: float,
     bb = None
     if base_again is not None:
         wall_a2 = _wall(base_again)
+        mean = (wall_a + wall_a2) / 2 if wall_a and wall_a2 else None
+        wall_c = aa["wall_s"] if aa else None  # both configurations made twice (ABBA): each other run against the mean
         bb = {"wall_s": wall_a2, "median_ratio_by_class": ratios_by_class(base, base_again),
-              "wall_ratio": _ratio(wall_b, wall_a2),
-              "wall_ratio_to_mean": _ratio(wall_b, (wall_a + wall_a2) / 2 if wall_a and wall_a2 else None)}
+              "wall_ratio": _ratio(wall_b, wall_a2), "wall_ratio_to_mean": _ratio(wall_b, mean),
+              "again_ratio_to_mean": _ratio(wall_c, mean),
+              "others_mean_ratio_to_mean": _ratio((wall_b + wall_c) / 2 if wall_b and wall_c else None, mean)}
     memory = {}
     for name, data in (("base", base), ("other", other)):
         by_model, _ = peaks(data["records"])
@@ -262,7 +265,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"base again (made like base): wall {bb['wall_s']} s"
               + (f"; other against it {bb['wall_ratio']:.3f}x" if bb["wall_ratio"] is not None else "")
               + (f", against the mean of the two {bb['wall_ratio_to_mean']:.3f}x"
-                 if bb["wall_ratio_to_mean"] is not None else ""))
+                 if bb["wall_ratio_to_mean"] is not None else "")
+              + (f"; --again against that mean {bb['again_ratio_to_mean']:.3f}x, the mean of other and --again "
+                 f"{bb['others_mean_ratio_to_mean']:.3f}x" if bb["others_mean_ratio_to_mean"] is not None else ""))
         if bb["median_ratio_by_class"]:
             print("median ratio base again/base by path and bound (the host's drift): "
                   + _by_class_text(bb["median_ratio_by_class"]))

@@ -99,6 +99,24 @@ def test_a_second_one_gpu_run_gives_the_ratio_against_both_and_the_hosts_drift(t
     assert "median ratio base again/base by path and bound (the host's drift): all, host-bound 1.250 (1)" in out
 
 
+def test_both_configurations_made_twice_give_each_other_run_and_their_mean_against_the_bases_mean(
+        tmp_path: Path, capsys) -> None:
+    """ABBA (one GPU, two, one again, two again): the second two-GPU run and the mean of both against the mean of
+    the one-GPU runs, beside the first's."""
+    bb = compare_runs.compare(ONE, TWO, 0.02, again=TWO_AGAIN, base_again=ONE_AGAIN)["base_again"]
+    assert bb["wall_ratio_to_mean"] == pytest.approx(180.0 / 350.0)
+    assert bb["again_ratio_to_mean"] == pytest.approx(170.0 / 350.0)
+    assert bb["others_mean_ratio_to_mean"] == pytest.approx(175.0 / 350.0)
+    assert compare_runs.compare(ONE, TWO, 0.02, base_again=ONE_AGAIN)["base_again"]["others_mean_ratio_to_mean"] is None
+    paths = []
+    for name, data in (("one", ONE), ("two", TWO), ("two-again", TWO_AGAIN), ("one-again", ONE_AGAIN)):
+        paths.append(tmp_path / f"{name}.json")
+        paths[-1].write_text(json.dumps(data))
+    compare_runs.main([str(paths[0]), str(paths[1]), "--again", str(paths[2]), "--base-again", str(paths[3])])
+    assert ("against the mean of the two 0.514x; --again against that mean 0.486x, the mean of other and --again "
+            "0.500x") in capsys.readouterr().out
+
+
 def _timed(wall: float, workers: int, times: list[tuple[str, str, float]], spans: list[float]) -> dict:
     """A run whose test phases took ``times`` (test id, worker, seconds), its workers spanning ``spans`` seconds."""
     run = _run({("m1-torch-fp32", "graph"): (1.0, "device")}, wall, workers)
