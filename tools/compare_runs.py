@@ -122,6 +122,7 @@ def compare(base: dict[str, Any], other: dict[str, Any], tolerance: float,
               "wall_ratio": _ratio(wall_b, wall_a2), "wall_ratio_to_mean": _ratio(wall_b, mean),
               "again_ratio_to_mean": _ratio(wall_c, mean),
               "others_mean_ratio_to_mean": _ratio((wall_b + wall_c) / 2 if wall_b and wall_c else None, mean)}
+    totals = (test_seconds(base), test_seconds(other))
     memory = {}
     for name, data in (("base", base), ("other", other)):
         by_model, _ = peaks(data["records"])
@@ -142,8 +143,8 @@ def compare(base: dict[str, Any], other: dict[str, Any], tolerance: float,
         "workers": (base.get("run", {}).get("workers"), other.get("run", {}).get("workers")),
         "memory": memory,
         "worker_time": (base.get("run", {}).get("worker_time"), other.get("run", {}).get("worker_time")),
-        "test_seconds": (test_seconds(base), test_seconds(other)),
-        "growth": growth(base, other),
+        "test_seconds": totals,
+        "growth": growth(base, other, totals),
     }
 
 
@@ -166,11 +167,13 @@ def seconds_by(data: dict[str, Any]) -> dict[str, dict[str, float]]:
     return sums
 
 
-def growth(base: dict[str, Any], other: dict[str, Any]) -> dict[str, Any] | None:
-    """How much more test time ``other`` spent than ``base``, by model and by test function (largest change
-    first), and the wall ratio ``other`` would have made with no growth: the base's summed test time over
-    ``other``'s workers, plus ``other``'s own time outside the tests (its wall less its longest worker span)."""
-    total_a, total_b = test_seconds(base), test_seconds(other)
+def growth(base: dict[str, Any], other: dict[str, Any],
+           totals: tuple[float | None, float | None]) -> dict[str, Any] | None:
+    """How much more test time ``other`` spent than ``base`` (``totals``: each one's test_seconds), by model and by
+    test function (largest change first), and the wall ratio ``other`` would have made with no growth: the base's
+    summed test time over ``other``'s workers, plus ``other``'s own time outside the tests (its wall less its
+    longest worker span)."""
+    total_a, total_b = totals
     if total_a is None or total_b is None:
         return None
     a, b = seconds_by(base), seconds_by(other)
