@@ -24,10 +24,10 @@ from engines import get_backend
 from suite.benchmark_files import atomic_benchmark_files
 from suite.environment import fingerprint
 from suite.gate.state import gate_of
-from suite.scheduling import _scheduler_class, load_durations, model_kinship, work_unit_of
+from suite.scheduling import _scheduler_class, load_durations, model_kinship, work_per_model, work_unit_of
 from suite.state import suite_session
 from suite.timeline import PHASES, PhaseClock, Timeline, timed_call
-from suite.warm_up import WarmUp, wanted
+from suite.warm_up import WarmUp, by_work, first_contact_steps, wanted
 from suite.workers import BOUND_CPUS, BOUND_GPU, describe_cpus
 
 
@@ -78,7 +78,7 @@ class FleetPlugin:
         if self.is_worker or not self.config.getoption("numprocesses", None):
             suite = suite_session(self.config)
             engines = wanted(suite.device, [e for m in suite.config.models.values() for e in m.engines])
-            if engines:
+            if engines or self.is_worker:  # a worker's host lane starts once it has collected
                 self.warm_up = WarmUp(engines, suite.device, get_backend)
                 self.warm_up.start()
 
@@ -119,9 +119,22 @@ class FleetPlugin:
         tests. (An xdist worker leaves it to the controller, which hears of the first worker's collection.)"""
         self.timeline.mark("collected")  # a worker's on its own clock: the controller hears of it only later
         if self.is_worker:
+            self._prepare_first_contact([item.nodeid for item in session.items])
             return
         self.note_collected(self.config, [item.nodeid for item in session.items])
         self.timeline.mark("start-up check done")
+
+    def _prepare_first_contact(self, nodeids: list[str]) -> None:
+        """An xdist worker, collected, waits for the controller's start-up check: meanwhile its host lane makes the
+        data and modules its tests use, the costliest models first (suite/warm_up.py). The check made them in the
+        controller's process; a process without xdist made them in its own check and has nothing to do."""
+        if self.warm_up is None or getattr(getattr(self.config, "option", None), "collectonly", False):
+            return
+        suite = suite_session(self.config)
+        if self._place is None:
+            self._place = work_unit_of(self.config)
+        work = work_per_model(nodeids, self._place, load_durations(suite.cache.root))
+        self.warm_up.prepare(first_contact_steps(suite, by_work(work)))
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -153,7 +166,7 @@ class FleetPlugin:
         for unit, seconds in data["per_unit"].items():
             self.clock.per_unit[unit] = self.clock.per_unit.get(unit, 0.0) + seconds
         self.worker_environments[worker] = data["environment"]
-        if data.get("warm_up", {}).get("seconds"):
+        if _paid(data.get("warm_up", {})):
             self.worker_warm_ups[worker] = data["warm_up"]
         for name, when in data.get("marks", {}).items():  # the worker's own: "up" above is when the controller heard
             self.timeline.mark(f"{worker} {name} (own clock)", float(when))
@@ -168,8 +181,10 @@ class FleetPlugin:
         """Each process's warm-up (suite/warm_up.py): every worker's, or this process's."""
         if self.worker_warm_ups:
             return dict(sorted(self.worker_warm_ups.items()))
+        if self.warm_up is not None:
+            self.warm_up.finish()
         own = self.warm_up.summary() if self.warm_up is not None else {}
-        return {"main": own} if own.get("seconds") else {}
+        return {"main": own} if _paid(own) else {}
 
     def phases(self) -> dict[str, float]:
         """Seconds per phase: this process's, or every worker's added up (worker-seconds)."""
@@ -200,6 +215,8 @@ class FleetPlugin:
 
     def worker_output(self) -> dict[str, Any]:
         suite = suite_session(self.config)
+        if self.warm_up is not None:
+            self.warm_up.finish()
         gate = gate_of(self.config)
         if gate is not None:
             gate.finish(suite.records)
@@ -219,6 +236,11 @@ class FleetPlugin:
                 "warm_up": self.warm_up.summary() if self.warm_up is not None else {},
                 "marks": dict(self.timeline.marks),
                 "benchmarks": json.loads(json.dumps(benchmarks, default=str))}
+
+
+def _paid(warm_up: dict[str, Any]) -> bool:
+    """Whether a process's warm-up summary says it ran: an engine's warm-up, or its host lane."""
+    return bool(warm_up.get("seconds")) or "host" in warm_up
 
 
 def _worker_id(node: Any) -> str:

@@ -78,7 +78,7 @@ def _scheduler_class() -> Any:
             self.scope_model: dict[str, str | None] = {}
             self.node_model: dict[Any, str | None] = {}
             self.node_history: dict[Any, set[str | None]] = {}
-            self.workqueue = CostQueue(lambda scope, tests: known.get(scope.removeprefix("unit:"), len(tests)),
+            self.workqueue = CostQueue(lambda scope, tests: unit_cost(known, scope.removeprefix("unit:"), len(tests)),
                                        self.scope_model.get, kin)
 
         def _split_scope(self, nodeid: str) -> str:
@@ -132,6 +132,26 @@ def model_kinship(config: pytest.Config) -> Callable[[str | None, str | None], b
     modules are the start-up check's, already made in this process."""
     suite = suite_session(config)
     return kin_by_layer_shapes(lambda model: layer_shapes(suite.build(model).torch_module()))
+
+
+def unit_cost(durations: dict[str, float], unit: str, tests: int) -> float:
+    """What a unit of work costs the schedule: the previous run's seconds for it, else its number of tests."""
+    return durations.get(unit, float(tests))
+
+
+def work_per_model(nodeids: Iterable[str], place: Callable[[str], tuple[str | None, str | None]],
+                   durations: dict[str, float]) -> dict[str, float]:
+    """Each model's work in these tests (``place``: nodeid -> (unit, model)), as the schedule costs its units, in
+    the order the models first appear."""
+    tests: dict[tuple[str, str], int] = {}
+    for nodeid in nodeids:
+        unit, model = place(nodeid)
+        if unit is not None and model is not None:
+            tests[(unit, model)] = tests.get((unit, model), 0) + 1
+    work: dict[str, float] = {}
+    for (unit, model), n in tests.items():
+        work[model] = work.get(model, 0.0) + unit_cost(durations, unit, n)
+    return work
 
 
 def load_durations(cache_root: Path) -> dict[str, float]:

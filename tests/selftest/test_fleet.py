@@ -110,6 +110,10 @@ def test_two_workers_leave_one_result_of_every_kind(tmp_path: Path) -> None:
                 <= milestones[f"{worker} collected"]), milestones
     assert abs(milestones["run ended"] - data["run"]["wall_s"]) < 0.1, data["run"]
     assert "outside the tests: " in out, explain(done)
+    warm = data["run"]["warm_up"]  # each worker's host lane: tiny's data set and both models, until its first test
+    assert set(warm) == {"gw0", "gw1"} and "host: " in out, (warm, explain(done))
+    for summary in warm.values():
+        assert len(summary["host"]) + summary["host_left"] == 3 and not summary.get("errors"), summary
     durations = json.loads((tmp_path / "cache" / scheduling.DURATIONS_FILE).read_text())
     assert set(durations) == {"tiny-torch-fp32", "tiny-onnxruntime-fp32", "steady-torch-fp32"}  # per unit: a cell
 

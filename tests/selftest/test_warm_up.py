@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from suite import fleet
-from suite.warm_up import WarmUp, wanted, warm_up_line
+from suite.warm_up import WarmUp, first_contact_steps, wanted, warm_up_line
 
 pytestmark = pytest.mark.selftest
 
@@ -72,7 +72,7 @@ def test_an_error_in_the_warm_up_decides_nothing_and_is_kept() -> None:
     assert summary["errors"] == {"onnxruntime": "RuntimeError: CUDA error: out of memory"}, summary
     assert later.devices == ["cuda:1"] and set(summary["seconds"]) == {"onnxruntime", "torch"}
     line = warm_up_line({"gw0": summary})
-    assert line.startswith("warm-up (one-off CUDA costs paid before the first test): gw0 onnxruntime ")
+    assert line.startswith("warm-up (one-off costs paid before the first test): gw0 onnxruntime ")
     assert "(onnxruntime failed: RuntimeError: CUDA error: out of memory)" in line, line
 
 
@@ -177,3 +177,94 @@ def test_the_torch_warm_up_pass_runs_every_layer_in_either_memory_format() -> No
     for memory_format in (torch.contiguous_format, torch.channels_last):
         out = warm_up_pass(torch.device("cpu"), torch.float32, memory_format, torch.Generator().manual_seed(0), 3)
         assert out.shape == (3, 3) and torch.isfinite(out).all() and out.abs().sum() > 0
+
+
+def test_the_host_lane_runs_beside_and_stops_at_the_first_test_after_its_step_in_hand() -> None:
+    """An xdist worker's host lane (its first contact with the run's data and models) runs in a thread of its own;
+    the first test waits for the step in hand only, and the steps after it are left to the tests."""
+    first, ran = _Blocking(), []
+
+    def step(name: str) -> Any:
+        return lambda: ran.append((name, threading.current_thread().name))
+
+    warm = WarmUp([], "cpu", lambda name: None)
+    warm.prepare([("data photos", lambda: first.warm_up("host")), ("model a", step("a")), ("model b", step("b"))])
+    _waits_until_released(first, warm.wait)
+    assert ran == []  # stopped after the step in hand
+    summary = warm.summary()
+    assert list(summary["host"]) == ["data photos"] and summary["host_left"] == 2, summary
+    line = warm_up_line({"gw0": summary})
+    assert line.startswith("warm-up (one-off costs paid before the first test): gw0 host: data photos "), line
+    assert "(2 step(s) left to the tests), first test waited " in line, line
+    warm.prepare([("model c", step("c"))])  # once the tests began, the lane never starts (again)
+    assert ran == [] and warm.summary()["host_left"] == 2
+
+
+def test_the_host_lane_runs_each_step_off_the_main_thread_and_a_failing_step_decides_nothing() -> None:
+    ran: list[tuple[str, str]] = []
+
+    def failing() -> None:
+        raise OSError("photos not found\nmore")
+
+    warm = WarmUp([], "cpu", lambda name: None)
+    warm.prepare([("data photos", failing),
+                  ("model a", lambda: ran.append(("a", threading.current_thread().name)))])
+    for _ in range(3000):  # the lane runs to its end when no test stops it
+        if len(warm.host_seconds) == 2:
+            break
+        threading.Event().wait(0.01)
+    warm.wait()
+    summary = warm.summary()
+    assert ran == [("a", "suite-warm-up-host")] and summary["host_left"] == 0, summary
+    assert summary["errors"] == {"data photos": "OSError: photos not found"}, summary
+
+
+def test_first_contact_steps_make_each_model_after_its_data_sets_each_data_set_once() -> None:
+    made: list[str] = []
+    configs = {"a": SimpleNamespace(parity_dataset="pkg.photos:imagenet_eval", accuracy_dataset=None),
+               "b": SimpleNamespace(parity_dataset="pkg.photos:imagenet_eval", accuracy_dataset="pkg.digits:digits"),
+               "c": SimpleNamespace(parity_dataset=None, accuracy_dataset=None)}
+    session = SimpleNamespace(
+        model=configs.__getitem__, dataset=lambda ref: made.append(f"dataset {ref}"),
+        build=lambda m: SimpleNamespace(model_digest=lambda: made.append(f"digest {m}")))
+    steps = first_contact_steps(session, ["c", "b", "a"])
+    assert [label for label, _ in steps] == ["model c", "data imagenet_eval", "data digits", "model b", "model a"]
+    for _, call in steps:
+        call()
+    assert made == ["digest c", "dataset pkg.photos:imagenet_eval", "dataset pkg.digits:digits", "digest b",
+                    "digest a"]
+
+
+def test_a_worker_prepares_its_host_lane_once_collected_the_costliest_model_first(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The models its tests use, ordered as the scheduler costs them (suite/scheduling.py work_per_model); a process
+    without xdist made them in its own start-up check, and --collect-only runs nothing."""
+    place = {"t[a-x-fp32]": ("a-x-fp32", "a"), "t[b-x-fp32]": ("b-x-fp32", "b"), "u[b-x-fp32]": ("b-x-fp32", "b"),
+             "t[c-x-fp32]": ("c-x-fp32", "c"), "selftest": (None, None)}
+    configs = {m: SimpleNamespace(parity_dataset=None, accuracy_dataset=None) for m in "abc"}
+    items = SimpleNamespace(items=[SimpleNamespace(nodeid=n) for n in place])
+    for worker, collect_only, expected in [(True, False, ["model c", "model b", "model a"]), (False, False, None),
+                                           (True, True, None)]:
+        plugin = _plugin(monkeypatch, object(), worker=worker, numprocesses=2 if worker else None, device="cpu")
+        plugin.config.option = SimpleNamespace(collectonly=collect_only)
+        session = fleet.suite_session(plugin.config)
+        session.cache, session.model = SimpleNamespace(root="cache"), configs.__getitem__
+        monkeypatch.setattr(fleet, "work_unit_of", lambda config: place.__getitem__)
+        monkeypatch.setattr(fleet, "load_durations", lambda root: {"c-x-fp32": 9.0, "a-x-fp32": 1.5})
+        _session_start(plugin)
+        prepared: list[list[str]] = []
+        if plugin.warm_up is not None:
+            monkeypatch.setattr(plugin.warm_up, "prepare",
+                                lambda steps, into=prepared: into.append([s for s, _ in steps]))
+        plugin.pytest_collection_finish(items)  # type: ignore[arg-type]
+        assert prepared == ([expected] if expected else []), (worker, collect_only, prepared)
+
+
+def test_a_worker_that_ran_no_test_stops_its_lanes_at_the_end_and_reports_them_whole() -> None:
+    first, ran = _Blocking(), []
+    warm = WarmUp([], "cpu", lambda name: None)
+    warm.prepare([("data photos", lambda: first.warm_up("host")), ("model a", lambda: ran.append("a"))])
+    _waits_until_released(first, warm.finish)
+    summary = warm.summary()
+    assert ran == [] and list(summary["host"]) == ["data photos"] and summary["host_left"] == 1, summary
+    assert summary["waited_s"] == 0.0, summary  # no test waited
