@@ -24,6 +24,7 @@ from engines import get_backend
 from suite.benchmark_files import atomic_benchmark_files
 from suite.environment import fingerprint
 from suite.gate.state import gate_of
+from suite.options import collect_only
 from suite.scheduling import _scheduler_class, load_durations, model_kinship, work_per_model, work_unit_of
 from suite.state import suite_session
 from suite.timeline import PHASES, PhaseClock, Timeline, timed_call
@@ -128,7 +129,7 @@ class FleetPlugin:
         """An xdist worker, collected, waits for the controller's start-up check: meanwhile its host lane makes the
         data and modules its tests use, the costliest models first (suite/warm_up.py). The check made them in the
         controller's process; a process without xdist made them in its own check and has nothing to do."""
-        if self.warm_up is None or getattr(getattr(self.config, "option", None), "collectonly", False):
+        if self.warm_up is None or collect_only(self.config):
             return
         suite = suite_session(self.config)
         if self._place is None:

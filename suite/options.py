@@ -77,6 +77,11 @@ def overhead_model(config: pytest.Config) -> str | None:
     return config.getoption("--overhead-model") or next(iter(config.stash[RUN_KEY].config.models), None)
 
 
+def collect_only(config: pytest.Config) -> bool:
+    """--collect-only builds and runs no model: there is nothing to check or prepare."""
+    return bool(getattr(getattr(config, "option", None), "collectonly", False))
+
+
 def check_options(config: pytest.Config, suite_config: SuiteConfig) -> None:
     """Options that would otherwise fail per test, or silently do nothing: one usage error each, at start-up."""
     paths = split_list(config.getoption("--latency-paths")) or []

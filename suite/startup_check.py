@@ -14,6 +14,7 @@ from core.cache import CacheUnusable
 from suite import collection
 from suite.config import ConfigError
 from suite.gate.state import set_coverage
+from suite.options import collect_only, overhead_model
 from suite.preflight import PROGRESS_PREFIX, PreflightError, PreflightErrors, check_models, startup_message
 from suite.state import RUN_KEY, ledger_of, suite_session
 
@@ -43,7 +44,7 @@ def check_early(config: pytest.Config) -> None:
     the models the collected tests use. (Safe for the descriptors: the workers are already forked when preflight
     redirects this process's output.)"""
     state = config.stash[RUN_KEY]
-    if _collect_only(config):
+    if collect_only(config):
         return
     try:
         _check(config, list(state.config.models))
@@ -66,9 +67,9 @@ def _preflight(config: pytest.Config, nodeids: list[str]) -> None:
     """The start-up check of every model the collected tests use, each failure one line of one usage error
     (note_collected keeps its text for the verdict: the usage error ends the run first)."""
     state = config.stash[RUN_KEY]
-    if _collect_only(config):
+    if collect_only(config):
         return
-    overhead = config.getoption("--overhead-model") or next(iter(state.config.models), None)
+    overhead = overhead_model(config)
     used = collection.models_of(nodeids, state.config.models, overhead_model=overhead)
     if not used:
         return
@@ -76,11 +77,6 @@ def _preflight(config: pytest.Config, nodeids: list[str]) -> None:
         _raise_for(config, _concerning(state.early_check[1], set(used)))
         return
     _raise_for(config, _caught(lambda: _check(config, used)))
-
-
-def _collect_only(config: pytest.Config) -> bool:
-    """--collect-only builds and runs no model: there is nothing to check."""
-    return bool(getattr(getattr(config, "option", None), "collectonly", False))
 
 
 def _caught(check: Callable[[], object]) -> BaseException | None:
