@@ -20,8 +20,10 @@ that drift as scaling. It prints the wall ratio against each one-GPU run and aga
 host-bound medians moved between the two one-GPU runs.
 
 The growth lines say where a run with more workers spent more test time than the base: the summed seconds of
-every test phase by model and by test function, largest change first, and the ratio the run would have made with
-none of that growth (the base's test time split evenly over its workers, plus its own time outside the tests).
+every test phase by model, by test function and by cell (the schedule's unit, with the worker(s) that ran it: a cell
+moved to a worker that had not run its model pays the model's first calls again), largest change first, and the
+ratio the run would have made with none of that growth (the base's test time split evenly over its workers, plus
+its own time outside the tests).
 On two H200s the summed test time grew 9-12 % with two workers (docs/gpu.md): that growth, not the split, is what
 stands between the floor and the measured ratio.
 
@@ -44,7 +46,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from suite.gpu_memory import peaks  # noqa: E402
-from suite.lifetime import model_of_nodeid  # noqa: E402
+from suite.lifetime import model_of_nodeid, unit_of_nodeid  # noqa: E402
 from suite.timeline import set_up_seconds  # noqa: E402
 
 
@@ -148,6 +150,10 @@ def compare(base: dict[str, Any], other: dict[str, Any], tolerance: float,
     }
 
 
+#: How many cells the growth lines name, largest change first.
+CELLS_SHOWN = 8
+
+
 def test_seconds(data: dict[str, Any]) -> float | None:
     """Every test phase's seconds (setup, call, teardown) over all workers: more in the run with more workers is
     work done twice (a model's module and reference made in each worker that touches it)."""
@@ -156,15 +162,33 @@ def test_seconds(data: dict[str, Any]) -> float | None:
 
 
 def seconds_by(data: dict[str, Any]) -> dict[str, dict[str, float]]:
-    """Every test phase's seconds summed by model ("model") and by test function ("test"), over all workers."""
+    """Every test phase's seconds summed by model ("model"), by test function ("test") and by the schedule's unit of
+    work ("cell": suite.lifetime.unit_of_nodeid), over all workers."""
     rows = data.get("run", {}).get("test_times") or []
     models = sorted({str(r["model"]) for r in data["records"] if r.get("model")})
-    sums: dict[str, dict[str, float]] = {"model": {}, "test": {}}
+    sums: dict[str, dict[str, float]] = {"model": {}, "test": {}, "cell": {}}
     for nodeid, _worker, _phase, _start, seconds in rows:
         for kind, key in (("model", model_of_nodeid(nodeid, models) or "(no model)"),
-                          ("test", nodeid.partition("[")[0].rpartition("::")[2])):
+                          ("test", nodeid.partition("[")[0].rpartition("::")[2]),
+                          ("cell", _unit(data, models)(nodeid))):
             sums[kind][key] = sums[kind].get(key, 0.0) + seconds
     return sums
+
+
+def workers_by_cell(data: dict[str, Any]) -> dict[str, str]:
+    """Which worker(s) ran each unit of work: a cell the schedule split, or moved to a worker that had not run its
+    model (it pays the model's first calls again there), reads at a glance."""
+    models = sorted({str(r["model"]) for r in data["records"] if r.get("model")})
+    unit, ran = _unit(data, models), dict[str, set[str]]()
+    for nodeid, worker, *_ in data.get("run", {}).get("test_times") or []:
+        ran.setdefault(unit(nodeid), set()).add(str(worker))
+    return {cell: "+".join(sorted(workers)) for cell, workers in ran.items()}
+
+
+def _unit(data: dict[str, Any], models: list[str]) -> Any:
+    engines = {str(r["engine"]) for r in data["records"] if r.get("engine")}
+    precisions = {str(r["precision"]) for r in data["records"] if r.get("precision")}
+    return lambda nodeid: unit_of_nodeid(nodeid, models, engines, precisions) or "(no model)"
 
 
 def growth(base: dict[str, Any], other: dict[str, Any],
@@ -180,7 +204,7 @@ def growth(base: dict[str, Any], other: dict[str, Any],
     by = {kind: dict(sorted(((k, (round(a[kind].get(k, 0.0), 1), round(b[kind].get(k, 0.0), 1)))
                              for k in set(a[kind]) | set(b[kind])),
                             key=lambda kv: -abs(kv[1][1] - kv[1][0])))
-          for kind in ("model", "test")}
+          for kind in ("model", "test", "cell")}
     run_b = other.get("run", {})
     spans = [t["span_s"] for t in (run_b.get("worker_time") or {}).values()]
     wall_a, wall_b, workers = _wall(base), _wall(other), run_b.get("workers")
@@ -188,7 +212,7 @@ def growth(base: dict[str, Any], other: dict[str, Any],
     if wall_a and wall_b and spans and workers:
         floor = (total_a / workers + max(0.0, wall_b - max(spans))) / wall_a
     return {"test_seconds": (total_a, total_b), "by_model": by["model"], "by_test": by["test"],
-            "ratio_without_growth": floor}
+            "by_cell": by["cell"], "cell_workers": workers_by_cell(other), "ratio_without_growth": floor}
 
 
 def _growth_text(pairs: dict[str, tuple[float, float]]) -> str:
@@ -258,6 +282,9 @@ def main(argv: list[str] | None = None) -> int:
               + (f"; with none of that growth other would take {floor:.3f}x of base" if floor is not None else ""))
         print(f"  by model (s): {_growth_text(grew['by_model'])}")
         print(f"  by test (s): {_growth_text(grew['by_test'])}")
+        cells, ran = dict(list(grew["by_cell"].items())[:CELLS_SHOWN]), grew["cell_workers"]
+        print(f"  by cell, the {len(cells)} largest changes (s; other's worker): " + ", ".join(
+            f"{k} {x:.1f} -> {y:.1f} ({y - x:+.1f}, {ran.get(k, '-')})" for k, (x, y) in cells.items()))
     for name in ("base", "other"):
         m = result["memory"][name]
         if m["run_peak_mib"] is not None:

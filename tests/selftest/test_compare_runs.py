@@ -120,7 +120,8 @@ def test_both_configurations_made_twice_give_each_other_run_and_their_mean_again
 def _timed(wall: float, workers: int, times: list[tuple[str, str, float]], spans: list[float]) -> dict:
     """A run whose test phases took ``times`` (test id, worker, seconds), its workers spanning ``spans`` seconds."""
     run = _run({("m1-torch-fp32", "graph"): (1.0, "device")}, wall, workers)
-    run["records"] += [{"kind": "parity", "model": m} for m in ("m1", "m1_big")]
+    run["records"] += [{"kind": "parity", "model": m, "engine": "torch", "precision": p}
+                       for m, p in (("m1", "fp32"), ("m1_big", "fp16"))]
     run["run"]["test_times"] = [[nodeid, worker, "call", 0.0, s] for nodeid, worker, s in times]
     run["run"]["worker_time"] = {f"gw{i}": {"span_s": s, "setup_s": 0.0, "call_s": s, "teardown_s": 0.0, "idle_s": 0.0}
                                  for i, s in enumerate(spans)}
@@ -134,7 +135,8 @@ def test_the_growth_lines_say_which_model_and_test_took_longer_and_the_ratio_wit
                             (top1, "gw0", 1.0),
                             ("tests/latency/test_latency.py::test_latency[m1_big-torch-fp16-bs1-graph]", "gw0", 50.0)],
                  [95.0])
-    two = _timed(60.0, 2, [("tests/parity/test_parity.py::test_parity[m1-torch-fp32]", "gw1", 43.0),
+    two = _timed(60.0, 2, [("tests/parity/test_parity.py::test_parity[m1-torch-fp32]", "gw1", 42.0),
+                           ("tests/parity/test_parity.py::test_parity[m1-torch-fp32-again]", "gw0", 1.0),  # split
                            (top1, "gw1", 1.0),
                            ("tests/latency/test_latency.py::test_latency[m1_big-torch-fp16-bs1-graph]", "gw0", 56.0)],
                  [56.0, 50.0])
@@ -142,6 +144,9 @@ def test_the_growth_lines_say_which_model_and_test_took_longer_and_the_ratio_wit
     assert grew["test_seconds"] == (90.0, 100.0)
     assert list(grew["by_model"].items()) == [("m1_big", (50.0, 56.0)), ("m1", (40.0, 44.0))]  # largest change first
     assert grew["by_test"] == {"test_latency": (50.0, 56.0), "test_parity": (39.0, 43.0), "test_top1_top5": (1.0, 1.0)}
+    assert list(grew["by_cell"].items()) == [("m1_big-torch-fp16", (50.0, 56.0)), ("m1-torch-fp32", (39.0, 43.0)),
+                                             ("m1", (1.0, 1.0))]  # the cell, or the model for a test of no cell
+    assert grew["cell_workers"] == {"m1-torch-fp32": "gw0+gw1", "m1": "gw1", "m1_big-torch-fp16": "gw0"}
     assert grew["ratio_without_growth"] == pytest.approx((90.0 / 2 + (60.0 - 56.0)) / 100.0)
     assert compare_runs.compare(ONE, TWO, 0.02)["growth"] is None  # no test times: nothing to say
     paths = [tmp_path / "one.json", tmp_path / "two.json"]
@@ -152,3 +157,5 @@ def test_the_growth_lines_say_which_model_and_test_took_longer_and_the_ratio_wit
     assert ("summed test time (every phase, every worker), base -> other: 90.0 -> 100.0 s (+11.1%); with none of "
             "that growth other would take 0.490x of base") in out
     assert "  by model (s): m1_big 50.0 -> 56.0 (+6.0), m1 40.0 -> 44.0 (+4.0)" in out
+    assert ("  by cell, the 3 largest changes (s; other's worker): m1_big-torch-fp16 50.0 -> 56.0 (+6.0, gw0), "
+            "m1-torch-fp32 39.0 -> 43.0 (+4.0, gw0+gw1), m1 1.0 -> 1.0 (+0.0, gw1)") in out
