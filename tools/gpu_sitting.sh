@@ -27,12 +27,15 @@
 #                 slowdown made by a real spin kernel after the module (--inject-kernel), 2 % gate, last:1/3/5
 #       contention one model's cells alone on GPU 0, then on GPU 0 and GPU 1 at once, in turn (CONTENTION_REPEATS,
 #                 3): does the other GPU's process slow this one's tests (the two-GPU night's growth)?
+#       firstcall tools/first_call_probe.py: the torch fp32 reference's first and second call at each batch in a
+#                 fresh process, per model and setting (default, cudnn.benchmark, cuDNN off; FIRSTCALL_MODELS): what a
+#                 worker new to a model pays again (issue 22, the kin split)
 #       explain   ResNet-50 torch fp16 latency with --kernel-profile, then channels_last = false gated against it:
 #                 what moved, the kernels behind it, the SM clocks (issue 26)
 # Results go under $OUT (the device tool's folder) or gpu-results/; the engine cache under $ENGINE_CACHE.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-PART=${1:?part: tier | study | rebuild | shapes | minilm | bisect | refusal | localize | localize-minilm | night | kernelcal | contention | explain}
+PART=${1:?part: tier | study | rebuild | shapes | minilm | bisect | refusal | localize | localize-minilm | night | kernelcal | contention | firstcall | explain}
 shift
 EXTRA=("$@")   # more pytest options for the part (e.g. --engines onnxruntime,inductor)
 OUT=${OUT:-gpu-results}
@@ -177,6 +180,12 @@ PYEOF
     # one file: a device call brings back at most 8 (the first try lost pair1's)
     (cd "$OUT" && rm -f contention-*.partial.jsonl && tar czf contention.tgz contention-*.json contention-*.log \
       && rm -f contention-*.json contention-*.log)
+    ;;
+  firstcall)
+    "$PY" tools/first_call_probe.py --suite-config suite-gpu.toml --engine-cache "$CACHE" --device cuda:0 \
+      --models "${FIRSTCALL_MODELS:-efficientnet_lite0,mobilenet_v2,resnet50}" --profile --json "$OUT/firstcall.json" \
+      "${EXTRA[@]}" 2>&1 | tee "$OUT/firstcall.md"
+    status=${PIPESTATUS[0]}
     ;;
   explain)
     # A real change of the engine, not an injected one: ResNet-50 torch fp16 latency (batch 32, every path) with
