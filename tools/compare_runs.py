@@ -38,6 +38,7 @@ import gzip
 import json
 import statistics
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -165,12 +166,12 @@ def seconds_by(data: dict[str, Any]) -> dict[str, dict[str, float]]:
     """Every test phase's seconds summed by model ("model"), by test function ("test") and by the schedule's unit of
     work ("cell": suite.lifetime.unit_of_nodeid), over all workers."""
     rows = data.get("run", {}).get("test_times") or []
-    models = sorted({str(r["model"]) for r in data["records"] if r.get("model")})
+    models, unit = _models(data), _unit_of(data)
     sums: dict[str, dict[str, float]] = {"model": {}, "test": {}, "cell": {}}
     for nodeid, _worker, _phase, _start, seconds in rows:
         for kind, key in (("model", model_of_nodeid(nodeid, models) or "(no model)"),
                           ("test", nodeid.partition("[")[0].rpartition("::")[2]),
-                          ("cell", _unit(data, models)(nodeid))):
+                          ("cell", unit(nodeid))):
             sums[kind][key] = sums[kind].get(key, 0.0) + seconds
     return sums
 
@@ -178,14 +179,19 @@ def seconds_by(data: dict[str, Any]) -> dict[str, dict[str, float]]:
 def workers_by_cell(data: dict[str, Any]) -> dict[str, str]:
     """Which worker(s) ran each unit of work: a cell the schedule split, or moved to a worker that had not run its
     model (it pays the model's first calls again there), reads at a glance."""
-    models = sorted({str(r["model"]) for r in data["records"] if r.get("model")})
-    unit, ran = _unit(data, models), dict[str, set[str]]()
+    unit, ran = _unit_of(data), dict[str, set[str]]()
     for nodeid, worker, *_ in data.get("run", {}).get("test_times") or []:
         ran.setdefault(unit(nodeid), set()).add(str(worker))
     return {cell: "+".join(sorted(workers)) for cell, workers in ran.items()}
 
 
-def _unit(data: dict[str, Any], models: list[str]) -> Any:
+def _models(data: dict[str, Any]) -> list[str]:
+    return sorted({str(r["model"]) for r in data["records"] if r.get("model")})
+
+
+def _unit_of(data: dict[str, Any]) -> Callable[[str], str]:
+    """nodeid -> its unit of work in this run (its cell; its model for a test of no cell; "(no model)")."""
+    models = _models(data)
     engines = {str(r["engine"]) for r in data["records"] if r.get("engine")}
     precisions = {str(r["precision"]) for r in data["records"] if r.get("precision")}
     return lambda nodeid: unit_of_nodeid(nodeid, models, engines, precisions) or "(no model)"
@@ -193,10 +199,10 @@ def _unit(data: dict[str, Any], models: list[str]) -> Any:
 
 def growth(base: dict[str, Any], other: dict[str, Any],
            totals: tuple[float | None, float | None]) -> dict[str, Any] | None:
-    """How much more test time ``other`` spent than ``base`` (``totals``: each one's test_seconds), by model and by
-    test function (largest change first), and the wall ratio ``other`` would have made with no growth: the base's
-    summed test time over ``other``'s workers, plus ``other``'s own time outside the tests (its wall less its
-    longest worker span)."""
+    """How much more test time ``other`` spent than ``base`` (``totals``: each one's test_seconds), by model, by
+    test function and by cell (largest change first; with ``other``'s worker(s) of each cell), and the wall ratio
+    ``other`` would have made with no growth: the base's summed test time over ``other``'s workers, plus
+    ``other``'s own time outside the tests (its wall less its longest worker span)."""
     total_a, total_b = totals
     if total_a is None or total_b is None:
         return None
