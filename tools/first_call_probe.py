@@ -22,6 +22,7 @@ suite runs it), ``cudnn-benchmark`` (torch.backends.cudnn.benchmark = True), ``n
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import subprocess
 import sys
@@ -69,14 +70,9 @@ def probe(suite_config: str, engine_cache: str, device: str, model_name: str, va
         calls = []
         for call in range(2):
             profiling = profile and i == 1 and call == 0
-            profiler = torch.profiler.profile() if profiling else None
             sync()
             start = time.perf_counter()
-            if profiler is not None:
-                with profiler:
-                    runner.infer(feed)
-                    sync()
-            else:
+            with torch.profiler.profile() if profiling else contextlib.nullcontext() as profiler:
                 runner.infer(feed)
                 sync()
             calls.append(time.perf_counter() - start)
