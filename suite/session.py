@@ -21,7 +21,7 @@ from core.cache import ArtifactCache
 from engines import get_backend
 from engines.artifacts import ModelBuild
 from engines.base import UNAVAILABLE, UNSUPPORTED, CellUnavailable, EngineRequest, LoadedEngine
-from engines.feeds import check_output_dtypes, check_outputs
+from engines.feeds import check_output_dtypes, check_outputs, fill_batch
 from suite.config import ModelConfig, SuiteConfig, resolve
 from suite.timing import GpuMonitor, TimedCall
 
@@ -223,18 +223,31 @@ class SuiteSession:
         Each call gets its own copy of its chunk: a model that changes its input in place (torch hands the
         runner's arrays to the module as they are) would otherwise change the feed every later engine sees, and
         the engine would be blamed for the reference's doing (issue 23)."""
-        runner = self.engine(cell).runner
         n = len(next(iter(feeds.values())))
         step = self.model(cell.model).profile.max_batch
+        if cell.is_reference:
+            step = self.model(cell.model).reference_batch or step
         chunks = []
         for i in range(0, n, step):
             chunk = own_copy({k: v[i:i + step] for k, v in feeds.items()})
-            outputs = runner.infer(chunk)
-            check_outputs(outputs, len(next(iter(chunk.values()))), cell.id)
+            outputs = self._infer(cell, chunk)
             self._check_dtypes(cell, chunk, outputs)
             chunks.append(outputs)
         whole = {name: np.concatenate([c[name] for c in chunks]) for name in chunks[0]}
         return whole if self._alter_outputs is None else self._alter_outputs(cell, whole)
+
+    def _infer(self, cell: Cell, chunk: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """One call of the cell on ``chunk``, its outputs checked for one row per row the call was given. The
+        reference runs at the model's ``reference_batch`` when one is set, the chunk filled with its own rows and
+        the filler's outputs dropped: one shape for every feed, so that what a backend pays per new shape (cuDNN
+        compiles depthwise convolution plans at run time, about 1.5-2.3 s each on an H200, docs/gpu.md) is paid once
+        per model and process rather than at every batch a test brings, on every worker the model's cells run."""
+        rows = len(next(iter(chunk.values())))
+        batch = self.model(cell.model).reference_batch if cell.is_reference else None
+        given = chunk if batch is None or rows == batch else fill_batch(chunk, batch)
+        outputs = self.engine(cell).runner.infer(given)
+        check_outputs(outputs, len(next(iter(given.values()))), cell.id)
+        return outputs if given is chunk else {name: np.asarray(value)[:rows] for name, value in outputs.items()}
 
     def alter_outputs(self, change: Callable[[Cell, dict[str, np.ndarray]], dict[str, np.ndarray]]) -> None:
         """The seam for the accuracy self-test knob (``--inject-accuracy-drop``, suite/gate/plugin.py): from now on
@@ -253,7 +266,8 @@ class SuiteSession:
             return
         if cell.model not in self._reference_dtypes:
             reference = self.reference_cell(cell.model)
-            self._check_dtypes(reference, chunk, self.engine(reference).runner.infer(chunk))
+            head = {k: v[:self.model(cell.model).reference_batch or len(v)] for k, v in chunk.items()}
+            self._check_dtypes(reference, head, self._infer(reference, head))
         check_output_dtypes(outputs, self._reference_dtypes[cell.model], cell.id)
 
     def reference_outputs(self, model_name: str, dataset_ref: str, n: int) -> dict[str, np.ndarray]:

@@ -46,8 +46,8 @@ from suite.config.validate import (
 #: PRECISION, and is a --models value; pytest escapes other characters in ids, so they would match no model).
 _MODEL_NAME = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.-]*$")
 _MODEL_KEYS = {
-    "factory", "inputs", "outputs", "batch_sizes", "latency_batch_sizes", "opt_batch", "precisions", "engines",
-    "accuracy_dataset", "parity_dataset", "calibration_dataset", "min_top1", "min_top5",
+    "factory", "inputs", "outputs", "batch_sizes", "latency_batch_sizes", "opt_batch", "reference_batch", "precisions",
+    "engines", "accuracy_dataset", "parity_dataset", "calibration_dataset", "min_top1", "min_top5",
     "parity_samples", "precision", "int8", "engine_options", "description", "known_failures", "axes",
     "latency_shapes", "export", "static_batch", "unsupported",
 }
@@ -135,6 +135,11 @@ def _parse_model(
     if opt_batch is not None and not lo <= opt_batch <= hi:
         raise ConfigError(f"{origin('opt_batch')}: opt_batch {opt_batch} is outside batch_sizes "
                           f"{list(batch_sizes)} (range {lo}..{hi}); the shape profile needs min <= opt <= max")
+    reference_batch = read_int(f"{where}.reference_batch", entry["reference_batch"], lo=1) \
+        if "reference_batch" in entry else defaults.get("reference_batch")
+    if reference_batch is not None and not lo <= reference_batch <= hi:
+        raise ConfigError(f"{origin('reference_batch')}: reference_batch {reference_batch} is outside batch_sizes "
+                          f"{list(batch_sizes)} (range {lo}..{hi}); the reference runs every feed at that batch")
     precisions = (read_choice_list(f"{where}.precisions", entry["precisions"], PRECISIONS) if "precisions" in entry
                   else defaults.get("precisions", ("fp32",)))
     engines = (read_choice_list(f"{where}.engines", entry["engines"], ENGINES) if "engines" in entry
@@ -198,6 +203,7 @@ def _parse_model(
         batch_sizes=batch_sizes,
         latency_batch_sizes=latency_batches,
         opt_batch=opt_batch,
+        reference_batch=reference_batch,
         precisions=precisions,
         engines=engines,
         accuracy_dataset=datasets["accuracy_dataset"],

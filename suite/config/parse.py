@@ -41,7 +41,8 @@ from suite.config.validate import (
 from suite.verdict import NotJudgedReasonError, check_reasons
 
 _TOP_KEYS = {"defaults", "precision", "int8", "latency", "engine_options", "models", "run"}
-_DEFAULT_KEYS = {"batch_sizes", "latency_batch_sizes", "opt_batch", "precisions", "engines", "parity_samples"}
+_DEFAULT_KEYS = {"batch_sizes", "latency_batch_sizes", "opt_batch", "reference_batch", "precisions", "engines",
+                 "parity_samples"}
 _LATENCY_KEYS = {"rounds", "warmup_fraction"}
 _RUN_KEYS = {"requires", "accept_not_judged"}
 
@@ -94,8 +95,9 @@ def _parse_defaults(table: Mapping[str, Any]) -> dict[str, Any]:
     for key in ("batch_sizes", "latency_batch_sizes"):
         if key in table:
             out[key] = read_batch_list(f"[defaults].{key}", table[key])
-    if "opt_batch" in table:
-        out["opt_batch"] = read_int("[defaults].opt_batch", table["opt_batch"], lo=1)
+    for key in ("opt_batch", "reference_batch"):
+        if key in table:
+            out[key] = read_int(f"[defaults].{key}", table[key], lo=1)
     if "precisions" in table:
         out["precisions"] = read_choice_list("[defaults].precisions", table["precisions"], PRECISIONS)
     if "engines" in table:

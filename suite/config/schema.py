@@ -113,6 +113,9 @@ class ModelConfig:
     #: "ENGINE-PRECISION" (the whole cell) or "ENGINE-PRECISION-PATH" (one latency path) -> reason. Those checks end
     #: not judged (unsupported) before anything runs; nothing else becomes "unsupported" (issue 22).
     unsupported: Mapping[str, str] = field(default_factory=dict)
+    #: The one batch the fp32 reference runs every feed at (chunks of it, the last one filled with the chunk's own
+    #: rows; SuiteSession.run_batched), or None: chunks of the profile's largest batch, as engines run them.
+    reference_batch: int | None = None
 
     def declared_unsupported(self, engine: str, precision: str, path: str | None = None) -> str | None:
         """The declared reason this cell (or its latency ``path``) cannot run, with where it is declared; None."""

@@ -165,6 +165,11 @@ BROKEN = [
     (_with(opt_batch="x"), rf"^{M}\.opt_batch: expected an integer >= 1, got 'x'$"),
     (_with(batch_sizes=[1, 32], opt_batch=64),
      rf"^{M}\.opt_batch: opt_batch 64 is outside batch_sizes \[1, 32\] \(range 1\.\.32\)"),
+    (_with(reference_batch=0), rf"^{M}\.reference_batch: expected an integer >= 1, got 0$"),
+    (_with(batch_sizes=[4, 32], reference_batch=2),
+     rf"^{M}\.reference_batch: reference_batch 2 is outside batch_sizes \[4, 32\] \(range 4\.\.32\); the reference"),
+    (_top(defaults={"reference_batch": 64}),
+     rf"^\[defaults\]\.reference_batch \(used by {M}\): reference_batch 64 is outside batch_sizes \[1, 8, 32\]"),
     # ---- [models.NAME.export] and static_batch ---------------------------------------------------------
     (_with(export={"opset": 6}), rf"^{M}\.export\.opset: expected an opset \(an integer\) in \[7, \d+\] \(from the "
      r"oldest torch\.onnx exports to the newest the installed onnx [\d.]+ defines\), got 6$"),
@@ -330,15 +335,16 @@ def test_broken_config_is_a_clear_error(raw, match):
 _ODD_VALUES = [None, True, 0, -1, 1.5, float("nan"), "", "x", [], [0], ["x"], [[1]], {}, {"x": 1}]
 _KEY_PATHS = [
     ("models", "m", key) for key in ("factory", "inputs", "outputs", "batch_sizes", "latency_batch_sizes",
-                                     "opt_batch", "precisions", "engines", "accuracy_dataset", "parity_dataset",
+                                     "opt_batch", "reference_batch", "precisions", "engines", "accuracy_dataset",
+                                     "parity_dataset",
                                      "calibration_dataset", "min_top1", "min_top5", "parity_samples", "precision",
                                      "int8", "engine_options", "description", "known_failures", "export",
                                      "static_batch")
 ] + [("models", "m", "inputs", 0, key) for key in ("name", "shape", "dtype", "low", "high")] + [
     ("models", "m", "export", key) for key in ("opset", "exporter", "sample_batch")
 ] + [
-    ("defaults", key) for key in ("batch_sizes", "latency_batch_sizes", "opt_batch", "precisions", "engines",
-                                  "parity_samples")
+    ("defaults", key) for key in ("batch_sizes", "latency_batch_sizes", "opt_batch", "reference_batch", "precisions",
+                                  "engines", "parity_samples")
 ] + [("latency", "rounds"), ("latency", "warmup_fraction"), ("int8", "method"), ("int8", "samples"),
      ("int8", "percentile"), ("int8", "per_channel"), ("run", "requires"), ("run", "accept_not_judged"),
      ("precision", "fp16", "parity", "rtol"), ("precision", "fp16", "accuracy", "max_top1_drop"),
