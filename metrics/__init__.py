@@ -14,7 +14,7 @@ from .accuracy import (
     topk_correct,
 )
 from .drift import DriftComparison, DriftFigure, compare_accuracy, compare_parity
-from .latency import LatencySummary, PairedOverhead, paired_overhead, summarize_latency
+from .latency import LatencySummary, PairedOverhead, TwoModes, paired_overhead, summarize_latency, two_modes
 from .parity import compare_arrays, compare_outputs, rank_table
 from .parity_report import ParityReport, RankStat, Tolerance
 from .regression import LatencyComparison, compare_latency
@@ -30,6 +30,7 @@ __all__ = [
     "ParityReport",
     "RankStat",
     "Tolerance",
+    "TwoModes",
     "compare_accuracy",
     "compare_arrays",
     "compare_latency",
@@ -41,4 +42,5 @@ __all__ = [
     "summarize_latency",
     "topk_accuracy",
     "topk_correct",
+    "two_modes",
 ]

@@ -15,7 +15,7 @@ from statistics import NormalDist
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["LatencySummary", "PairedOverhead", "paired_overhead", "summarize_latency"]
+__all__ = ["LatencySummary", "PairedOverhead", "TwoModes", "paired_overhead", "summarize_latency", "two_modes"]
 
 
 @dataclass(frozen=True)
@@ -94,6 +94,61 @@ def summarize_latency(
         batch_size=int(batch_size),
         throughput_per_s=throughput,
     )
+
+
+@dataclass(frozen=True)
+class TwoModes:
+    """A case's rounds fall in two separate groups, a fast and a slow one, each a fair share of them: their median
+    is neither group's figure (with half the rounds slow it lands between the two), so the case is not measured.
+
+    Seen on the H200s (docs/gpu.md, the twelfth sitting): one to four latency cases a run whose slow rounds recur every
+    7.6-8.0 ms of rounds, or that step from slow to fast rounds midway. ``every_ms`` is the median time from one slow
+    round's end to the next's (None with one slow round)."""
+
+    rounds: int
+    slow_rounds: int
+    fast_ms: float
+    slow_ms: float
+    every_ms: float | None
+
+    def explain(self) -> str:
+        every = f", one every {self.every_ms:.2f} ms of rounds" if self.every_ms is not None else ""
+        return (f"rounds in two modes: {self.slow_rounds} of {self.rounds} at {self.slow_ms:.3g} ms, the rest at "
+                f"{self.fast_ms:.3g} ms{every}")
+
+    def as_dict(self) -> dict[str, object]:
+        return dict(asdict(self))
+
+
+def two_modes(
+    samples_s: Sequence[float] | npt.NDArray[np.floating],
+    min_ratio: float = 1.25,
+    min_gap: float = 1.15,
+    min_share: float = 0.2,
+) -> TwoModes | None:
+    """The rounds' two modes, or None: sorted, the rounds split where the next one is at least ``min_gap`` times the
+    one before (the widest such step), each side holding at least ``min_share`` of them, and the slow side's median at
+    least ``min_ratio`` times the fast side's. A tail of a few slow rounds (a share below ``min_share``) is noise the
+    median already ignores; a continuum of times has no step. Fewer than 6 rounds, or a sample that is not a finite
+    positive time, gives None (summarize_latency reports bad samples)."""
+    x = np.asarray(samples_s, dtype=np.float64)
+    if x.ndim != 1 or x.size < 6 or not np.all(np.isfinite(x)) or np.any(x <= 0):
+        return None
+    n = x.size
+    ordered = np.sort(x)
+    k = max(1, math.ceil(min_share * n))
+    if n - k < k:
+        return None
+    steps = ordered[k:n - k + 1] / ordered[k - 1:n - k]  # splitting before ordered[i], for i in k..n-k
+    i = int(np.argmax(steps)) + k
+    fast, slow = float(np.median(ordered[:i])), float(np.median(ordered[i:]))
+    if steps[i - k] < min_gap or slow < min_ratio * fast:
+        return None
+    slow_at = np.flatnonzero(x > ordered[i - 1])
+    ends = np.cumsum(x)[slow_at]
+    every = float(np.median(np.diff(ends))) * 1e3 if slow_at.size > 1 else None
+    return TwoModes(rounds=int(n), slow_rounds=int(slow_at.size), fast_ms=fast * 1e3, slow_ms=slow * 1e3,
+                    every_ms=every)
 
 
 @dataclass(frozen=True)

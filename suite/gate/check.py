@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from metrics.latency import two_modes
 from suite import verdict
 from suite.baselines import key_label, latency_key
 from suite.gate import census
@@ -39,19 +40,23 @@ class GateCheck:
         self._pad = bool((gate is not None and gate.latency_baseline is not None) or self._saving)
 
     def settle_latency(self, record: dict[str, Any], remeasure: Callable[[], list[float]]) -> list[dict[str, Any]]:
-        """Measure the CPU share others used during the case; while it was busy and that could change the
-        outcome, re-measure (at most --latency-busy-retries times), updating ``record["samples_s"]``.
-        Returns one entry per attempt: the share and the median."""
+        """Measure the CPU share others used during the case; while the case must be timed again (measured busy
+        where that could change the outcome, or device-bound with its rounds in two modes: Gate.remeasure_why),
+        re-measure (at most --latency-busy-retries times), updating ``record["samples_s"]``. Returns one entry per
+        attempt: the share, the median, the rounds' two modes (or None) and why it was timed again (or None)."""
         node, gate = self._request.node, gate_of(self._request.config)
         meter = node.stash.get(METER_KEY, None)
         share = meter.stop(pad=self._pad) if meter is not None else None
-        attempts = [{"interference": share, "median_ms": statistics.median(record["samples_s"]) * 1e3}]
-        while (gate is not None and len(attempts) <= gate.busy_retries
-               and gate.busy_matters(record, share, self._saving)):
+        attempts = [_attempt(record, share)]
+        while gate is not None and len(attempts) <= gate.busy_retries:
+            why = gate.remeasure_why(record, share, self._saving)
+            if why is None:
+                break
+            attempts[-1]["remeasured_because"] = why
             meter = CpuMeter()
             record["samples_s"] = list(remeasure())
             share = meter.stop(pad=self._pad)
-            attempts.append({"interference": share, "median_ms": statistics.median(record["samples_s"]) * 1e3})
+            attempts.append(_attempt(record, share))
         node.stash[INTERFERENCE_KEY] = share
         if self._saving and gate is not None and share is not None and share > gate.busy_limit \
                 and record.get("bound") != "device":
@@ -90,6 +95,13 @@ class GateCheck:
                 failures.append(message)
         if failures:
             pytest.fail("\n".join(failures), pytrace=False)
+
+
+def _attempt(record: dict[str, Any], share: float | None) -> dict[str, Any]:
+    """One timing of a latency case, as its record keeps it."""
+    modes = two_modes(record["samples_s"])
+    return {"interference": share, "median_ms": statistics.median(record["samples_s"]) * 1e3,
+            "two_modes": None if modes is None else modes.as_dict(), "remeasured_because": None}
 
 
 def _annotate_benchmark(request: pytest.FixtureRequest, interference: float | None,

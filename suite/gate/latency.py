@@ -19,6 +19,7 @@ from typing import Any
 
 from metrics.clocks import clock_normalised, confirmed_in_cycles, limited_note
 from metrics.distributions import student_t_quantile
+from metrics.latency import two_modes
 from metrics.regression import LatencyComparison, compare_latency
 from suite import bound, verdict
 from suite.baselines import key_label, latency_key
@@ -128,6 +129,18 @@ class LatencyChecks(BaselineEnvironment):
         comparison = self.compare(record)
         return comparison is None or comparison.verdict != "unchanged"
 
+    def remeasure_why(self, record: dict[str, Any], interference: float | None, saving: bool) -> str | None:
+        """Why the case must be timed again, or None: measured busy where that could change the outcome
+        (``busy_matters``), or a device-bound case whose rounds fell in two modes (metrics.latency.two_modes). A
+        device-bound case is judged whatever the CPUs did, so busy never re-measures it; yet a host that stalls the
+        replays it times (a slow round every 8 ms on the H200s, docs/gpu.md) leaves half its rounds slow, a median
+        between the two, and a tight interval around it: a regression that is not one. Such a case is re-measured
+        whether or not a baseline judges it, as its figures are wrong either way."""
+        if self.busy_matters(record, interference, saving):
+            return f"busy: other processes used {pct(interference)} of the CPUs"
+        modes = two_modes(record["samples_s"]) if record.get("bound") == "device" else None
+        return None if modes is None else modes.explain()
+
     def check_latency(self, record: dict[str, Any], nodeid: str, interference: float | None,
                       attempts: int = 1) -> tuple[LatencyOutcome | None, str | None]:
         """The case's outcome and a failure message for a regression. A case timed with no baseline to compare
@@ -172,7 +185,9 @@ class LatencyChecks(BaselineEnvironment):
                                  clocks=clocks)
         self.latency.append(outcome)
         if status == "regression":
+            modes = two_modes(record["samples_s"])
             return outcome, (f"{label}: {comparison.explain()}" + (f"; {clocks}" if clocks else "")
+                             + (f"; {modes.explain()} in each of {attempts} attempt(s)" if modes else "")
                              + self._env_note("latency"))
         return outcome, None
 

@@ -38,7 +38,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="cases measured while other processes used more than this share of the CPUs are "
                          "reported as 'busy', not gated (default 20%%; 100%% gates them all)")
     group.addoption("--latency-busy-retries", type=int, default=2, metavar="N",
-                    help="re-measure a case measured busy up to N times (default 2); still busy, it is not judged")
+                    help="re-measure a case measured busy, or a device-bound case whose rounds fell in two "
+                         "modes, up to N times (default 2); still busy, it is not judged")
     group.addoption("--accept-incomplete-baseline", action="store_true", default=False,
                     help="use a baseline saved by a run that was interrupted (its missing cases are not judged)")
     group.addoption("--accuracy-baseline", default=None, metavar="FILE",

@@ -1,0 +1,139 @@
+"""Rounds in two modes (metrics.latency.two_modes) and what the gate does with them (Gate.remeasure_why,
+GateCheck.settle_latency): a device-bound case whose rounds fell in two modes is timed again, as a busy host-bound
+case is; its median was neither mode's, and a latency gate read it as a regression. Samples below are the H200s'
+(docs/results/2026-11-27g-h200x2/warm2.json.gz and 2026-11-27f-h200x2/warm1.json.gz), in ms."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+from metrics.latency import two_modes
+from metrics.regression import compare_latency
+from suite.baselines import DriftTolerances, LatencyBaseline
+from suite.gate.check import GateCheck
+from suite.gate.state import GATE_KEY, Gate
+from suite.state import SESSION_KEY
+
+pytestmark = pytest.mark.selftest
+
+#: mobilenet_v2 ORT fp16 bs32 graph on two GPUs: every other round slow, one slow round every 7.93 ms.
+ALTERNATING = [5.68, 2.24, 5.43, 2.27, 5.65, 2.24, 5.69, 2.25, 5.68, 2.24, 5.69, 2.24, 5.70, 2.24, 5.71, 2.24, 5.71,
+               2.24, 5.69, 2.25, 5.68, 2.25, 5.69, 2.24, 5.70, 2.24, 5.72, 2.24, 5.68, 2.25]
+#: The same case on one GPU.
+STEADY = [2.21, 2.21, 2.22, 2.21, 2.21, 2.22, 2.21, 2.21, 2.21, 2.21, 2.22, 2.21, 2.21, 2.22, 2.21, 2.21, 2.21, 2.22,
+          2.21, 2.21, 2.22, 2.21, 2.21, 2.21, 2.22, 2.21, 2.21, 2.21, 2.22, 2.21]
+#: minilm_l6_fused ORT fp16 bs64 model: one round in four slow.
+ONE_IN_FOUR = [1.02, 8.95, 1.05, 1.03, 1.03, 4.83, 1.04, 1.03, 1.02, 4.87, 1.04, 1.03, 1.02, 4.87, 1.04, 1.03, 1.02,
+               4.87, 1.04, 1.02, 1.02, 4.87, 1.04, 1.03, 1.02, 4.96, 1.04, 1.03, 1.02, 4.78]
+
+
+def _s(ms: list[float]) -> list[float]:
+    return [x / 1e3 for x in ms]
+
+
+def test_alternating_rounds_are_two_modes_with_the_slow_ones_period():
+    modes = two_modes(_s(ALTERNATING))
+    assert modes is not None
+    assert (modes.rounds, modes.slow_rounds) == (30, 15)
+    assert modes.fast_ms == pytest.approx(2.24, abs=0.01) and modes.slow_ms == pytest.approx(5.69, abs=0.01)
+    assert modes.every_ms == pytest.approx(7.93, abs=0.02)
+    assert modes.explain() == ("rounds in two modes: 15 of 30 at 5.69 ms, the rest at 2.24 ms, one every 7.93 ms of "
+                               "rounds")
+
+
+def test_one_slow_round_in_four_is_two_modes_too():
+    modes = two_modes(_s(ONE_IN_FOUR))
+    assert modes is not None and modes.slow_rounds == 8 and modes.every_ms == pytest.approx(7.96, abs=0.02)
+
+
+@pytest.mark.parametrize("ms", [
+    STEADY,
+    list(2.2 * np.random.default_rng(0).lognormal(0.0, 0.05, 30)),  # a continuum: no step between two groups
+    list(np.linspace(2.0, 6.0, 30)),  # a wide continuum: slow rounds 2x the fast ones, but no step between them
+    [2.21] * 26 + [5.7] * 4,  # a tail of 4 slow rounds in 30, under a fifth: the median already ignores it
+    [2.21, 2.5] * 15,  # two groups, but 1.13x apart: within what the gate's interval is for
+    [2.2, 5.7, 2.2, 5.7, 2.2],  # too few rounds to tell
+])
+def test_what_is_not_two_modes(ms):
+    assert two_modes(_s(ms)) is None
+
+
+def test_the_alternating_case_read_as_a_regression_by_the_gate():
+    """Why it matters: against the one-GPU run's rounds the gate called the alternating case a regression of +74%."""
+    comparison = compare_latency(_s(STEADY), _s(ALTERNATING))
+    assert comparison.verdict == "regression" and comparison.ratio > 1.7
+
+
+# ---- the gate -------------------------------------------------------------------------------------------------------
+
+KEY = ("m", "onnxruntime", "fp16", "bs32", "graph")
+RECORD = {"kind": "latency", "model": "m", "engine": "onnxruntime", "precision": "fp16", "batch_size": 32,
+          "path": "graph", "shape": "bs32"}
+
+
+def _gate(retries: int = 2, baseline: bool = True) -> Gate:
+    gate = Gate(max_slowdown=0.05, confidence=0.99, busy_limit=0.2, drift=DriftTolerances(), inject_slowdown=None,
+                inject_accuracy_drop=None, environment={}, busy_retries=retries)
+    if baseline:
+        gate.latency_baseline = LatencyBaseline(sources=(Path("base.json"),), environment={}, datetime=None,
+                                                samples={KEY: [_s(STEADY)]}, interference={KEY: 0.0})
+    return gate
+
+
+@pytest.mark.parametrize("baseline", [True, False])
+def test_a_device_bound_case_in_two_modes_is_timed_again_with_or_without_a_baseline(baseline):
+    gate = _gate(baseline=baseline)
+    why = gate.remeasure_why({**RECORD, "bound": "device", "samples_s": _s(ALTERNATING)}, 0.0, saving=False)
+    assert why is not None and why.startswith("rounds in two modes: 15 of 30")
+    assert gate.remeasure_why({**RECORD, "bound": "device", "samples_s": _s(STEADY)}, 0.0, saving=False) is None
+
+
+def test_a_host_bound_case_in_two_modes_is_left_to_the_busy_rule():
+    """Host-bound rounds fall in two modes often (4.5 % of the sittings' records: the host's own jitter), and the
+    gate's interval widens with them; a host-bound case is timed again only when measured busy."""
+    gate = _gate()
+    record = {**RECORD, "bound": "host", "samples_s": _s(ALTERNATING)}
+    assert gate.remeasure_why(record, 0.0, saving=False) is None
+    assert gate.remeasure_why(record, 0.9, saving=False) == "busy: other processes used 90% of the CPUs"
+
+
+def _check(gate: Gate) -> GateCheck:
+    config = SimpleNamespace(stash={GATE_KEY: gate, SESSION_KEY: SimpleNamespace(records=[])},
+                             getoption=lambda *a, **k: None)
+    return GateCheck(SimpleNamespace(config=config, node=SimpleNamespace(stash={}, name="t")))  # type: ignore[arg-type]
+
+
+def _settle(gate: Gate, first: list[float], then: list[list[float]]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    record = {**RECORD, "bound": "device", "samples_s": _s(first)}
+    again = iter(then)
+    attempts = _check(gate).settle_latency(record, lambda: _s(next(again)))
+    return record, attempts
+
+
+def test_settle_times_a_two_mode_case_again_and_keeps_both_timings():
+    record, attempts = _settle(_gate(), ALTERNATING, [STEADY])
+    assert record["samples_s"] == _s(STEADY)
+    assert len(attempts) == 2
+    assert attempts[0]["two_modes"]["slow_rounds"] == 15
+    assert attempts[0]["remeasured_because"].startswith("rounds in two modes")
+    assert attempts[1]["two_modes"] is None and attempts[1]["remeasured_because"] is None
+    assert attempts[1]["median_ms"] == pytest.approx(2.21, abs=0.01)
+
+
+def test_settle_stops_after_the_retries_and_the_gate_then_says_what_it_judged():
+    gate = _gate(retries=1)
+    record, attempts = _settle(gate, ALTERNATING, [ALTERNATING, STEADY])
+    assert len(attempts) == 2 and attempts[1]["two_modes"] is not None
+    outcome, message = gate.check_latency(record, "t::a", 0.0, attempts=len(attempts))
+    assert outcome is not None and outcome.status == "regression"
+    assert message is not None and "rounds in two modes: 15 of 30" in message and "each of 2 attempt(s)" in message
+
+
+def test_settle_leaves_a_steady_case_alone():
+    record, attempts = _settle(_gate(), STEADY, [])
+    assert len(attempts) == 1 and attempts[0]["remeasured_because"] is None and attempts[0]["two_modes"] is None
