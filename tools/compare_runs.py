@@ -46,6 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from metrics.latency import two_modes  # noqa: E402
 from suite.gpu_memory import peaks  # noqa: E402
 from suite.lifetime import model_of_nodeid, unit_of_nodeid  # noqa: E402
 from suite.timeline import set_up_seconds  # noqa: E402
@@ -75,6 +76,17 @@ def medians(data: dict[str, Any]) -> dict[tuple[str, str, str], tuple[float, str
 
 
 Case = tuple[str, str, str]
+
+
+def two_mode_cases(data: dict[str, Any]) -> dict[Case, str]:
+    """(cell, shape, path) -> what its rounds did, for every latency record whose rounds fell in two modes
+    (metrics.latency.two_modes): a change of such a case's median is the modes' mix, not a speed change."""
+    out = {}
+    for r in data["records"]:
+        modes = two_modes(r.get("samples_s") or []) if r.get("kind") == "latency" else None
+        if modes is not None:
+            out[(str(r["cell"]), str(r.get("shape")), str(r.get("path")))] = modes.explain()
+    return out
 
 
 def device_changes(base: dict[str, Any], other: dict[str, Any]) -> dict[Case, tuple[float, float, float]]:
@@ -108,6 +120,7 @@ def compare(base: dict[str, Any], other: dict[str, Any], tolerance: float,
     verdicts = {k: (a[k], b[k]) for k in sorted(set(a) & set(b)) if a[k] != b[k]}
     device = device_changes(base, other)
     beyond = {k: v for k, v in device.items() if abs(v[2]) > tolerance}
+    modes = {side: two_mode_cases(data) for side, data in (("base", base), ("other", other))}
     repeat = device_changes(other, again) if again is not None else {}
     aa = None
     if again is not None:
@@ -137,6 +150,8 @@ def compare(base: dict[str, Any], other: dict[str, Any], tolerance: float,
         "run_verdicts": (base["verdict"].get("verdict"), other["verdict"].get("verdict")),
         "device_bound_cases": len(device),
         "device_bound_beyond_tolerance": {" ".join(k): v for k, v in beyond.items()},
+        "beyond_in_two_modes": {" ".join(k): {side: modes[side][k] for side in modes if k in modes[side]}
+                                for k in beyond if any(k in m for m in modes.values())},
         "largest_device_bound_change": max((abs(v[2]) for v in device.values()), default=None),
         "a_a": aa,
         "base_again": bb,
@@ -260,7 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, (x, y, change) in result["device_bound_beyond_tolerance"].items():
         again = aa["of_those_beyond"].get(name) if aa else None
         print(f"  {name}: {x:.3f} -> {y:.3f} ms ({change:+.1%})"
-              + (f"; A/A {again:+.1%}" if again is not None else ""))
+              + (f"; A/A {again:+.1%}" if again is not None else "")
+              + "".join(f"; in {side}, {what}" for side, what in result["beyond_in_two_modes"].get(name, {}).items()))
     if aa:
         largest = aa["largest_change"]
         print(f"A/A (other against --again, made alike): {aa['cases']} device-bound cases, {aa['beyond_tolerance']} "

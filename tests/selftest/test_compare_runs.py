@@ -39,6 +39,19 @@ def test_the_a_a_pair_says_how_far_the_same_cases_move_between_identical_runs() 
     assert compare_runs.compare(ONE, TWO, 0.02)["a_a"] is None
 
 
+def test_a_case_beyond_tolerance_whose_rounds_fell_in_two_modes_says_so() -> None:
+    """A median that moved because half the rounds stalled is named as such, with the side that stalled."""
+    one, two = json.loads(json.dumps(ONE)), json.loads(json.dumps(TWO))
+    two["records"][1]["samples_s"] = [0.056e-3, 0.044e-3] * 15  # b: alternating slow and fast rounds
+    one["records"][1]["samples_s"] = [0.050e-3] * 30
+    two["records"][0]["samples_s"] = [1.3e-3, 1.0e-3] * 15  # a: two modes, but within tolerance: not listed
+    result = compare_runs.compare(one, two, 0.02)
+    assert result["beyond_in_two_modes"] == {
+        "b bs1 graph": {"other": "rounds in two modes: 15 of 30 at 0.056 ms, the rest at 0.044 ms, one every 0.10 ms "
+                                 "of rounds"}}
+    assert compare_runs.compare(ONE, TWO, 0.02)["beyond_in_two_modes"] == {}
+
+
 def test_the_median_ratio_of_each_path_and_bound_shows_where_the_time_went() -> None:
     ratios = compare_runs.ratios_by_class(ONE, TWO)
     assert ratios == {"all, host-bound": (1, pytest.approx(1.1)),
