@@ -23,6 +23,11 @@
 #                 beside it, an independent check of the suite's own peak figures. Extra options narrow it
 #                 (--models resnet50: one model's peak alone). Its latency has no baseline: no-baseline is
 #                 accepted here, as on the nightly's first nights, so the verdict is the checks' own
+#       build     the engine cache filled for night, nothing else timed: night's engines and options, its
+#                 test_parity_at_every_engine_batch alone (every cell's engine, and a static_batch cell's at every
+#                 batch night meets): a sitting's cold run then pays its builds (341-372 s summed over two
+#                 workers) and little else, not a whole night (420-465 s of wall), so that four warm runs after it
+#                 (one GPU, two, two, one: ABBA) fit the 1,800 s. LABEL as night's (default build)
 #       kernelcal tools/gate_calibration.py on ResNet-50 torch fp16 graph (CAL_BATCHES, default 32 and 1): a 2 %
 #                 slowdown made by a real spin kernel after the module (--inject-kernel), 2 % gate, last:1/3/5
 #       contention one model's cells alone on GPU 0, then on GPU 0 and GPU 1 at once, in turn (CONTENTION_REPEATS,
@@ -35,7 +40,7 @@
 # Results go under $OUT (the device tool's folder) or gpu-results/; the engine cache under $ENGINE_CACHE.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-PART=${1:?part: tier | study | rebuild | shapes | minilm | bisect | refusal | localize | localize-minilm | night | kernelcal | contention | firstcall | explain}
+PART=${1:?part: tier | study | rebuild | shapes | minilm | bisect | refusal | localize | localize-minilm | night | build | kernelcal | contention | firstcall | explain}
 shift
 EXTRA=("$@")   # more pytest options for the part (e.g. --engines onnxruntime,inductor)
 OUT=${OUT:-gpu-results}
@@ -123,6 +128,9 @@ case "$PART" in
         | tee "$OUT/localize-$1-$2.log"
       status=$(( status | PIPESTATUS[0] ))
     done
+    ;;
+  build)
+    LABEL=${LABEL:-build} bash "$0" night -k test_parity_at_every_engine_batch "${EXTRA[@]}" || status=$?
     ;;
   night)
     LABEL=${LABEL:-night}
