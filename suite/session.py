@@ -240,7 +240,7 @@ class SuiteSession:
         """One call of the cell on ``chunk``, its outputs checked for one row per row the call was given. The
         reference runs at the model's ``reference_batch`` when one is set, the chunk filled with its own rows and
         the filler's outputs dropped: one shape for every feed, so that what a backend pays per new shape (cuDNN
-        compiles depthwise convolution plans at run time, about 1.5-2.3 s each on an H200, docs/gpu.md) is paid once
+        compiles depthwise convolution plans at run time, 1.5-3 s per batch on an H200, docs/gpu.md) is paid once
         per model and process rather than at every batch a test brings, on every worker the model's cells run."""
         rows = len(next(iter(chunk.values())))
         batch = self.model(cell.model).reference_batch if cell.is_reference else None
