@@ -3,6 +3,7 @@ baselines, made once per session (each run is a child pytest: seconds of start-u
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "timing: a self-test whose outcome depends on how busy the machine is (it "
                             "times real runs); left out of the default self-test command (-m 'not timing'), run "
                             "by the nightly workflow")
+    # A child pytest that a self-test starts runs as a user would start it, not as the xdist worker this process may
+    # be (-n 2): xdist itself reads config.workerinput, but a child inherits the environment, and the suite's plugin
+    # in it would take a worker's CPU share and send its results to a controller that is not there.
+    for key in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        os.environ.pop(key, None)
 
 
 @pytest.fixture(scope="session")
