@@ -26,17 +26,6 @@ def check_feed(feed: Feed, input_names: Iterable[str]) -> None:
         raise ValueError(f"feed inputs disagree on batch size: {batches}")
 
 
-def fill_batch(feed: Feed, batch: int) -> dict[str, np.ndarray]:
-    """The feed made ``batch`` rows long by repeating its own rows in order (real inputs, each within its spec, so no
-    filler row can make a NaN or an out-of-range token); the first rows are the feed's. For a model whose answer for
-    a row does not depend on the other rows, the first outputs are the feed's own."""
-    rows = len(next(iter(feed.values())))
-    if not 1 <= rows <= batch:
-        raise ValueError(f"fill_batch: a feed of {rows} rows cannot be filled to a batch of {batch}")
-    order = np.arange(batch) % rows
-    return {name: np.ascontiguousarray(np.take(value, order, axis=0)) for name, value in feed.items()}
-
-
 # ---- outputs: one row per input row ----------------------------------------------------------------
 
 

@@ -18,10 +18,11 @@ from typing import Any
 import numpy as np
 
 from core.cache import ArtifactCache
+from core.inputs import tile_to_batch
 from engines import get_backend
 from engines.artifacts import ModelBuild
 from engines.base import UNAVAILABLE, UNSUPPORTED, CellUnavailable, EngineRequest, LoadedEngine
-from engines.feeds import check_output_dtypes, check_outputs, fill_batch
+from engines.feeds import check_output_dtypes, check_outputs
 from suite.config import ModelConfig, SuiteConfig, resolve
 from suite.timing import GpuMonitor, TimedCall
 
@@ -244,7 +245,7 @@ class SuiteSession:
         per model and process rather than at every batch a test brings, on every worker the model's cells run."""
         rows = len(next(iter(chunk.values())))
         batch = self.model(cell.model).reference_batch if cell.is_reference else None
-        given = chunk if batch is None or rows == batch else fill_batch(chunk, batch)
+        given = chunk if batch is None or rows == batch else tile_to_batch(chunk, batch)
         outputs = self.engine(cell).runner.infer(given)
         check_outputs(outputs, len(next(iter(given.values()))), cell.id)
         return outputs if given is chunk else {name: np.asarray(value)[:rows] for name, value in outputs.items()}

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from core.cache import ArtifactCache
+from core.inputs import tile_to_batch
 from engines.base import EngineFacts, LoadedEngine
-from engines.feeds import fill_batch
 from suite.config import parse_config
 from suite.session import Cell, SuiteSession
 
@@ -89,11 +89,11 @@ def test_a_filled_reference_gives_the_real_model_the_same_answer(tmp_path):
         np.testing.assert_allclose(a["out"], b["out"], rtol=1e-5, atol=1e-6)
 
 
-def test_fill_batch_repeats_the_feeds_own_rows_in_order():
+def test_the_filler_repeats_the_chunks_own_rows_in_order():
+    """What the reference is given (core.inputs.tile_to_batch, as latency tiles data rows): the chunk's rows first,
+    then the same rows again, each input keeping its dtype."""
     feed = {"x": np.array([[1], [2], [3]]), "m": np.array([[1, 0], [1, 1], [0, 1]], np.int64)}
-    out = fill_batch(feed, 7)
+    out = tile_to_batch(feed, 7)
     np.testing.assert_array_equal(out["x"][:, 0], [1, 2, 3, 1, 2, 3, 1])
     np.testing.assert_array_equal(out["m"][3:6], feed["m"])
     assert out["m"].dtype == np.int64
-    with pytest.raises(ValueError, match="a feed of 3 rows cannot be filled to a batch of 2"):
-        fill_batch(feed, 2)
