@@ -155,15 +155,20 @@ class MemoryMeter:
     # ---- windows ---------------------------------------------------------------------------------
     def begin(self, label: str) -> None:
         """Open ``label``'s window (a no-op where it is open). The allocator's peak is folded into the windows
-        already open, then reset, so that the new window's allocator figure is its own."""
+        already open, then reset, so that the new window's allocator figure is its own. What the process holds
+        now is the window's start: a peak counts whatever the process still held from before (the model's
+        reference engine, alive through its other cells; the cells before it, whose order changes from night to
+        night), what the cell added over its start does not (``figures``)."""
         if label in self._open:
             return
         self.mark()
         cuda = _torch_cuda()
         if cuda is not None:
             cuda.reset_peak_memory_stats()
+        start = {"nvml_start_mib": self.nvml_used_mib(),
+                 "allocator_start_mib": None if cuda is None else cuda.memory_allocated() / MIB}
         with self._lock:
-            self._open[label] = {"nvml_peak_mib": None, "allocator_peak_mib": None}
+            self._open[label] = {"nvml_peak_mib": None, "allocator_peak_mib": None, **start}
         self.mark()
 
     def mark(self) -> None:
@@ -180,7 +185,12 @@ class MemoryMeter:
         return self.figures(window)
 
     def figures(self, window: dict[str, float | None]) -> dict[str, Any]:
+        """The window's peaks and starts, and what it added over its start (``*_added_mib``: the drift gate's
+        figures, metrics.drift.compare_memory)."""
         out: dict[str, Any] = {k: (None if v is None else round(v, 1)) for k, v in window.items()}
+        for figure in ("nvml", "allocator"):
+            peak, start = window.get(f"{figure}_peak_mib"), window.get(f"{figure}_start_mib")
+            out[f"{figure}_added_mib"] = None if peak is None or start is None else round(max(peak - start, 0.0), 1)
         out["nvml_source"] = self.source
         if self.error:
             out["error"] = self.error

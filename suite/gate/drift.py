@@ -32,7 +32,8 @@ class DriftChecks(BaselineEnvironment):
 
     # ---- peak GPU memory ---------------------------------------------------------------------------
     def check_memory(self, record: dict[str, Any]) -> tuple[verdict.Component | None, str | None]:
-        """A cell's peak GPU memory (suite/lifetime.py) against the accuracy baseline's record of the same cell:
+        """A cell's GPU memory (suite/lifetime.py; what it added over its window's start, metrics.drift
+        MEMORY_FIGURES) against the accuracy baseline's record of the same cell:
         a component only where both runs measured it (a CPU run, or a baseline from before the figure existed,
         judges nothing here and makes no check not judged); a failure message where it grew beyond
         ``--accuracy-drift memory=``."""
@@ -48,7 +49,7 @@ class DriftChecks(BaselineEnvironment):
         component = verdict.Component(label, verdict.FAILED if grew else verdict.PASSED, None, figures)
         if not grew:
             return component, None
-        return component, (f"{record.get('cell')}: peak GPU memory grew: {'; '.join(c.describe() for c in grew)}"
+        return component, (f"{record.get('cell')}: GPU memory grew: {'; '.join(c.describe() for c in grew)}"
                            f"{self._env_note('accuracy')}")
 
     # ---- accuracy / parity -------------------------------------------------------------------------

@@ -585,7 +585,7 @@ def test_the_drift_gate_fails_a_cell_whose_memory_doubled() -> None:
     assert same[0] is not None and same[0].state == "passed" and same[1] is None
     doubled = gate.check_memory({**base, "nvml_peak_mib": 8000.0})
     assert doubled[0] is not None and doubled[0].state == "failed"
-    assert "peak GPU memory grew: nvml_peak_mib 4000 -> 8000 MiB (2.00x" in str(doubled[1])
+    assert "GPU memory grew: nvml_peak_mib 4000 -> 8000 MiB (2.00x" in str(doubled[1])
     small = {**base, "nvml_peak_mib": 100.0}
     gate.results_baseline.gpu_memory["m-onnxruntime-fp16"] = small
     assert gate.check_memory({**base, "nvml_peak_mib": 300.0})[1] is None  # 3x, but only 200 MiB more

@@ -1,0 +1,101 @@
+"""A cell's GPU memory as what it added over what the process held when its window opened, so that the drift gate
+does not read the order of the cells as a change of an engine.
+
+Why (docs/gpu.md, the thirteenth sitting): two identical one-GPU runs of the whole tier on an H200 ran the cells in
+another order (the scheduler orders them by the previous run's seconds) and 3 and 18 of 51 cells' peaks moved beyond
+the gate's 1.5x: a peak counts the model's reference engine, kept through its other cells, and whatever the cells
+before it left. The meter and the gate are exercised here with a stand-in for torch's allocator and NVML."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from metrics.drift import compare_memory
+from suite import gpu_memory
+from suite.gpu_memory import MemoryMeter
+
+
+class FakeProcess:
+    """What the process holds: NVML's figure and torch's allocator (allocated now, its peak since a reset)."""
+
+    def __init__(self, nvml: float, allocated: float) -> None:
+        self.nvml, self.allocated, self.peak = nvml, allocated, allocated
+
+    # torch.cuda's part the meter uses
+    def memory_allocated(self) -> float:
+        return self.allocated * gpu_memory.MIB
+
+    def max_memory_allocated(self) -> float:
+        return self.peak * gpu_memory.MIB
+
+    def reset_peak_memory_stats(self) -> None:
+        self.peak = self.allocated
+
+    def grow(self, nvml: float, allocated: float) -> None:
+        self.nvml += nvml
+        self.allocated += allocated
+        self.peak = max(self.peak, self.allocated)
+
+
+def window(monkeypatch: pytest.MonkeyPatch, held_nvml: float, held_allocated: float, adds: tuple[float, float],
+           frees: bool = True) -> dict[str, Any]:
+    """One cell's window in a process that holds ``held_*`` MiB when it opens; the cell adds ``adds`` (NVML,
+    allocator) and frees its tensors before the window closes."""
+    process = FakeProcess(held_nvml, held_allocated)
+    monkeypatch.setattr(gpu_memory, "_torch_cuda", lambda: process)
+    meter = MemoryMeter("cpu")  # no sampling thread; NVML is the stand-in below
+    meter.error = None
+    monkeypatch.setattr(meter, "nvml_used_mib", lambda: process.nvml)
+    meter.begin("m-onnxruntime-fp16")
+    process.grow(*adds)
+    meter.mark()
+    if frees:
+        process.grow(0.0, -adds[1])
+    return meter.end("m-onnxruntime-fp16")
+
+
+def test_a_window_says_what_the_cell_added_over_what_the_process_held(monkeypatch: pytest.MonkeyPatch) -> None:
+    figures = window(monkeypatch, held_nvml=3000.0, held_allocated=1000.0, adds=(2000.0, 500.0))
+    assert figures["nvml_peak_mib"] == 5000.0 and figures["allocator_peak_mib"] == 1500.0
+    assert figures["nvml_start_mib"] == 3000.0 and figures["allocator_start_mib"] == 1000.0
+    assert figures["nvml_added_mib"] == 2000.0 and figures["allocator_added_mib"] == 500.0
+
+
+def test_the_same_engine_after_other_cells_has_not_drifted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Night 1 ran the cell after the model's reference engine (kept alive), night 2 before it: the peaks differ
+    by what the process held, not by what the engine took."""
+    after_reference = window(monkeypatch, held_nvml=9000.0, held_allocated=2500.0, adds=(2000.0, 500.0))
+    first = window(monkeypatch, held_nvml=1000.0, held_allocated=100.0, adds=(2000.0, 500.0))
+    assert not [c for c in compare_memory(after_reference, first, 1.5) if c.failed]
+    assert not [c for c in compare_memory(first, after_reference, 1.5) if c.failed]
+    assert [c.figure for c in compare_memory(first, after_reference, 1.5)] == ["nvml_added_mib", "allocator_added_mib"]
+    # the peaks alone would have called it a drift (11000 against 3000 MiB)
+    peaks_only = {k: v for k, v in after_reference.items() if not k.endswith("_added_mib")}
+    first_peaks = {k: v for k, v in first.items() if not k.endswith("_added_mib")}
+    assert [c.figure for c in compare_memory(first_peaks, peaks_only, 1.5) if c.failed] == ["nvml_peak_mib",
+                                                                                          "allocator_peak_mib"]
+
+
+def test_an_engine_that_takes_twice_the_memory_has_drifted_whatever_ran_before(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    before = window(monkeypatch, held_nvml=9000.0, held_allocated=2500.0, adds=(2000.0, 500.0))
+    doubled = window(monkeypatch, held_nvml=1000.0, held_allocated=100.0, adds=(4000.0, 1000.0))
+    grew = [c for c in compare_memory(before, doubled, 1.5) if c.failed]
+    assert [c.figure for c in grew] == ["nvml_added_mib", "allocator_added_mib"]
+    assert "nvml_added_mib 2000 -> 4000 MiB (2.00x" in grew[0].describe()
+
+
+def test_a_baseline_from_before_the_added_figures_is_compared_by_its_peaks(monkeypatch: pytest.MonkeyPatch) -> None:
+    now = window(monkeypatch, held_nvml=1000.0, held_allocated=100.0, adds=(2000.0, 500.0))
+    old = {"nvml_peak_mib": 2900.0, "allocator_peak_mib": None}
+    assert [(c.figure, c.failed) for c in compare_memory(old, now, 1.5)] == [("nvml_peak_mib", False)]
+
+
+def test_a_cpu_window_has_no_added_figures() -> None:
+    meter = MemoryMeter("cpu")
+    meter.begin("a-torch-fp32")
+    figures = meter.end("a-torch-fp32")
+    assert figures["nvml_added_mib"] is None and figures["allocator_added_mib"] is None
+    assert compare_memory(figures, figures, 1.5) == []
