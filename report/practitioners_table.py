@@ -30,6 +30,7 @@ PRACTITIONER_COLUMNS = ("engine", "precision", "layers", "parameters", "size (MB
 BOUND_COLUMN = "bound"
 CENSUS_COLUMN = "computes in"
 PEAK_COLUMN = "peak GPU memory (MiB)"
+ADDED_COLUMN = "memory the cell added (MiB)"
 BASELINE_COLUMNS = ("baseline median (ms)", "change")
 GPU_COLUMNS = ("GPU memory added (MiB)", "mean GPU util (%)")
 #: A mean GPU utilization from fewer NVML samples than this (20 ms apart) is not shown: 2 to 5 samples of a short
@@ -51,8 +52,12 @@ _COLUMN_TITLES = {
     "mean GPU util (%)": f"NVML: mean share of time a kernel ran during the case; '-' below {MIN_UTIL_SAMPLES} samples",
     "isclose (%)": "parity against PyTorch fp32 on the model's data set (generated inputs: parity tables below)",
     PEAK_COLUMN: "the most GPU memory the process held while the cell's tests ran (NVML; else torch's allocator): "
-                 "the cell's engine beside its model's fp32 reference; engines are released after their cell's last "
-                 "test, so earlier cells do not count (suite/lifetime.py)",
+                 "the cell's engine with what the process held when the cell began (its model's fp32 reference, "
+                 "kept through the model's cells; what earlier cells left), so it depends on the order the cells "
+                 "ran in (suite/lifetime.py)",
+    ADDED_COLUMN: "the peak less what the process held when the cell's tests began (NVML; else torch's "
+                  "allocator): the cell's own, whatever ran before it; the figure the drift gate compares "
+                  "(--accuracy-drift memory=)",
 }
 
 
@@ -61,6 +66,13 @@ def peak_memory(facts: Mapping[str, Any]) -> float | None:
     memory = facts.get("gpu_memory") or {}
     value = memory.get("nvml_peak_mib")
     return value if value is not None else memory.get("allocator_peak_mib")
+
+
+def added_memory(facts: Mapping[str, Any]) -> float | None:
+    """What a cell added over the process's memory at its start (MiB): NVML's figure, else the allocator's; None."""
+    memory = facts.get("gpu_memory") or {}
+    value = memory.get("nvml_added_mib")
+    return value if value is not None else memory.get("allocator_added_mib")
 
 
 def _cells(model: str, records: Iterable[Mapping[str, Any]], engines: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -149,7 +161,10 @@ def practitioners_table(model: str, records: Sequence[Mapping[str, Any]], engine
                       _cells(model, records, engines))
     with_peak = any(peak_memory(engines.get(f"{model}-{e}-{p}", {})) is not None for e, p in
                     _cells(model, records, engines))
+    with_added = any(added_memory(engines.get(f"{model}-{e}-{p}", {})) is not None for e, p in
+                     _cells(model, records, engines))
     columns = ["engine", "precision", "layers", "parameters", "size (MB)", *[PEAK_COLUMN] * with_peak,
+               *[ADDED_COLUMN] * with_added,
                *[CENSUS_COLUMN] * with_census,
                *latency_columns, *["top-1 (%)", "top-5 (%)"] * with_accuracy, "isclose (%)", "MAE"]
     head = "".join(f'<th class="{"name" if c in ("engine", "precision", "path", "change") else ""}"'
@@ -171,6 +186,7 @@ def practitioners_table(model: str, records: Sequence[Mapping[str, Any]], engine
         lead = (f'<td class="name"{rs}>{escape(engine)}</td><td class="name"{rs}>{escape(precision)}</td>'
                 f"<td{rs}>{layers}</td><td{rs}>{fmt(facts.get('parameters'))}</td>"
                 f"<td{rs}>{fmt(facts.get('size_mb'))}</td>") + (f"<td{rs}>{fmt(peak_memory(facts))}</td>" * with_peak) \
+            + (f"<td{rs}>{fmt(added_memory(facts))}</td>" * with_added) \
             + (census_cell(facts, rs) if with_census else "")
         tail = "".join(f"<td{rs}>{v}</td>" for v in (
             *[fmt(pct(acc.get("top1"))), fmt(pct(acc.get("top5")))] * with_accuracy,

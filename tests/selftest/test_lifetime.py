@@ -594,11 +594,15 @@ def test_the_drift_gate_fails_a_cell_whose_memory_doubled() -> None:
 
 
 def test_the_engine_table_shows_each_cells_peak_gpu_memory_where_measured() -> None:
-    from report.practitioners_table import PEAK_COLUMN, practitioners_table
+    from report.practitioners_table import ADDED_COLUMN, PEAK_COLUMN, practitioners_table
 
     records = [{"kind": "latency", "model": "m", "engine": "torch", "precision": "fp32", "cell": "m-torch-fp32",
                 "batch_size": 1, "shape": "bs1", "path": "all", "median_ms": 1.0}]
     measured = {"m-torch-fp32": {"layers": 3, "gpu_memory": {"nvml_peak_mib": 1234.0, "allocator_peak_mib": 99.0}}}
     html = practitioners_table("m", records, measured, None)
     assert PEAK_COLUMN in html and "1,234" in html
+    assert ADDED_COLUMN not in html  # a baseline's record from before the added figures: no such column
+    added = {"m-torch-fp32": {"layers": 3, "gpu_memory": {"nvml_peak_mib": 1234.0, "nvml_added_mib": 567.0}}}
+    html = practitioners_table("m", records, added, None)
+    assert ADDED_COLUMN in html and "<td>1,234</td><td>567.0</td>" in html
     assert PEAK_COLUMN not in practitioners_table("m", records, {"m-torch-fp32": {"layers": 3}}, None)  # CPU run
