@@ -86,6 +86,14 @@ def nvml_handle(device: str) -> tuple[Any, Any]:
     return pynvml, handle
 
 
+def running_processes(nvml: Any, handle: Any) -> Any:
+    """NVML's compute processes on the device (the v3 call where the binding has it); None where it has neither.
+    The memory meter asks this every 100 ms; tools/nvml_stall_probe.py times the same call."""
+    fn = getattr(nvml, "nvmlDeviceGetComputeRunningProcesses_v3", None) or \
+        getattr(nvml, "nvmlDeviceGetComputeRunningProcesses", None)
+    return None if fn is None else fn(handle)
+
+
 class MemoryMeter:
     """Peak GPU memory per label (a cell's tests) and for the whole process, sampled by one NVML thread every
     ``interval_s`` and from the allocator at each ``mark``. ``begin(label)`` opens a window (torch's peak is
@@ -123,15 +131,10 @@ class MemoryMeter:
             return None
         nvml, pid = self._nvml, os.getpid()
         try:
-            for getter in ("nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses"):
-                fn = getattr(nvml, getter, None)
-                if fn is None:
-                    continue
-                for proc in fn(self._handle):
-                    if proc.pid == pid and proc.usedGpuMemory is not None:
-                        self.source = "process"
-                        return float(proc.usedGpuMemory) / MIB
-                break
+            for proc in running_processes(nvml, self._handle) or ():
+                if proc.pid == pid and proc.usedGpuMemory is not None:
+                    self.source = "process"
+                    return float(proc.usedGpuMemory) / MIB
             self.source = "device"  # a container's pid namespace hides this process from the driver's list
             return float(nvml.nvmlDeviceGetMemoryInfo(self._handle).used) / MIB
         except Exception as exc:
@@ -165,11 +168,13 @@ class MemoryMeter:
         cuda = _torch_cuda()
         if cuda is not None:
             cuda.reset_peak_memory_stats()
-        start = {"nvml_start_mib": self.nvml_used_mib(),
-                 "allocator_start_mib": None if cuda is None else cuda.memory_allocated() / MIB}
+        nvml_now = self.nvml_used_mib()
+        allocated = None if cuda is None else cuda.memory_allocated() / MIB  # = the allocator's peak since the reset
         with self._lock:
-            self._open[label] = {"nvml_peak_mib": None, "allocator_peak_mib": None, **start}
-        self.mark()
+            self._open[label] = {"nvml_peak_mib": None, "allocator_peak_mib": None,
+                                 "nvml_start_mib": nvml_now, "allocator_start_mib": allocated}
+        self._note(nvml_now, "nvml_peak_mib")  # the start is the window's first reading: no second query
+        self._note(allocated, "allocator_peak_mib")
 
     def mark(self) -> None:
         """Take the figures now (NVML and the allocator's peak since the first open window began)."""

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -38,6 +37,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from metrics.latency import two_modes  # noqa: E402
+from suite.gpu_memory import nvml_handle, running_processes  # noqa: E402
 
 #: (name, where the queries run, interval s, which queries)
 SAMPLERS: tuple[tuple[str, str, float, str], ...] = (
@@ -50,18 +50,15 @@ SAMPLERS: tuple[tuple[str, str, float, str], ...] = (
 )
 
 
-def nvml_queries(device_index: int, which: str) -> Callable[[], object]:
-    """One sampler tick: the memory meter's per-process query, or the device sampler's three queries."""
-    import pynvml
-
-    pynvml.nvmlInit()
-    handle = pynvml.nvmlDeviceGetHandleByIndex(device_index)
+def nvml_queries(device: str, which: str) -> Callable[[], object]:
+    """One sampler tick: the memory meter's per-process query (suite.gpu_memory.running_processes), or the device
+    sampler's memory, utilization and SM clock queries (suite/timing.py; it also asks the clocks' reasons). The
+    handle is the suite's (suite.gpu_memory.nvml_handle: NVML numbers the GPUs as the host does)."""
+    nvml, handle = nvml_handle(device)
     if which == "processes":
-        fn = getattr(pynvml, "nvmlDeviceGetComputeRunningProcesses_v3", None) or \
-            pynvml.nvmlDeviceGetComputeRunningProcesses
-        return lambda: fn(handle)
-    return lambda: (pynvml.nvmlDeviceGetMemoryInfo(handle), pynvml.nvmlDeviceGetUtilizationRates(handle),
-                    pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM))
+        return lambda: running_processes(nvml, handle)
+    return lambda: (nvml.nvmlDeviceGetMemoryInfo(handle), nvml.nvmlDeviceGetUtilizationRates(handle),
+                    nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM))
 
 
 def sample_loop(query: Callable[[], object], interval_s: float, stop: threading.Event, took: list[float]) -> None:
@@ -124,18 +121,18 @@ def workloads(device: str) -> dict[str, Callable[[], float]]:
     return {"launches": launches, "graph": replay}
 
 
-def run_condition(run_round: Callable[[], float], seconds: float, device_index: int,
+def run_condition(run_round: Callable[[], float], seconds: float, device: str,
                   sampler: tuple[str, str, float, str]) -> dict[str, Any]:
     name, where, interval, which = sampler
     stop, took = threading.Event(), []
     thread, other = None, None
     if where == "this process":
-        thread = threading.Thread(target=sample_loop, args=(nvml_queries(device_index, which), interval, stop, took),
+        thread = threading.Thread(target=sample_loop, args=(nvml_queries(device, which), interval, stop, took),
                                   daemon=True)
         thread.start()
     elif where == "another process":
         other = subprocess.Popen([sys.executable, __file__, "--sampler-only", which, "--interval", str(interval),
-                                  "--seconds", str(seconds + 1.0), "--index", str(device_index)],
+                                  "--seconds", str(seconds + 1.0), "--device", device],
                                  stdout=subprocess.PIPE, text=True)
         time.sleep(0.5)  # its NVML is up before the rounds start
     for _ in range(20):
@@ -153,10 +150,10 @@ def run_condition(run_round: Callable[[], float], seconds: float, device_index: 
     return {"sampler": name, **summary(rounds, took)}
 
 
-def sampler_only(which: str, interval: float, seconds: float, index: int) -> None:
+def sampler_only(which: str, interval: float, seconds: float, device: str) -> None:
     """The other process: queries for ``seconds``, then their durations as one JSON line."""
     stop, took = threading.Event(), []
-    query = nvml_queries(index, which)
+    query = nvml_queries(device, which)
     timer = threading.Timer(seconds, stop.set)
     timer.start()
     sample_loop(query, interval, stop, took)
@@ -170,10 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="write every condition's figures here")
     parser.add_argument("--sampler-only", help=argparse.SUPPRESS)
     parser.add_argument("--interval", type=float, default=0.01, help=argparse.SUPPRESS)
-    parser.add_argument("--index", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.sampler_only:
-        sampler_only(args.sampler_only, args.interval, args.seconds, args.index)
+        sampler_only(args.sampler_only, args.interval, args.seconds, args.device)
         return 0
     try:
         import pynvml
@@ -185,16 +181,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"nvml_stall_probe needs a CUDA device and NVML: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
     torch.cuda.set_device(args.device)
-    index = int(args.device.partition(":")[2] or 0)
-    visible = [v for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip().isdigit()]
-    nvml_index = int(visible[index]) if index < len(visible) else index
     results = []
     print("| workload | sampler | rounds | median ms | p99 ms | max ms | rounds > 1.3x median | two modes | "
           "queries | query median / max ms |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for workload, run_round in workloads(args.device).items():
         for sampler in SAMPLERS:
-            row = {"workload": workload, **run_condition(run_round, args.seconds, nvml_index, sampler)}
+            row = {"workload": workload, **run_condition(run_round, args.seconds, args.device, sampler)}
             results.append(row)
             query = ("-" if row["query_median_ms"] is None
                      else f"{row['query_median_ms']:.3f} / {row['query_max_ms']:.3f}")

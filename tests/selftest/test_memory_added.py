@@ -8,6 +8,7 @@ before it left. The meter and the gate are exercised here with a stand-in for to
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -99,3 +100,33 @@ def test_a_cpu_window_has_no_added_figures() -> None:
     figures = meter.end("a-torch-fp32")
     assert figures["nvml_added_mib"] is None and figures["allocator_added_mib"] is None
     assert compare_memory(figures, figures, 1.5) == []
+
+
+def test_a_cell_that_frees_memory_peaks_at_its_start_and_added_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The start is the window's first reading: a cell during which NVML's figure only fell still peaked there."""
+    figures = window(monkeypatch, held_nvml=3000.0, held_allocated=1000.0, adds=(-500.0, 0.0))
+    assert figures["nvml_peak_mib"] == 3000.0 and figures["nvml_added_mib"] == 0.0
+    assert figures["allocator_peak_mib"] == 1000.0 and figures["allocator_added_mib"] == 0.0
+
+
+class FakeNvml:
+    """NVML's part the meter reads: the device's compute processes (with or without the v3 call) and its memory."""
+
+    def __init__(self, processes: list[tuple[int, int]] | None, device_used: int) -> None:
+        if processes is not None:
+            self.nvmlDeviceGetComputeRunningProcesses = lambda handle: [
+                SimpleNamespace(pid=pid, usedGpuMemory=used) for pid, used in processes]
+        self.nvmlDeviceGetMemoryInfo = lambda handle: SimpleNamespace(used=device_used)
+
+
+def test_the_meter_reads_this_processs_memory_from_nvmls_process_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    meter = MemoryMeter("cpu")
+    meter._nvml, meter._handle = FakeNvml([(1, 9 * gpu_memory.MIB), (os.getpid(), 3 * gpu_memory.MIB)],
+                                          50 * gpu_memory.MIB), object()
+    assert meter.nvml_used_mib() == 3.0 and meter.source == "process"
+    meter._nvml = FakeNvml([(1, 9 * gpu_memory.MIB)], 50 * gpu_memory.MIB)  # a pid namespace hides this process
+    assert meter.nvml_used_mib() == 50.0 and meter.source == "device"
+    meter._nvml = FakeNvml(None, 40 * gpu_memory.MIB)  # a binding without the call
+    assert meter.nvml_used_mib() == 40.0 and meter.source == "device"
