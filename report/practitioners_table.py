@@ -61,18 +61,21 @@ _COLUMN_TITLES = {
 }
 
 
-def peak_memory(facts: Mapping[str, Any]) -> float | None:
-    """A cell's peak GPU memory (MiB) from its engine facts: NVML's figure, else the allocator's; None."""
+def _memory(facts: Mapping[str, Any], figure: str) -> float | None:
+    """A cell's ``figure`` (peak, added) in MiB from its engine facts: NVML's, else the allocator's; None."""
     memory = facts.get("gpu_memory") or {}
-    value = memory.get("nvml_peak_mib")
-    return value if value is not None else memory.get("allocator_peak_mib")
+    value = memory.get(f"nvml_{figure}_mib")
+    return value if value is not None else memory.get(f"allocator_{figure}_mib")
+
+
+def peak_memory(facts: Mapping[str, Any]) -> float | None:
+    """A cell's peak GPU memory (MiB)."""
+    return _memory(facts, "peak")
 
 
 def added_memory(facts: Mapping[str, Any]) -> float | None:
-    """What a cell added over the process's memory at its start (MiB): NVML's figure, else the allocator's; None."""
-    memory = facts.get("gpu_memory") or {}
-    value = memory.get("nvml_added_mib")
-    return value if value is not None else memory.get("allocator_added_mib")
+    """What a cell added over the process's memory at its start (MiB)."""
+    return _memory(facts, "added")
 
 
 def _cells(model: str, records: Iterable[Mapping[str, Any]], engines: Mapping[str, Any]) -> list[tuple[str, str]]:
