@@ -62,17 +62,72 @@ def cpu_share(cpus: list[int], worker: str | None, count: int,
     return sorted(cpu for group in mine for cpu in group)
 
 
+#: Where the NVIDIA driver lists the host's GPUs, one folder per PCI address, whatever CUDA_VISIBLE_DEVICES says.
+DRIVER_GPUS = Path("/proc/driver/nvidia/gpus")
+
+
+def parse_cpulist(text: str) -> list[int]:
+    """sysfs's '0-15,32-47' -> [0, ..., 15, 32, ..., 47]; '' -> []."""
+    cpus: list[int] = []
+    for part in text.strip().split(","):
+        if part:
+            lo, _, hi = part.partition("-")
+            cpus.extend(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def host_gpus(driver_gpus: Path = DRIVER_GPUS) -> list[tuple[str, list[int]]]:
+    """The host's GPUs in PCI order (CUDA's and nvidia-smi's order for GPUs of one model), each with the CPUs local
+    to it (its NUMA node's, from sysfs; empty where sysfs does not say). Empty where the driver lists none."""
+    try:
+        buses = sorted(p.name for p in driver_gpus.iterdir())
+    except OSError:
+        return []
+    found = []
+    for bus in buses:
+        try:
+            local = parse_cpulist(Path(f"/sys/bus/pci/devices/{bus.lower()}/local_cpulist").read_text())
+        except (OSError, ValueError):
+            local = []
+        found.append((bus, local))
+    return found
+
+
+def gpu_cpu_slice(gpu: str, cpus: list[int], gpus: list[tuple[str, list[int]]],
+                  core_of: Callable[[int], Any] = physical_core) -> list[int]:
+    """The CPU cores that belong to the host's GPU ``gpu`` (a CUDA_VISIBLE_DEVICES index) out of ``cpus``: the cores
+    local to it (its NUMA node), split in whole physical cores among the host's GPUs local to the same node, the
+    GPU taking the slice of its place among them. It depends on the host alone, never on how many workers the run
+    has: a one-GPU night on GPU 0 and a two-GPU night's worker on GPU 0 time on the same cores with the same thread
+    pools, so their host-bound medians compare (issue 42: one- and two-worker nights gave the same worker 32 and
+    16 cores). A GPU named by UUID, or beyond the host's list, gets the slice of its place among the run's GPUs."""
+    if not gpus or not gpu.isdigit() or int(gpu) >= len(gpus):
+        return cpus
+    index = int(gpu)
+    local = gpus[index][1]
+    mine = [c for c in cpus if c in set(local)] or cpus
+    siblings = [i for i, (_, other) in enumerate(gpus) if other == local] if local else list(range(len(gpus)))
+    return cpu_share(mine, f"gw{siblings.index(index)}", len(siblings), core_of)
+
+
 def bind_worker_cpus() -> list[int] | None:
     """In an xdist worker: pin the process to its share of the CPU cores and cap the thread pools to it, before
     torch (or anything) starts one. Host-bound cases share the host; without this, each worker's torch and ONNX
-    Runtime start a thread per core of the machine, and the workers time each other's threads. Returns the
-    share, None outside xdist."""
+    Runtime start a thread per core of the machine, and the workers time each other's threads. A GPU run's worker
+    (SUITE_WORKER_GPUS set by the controller) takes its GPU's slice of the host (``gpu_cpu_slice``), one worker or
+    several; a CPU run's workers split the cores among themselves. Returns the share, None outside xdist."""
     worker, count = os.environ.get("PYTEST_XDIST_WORKER"), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
-    if not worker or count <= 1 or not hasattr(os, "sched_setaffinity"):
+    if not worker or not hasattr(os, "sched_setaffinity"):
         return None
     if os.environ.get(SHARED_CPUS_ENV) == "shared":  # every worker on every core, default thread pools: the
         return None  # comparison that tells whether the split helps on a host whose core topology a VM hides
-    share = cpu_share(sorted(os.sched_getaffinity(0)), worker, count)
+    cpus = sorted(os.sched_getaffinity(0))
+    if BOUND_GPU is not None:
+        share = gpu_cpu_slice(BOUND_GPU, cpus, host_gpus(), physical_core)
+    elif count > 1:
+        share = cpu_share(cpus, worker, count)
+    else:
+        return None
     os.sched_setaffinity(0, share)
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[name] = str(len(share))

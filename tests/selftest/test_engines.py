@@ -368,3 +368,16 @@ def test_engine_facts_count_the_models_parameters(cache):
     facts = onnx_facts(build.onnx_path("fp32"))
     assert facts.parameters == sum(p.numel() for p in build.torch_module().parameters())
     assert facts.layers and facts.size_mb and facts.size_mb > 0
+
+
+def test_a_gpu_ep_session_does_not_spin_on_the_cpu() -> None:
+    """Issue 42: ONNX Runtime's idle pool threads spin after every run by default, taking CPU time from the thread
+    a host-bound GPU case times; a GPU EP's sessions sleep instead, and the cell's session options say so."""
+    import onnxruntime as ort
+
+    from engines.onnxrt.backend import no_spinning
+
+    options = ort.SessionOptions()
+    no_spinning(options)
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    assert options.get_session_config_entry("session.inter_op.allow_spinning") == "0"

@@ -539,6 +539,45 @@ def test_workers_never_share_a_physical_core() -> None:
     assert workers.describe_cpus([0, 2, 3]) == "3 cores (0,2-3)" and workers.describe_cpus(None) == "every core"
 
 
+def test_a_gpu_takes_its_own_slice_of_the_host_whatever_the_worker_count(tmp_path: Path) -> None:
+    """Issue 42: a one-GPU night's worker had every core and a two-GPU night's the half, so the same host-bound case
+    ran beside 32 or 16 threads of its own and its median moved between the nights. A GPU's slice is the host's
+    alone: GPU 0 gets the same cores in a run of one worker or two."""
+    own = lambda cpu: cpu
+    flat = [("0000:1b:00.0", []), ("0000:9a:00.0", [])]  # a VM: sysfs names no NUMA node
+    assert workers.gpu_cpu_slice("0", list(range(32)), flat, own) == list(range(16))
+    assert workers.gpu_cpu_slice("1", list(range(32)), flat, own) == list(range(16, 32))
+    numa = [("a", list(range(0, 16))), ("b", list(range(0, 16))), ("c", list(range(16, 32))),
+            ("d", list(range(16, 32)))]  # two GPUs on each of two nodes: a GPU's slice is on its own node
+    assert workers.gpu_cpu_slice("2", list(range(32)), numa, own) == list(range(16, 24))
+    assert workers.gpu_cpu_slice("1", list(range(32)), numa, own) == list(range(8, 16))
+    assert workers.gpu_cpu_slice("GPU-uuid", [0, 1], flat, own) == [0, 1]  # not an index: every core, as before
+    assert workers.gpu_cpu_slice("0", [0, 1], [], own) == [0, 1]  # the driver lists no GPU
+    assert workers.parse_cpulist("0-3,8,10-11\n") == [0, 1, 2, 3, 8, 10, 11] and workers.parse_cpulist("") == []
+    (tmp_path / "0000:9A:00.0").mkdir()
+    (tmp_path / "0000:1B:00.0").mkdir()
+    assert [bus for bus, _ in workers.host_gpus(tmp_path)] == ["0000:1B:00.0", "0000:9A:00.0"]  # PCI order
+    assert workers.host_gpus(tmp_path / "absent") == []
+
+
+def test_a_one_worker_gpu_run_is_pinned_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    pinned: list[list[int]] = []
+    monkeypatch.setattr(workers.os, "sched_getaffinity", lambda pid: set(range(8)))
+    monkeypatch.setattr(workers.os, "sched_setaffinity", lambda pid, cpus: pinned.append(list(cpus)))
+    monkeypatch.setattr(workers, "BOUND_GPU", "1")
+    monkeypatch.setattr(workers, "host_gpus", lambda: [("a", []), ("b", [])])
+    monkeypatch.setattr(workers, "physical_core", lambda cpu: cpu)
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw0")
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "1")
+    monkeypatch.delenv(workers.SHARED_CPUS_ENV, raising=False)
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        monkeypatch.setenv(name, "x")
+    assert workers.bind_worker_cpus() == [4, 5, 6, 7] and pinned == [[4, 5, 6, 7]]
+    assert workers.os.environ["OMP_NUM_THREADS"] == "4"
+    monkeypatch.setattr(workers, "BOUND_GPU", None)  # a CPU run of one worker: left alone
+    assert workers.bind_worker_cpus() is None and len(pinned) == 1
+
+
 def test_nvml_counts_gpus_as_the_host_does() -> None:
     assert nvml_index("cuda:0", visible="3,5") == 3 and nvml_index("cuda:1", visible="3,5") == 5
     assert nvml_index("cuda:0", visible="GPU-1234") == "GPU-1234"
