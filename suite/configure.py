@@ -23,6 +23,7 @@ from suite.config import (
     parse_batch_sizes_option,
 )
 from suite.device import DeviceError, check_device
+from suite.gate.cpu_meter import SUITE_RUN_PID_ENV
 from suite.lifetime import EngineLifetime
 from suite.preflight import PROGRESS_PREFIX
 from suite.session import SuiteSession
@@ -78,6 +79,8 @@ def configure(config: pytest.Config) -> None:
                                                                                            None)):
         raise pytest.UsageError("--benchmark-compare/--benchmark-compare-fail compare in one process; under xdist "
                                 "use the suite's gate, --latency-baseline (docs/gating.md)")
+    if not is_worker(config):  # the run's root: its process tree is never "other processes" (suite/gate/cpu_meter.py)
+        os.environ[SUITE_RUN_PID_ENV] = str(os.getpid())
     if device == "cuda" and not is_worker(config):
         os.environ[workers.WORKER_GPUS_ENV] = ",".join(workers.visible_gpus(gpus))  # read by each worker at import
     if device == "cuda" or workers.BOUND_GPU is not None:

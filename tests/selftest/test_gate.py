@@ -5,9 +5,11 @@ injected accuracy drop fail, with the numbers and the cell in the message)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -326,6 +328,64 @@ def test_cpu_meter_reports_a_share_of_the_machine() -> None:
     else:
         assert share is not None and 0.0 <= share <= 1.0
         assert padded is not None and 0.0 <= padded <= 1.0
+
+
+class FakeProc:
+    """A /proc of four CPUs for CpuMeter: per-CPU busy ticks, and processes with a parent, ticks and CPUs."""
+
+    def __init__(self, root: Path) -> None:
+        self.root, self.busy = root, [0, 0, 0, 0]
+        self.procs: dict[int, tuple[int, int, set[int]]] = {}
+
+    def write(self) -> None:
+        lines = ["cpu  0 0 0 0 0 0 0 0 0 0"]
+        lines += [f"cpu{i} {b} 0 0 1000 0 0 0 0 0 0" for i, b in enumerate(self.busy)]
+        (self.root / "stat").write_text("\n".join(lines) + "\nintr 0\n")
+        for pid, (parent, ticks, _) in self.procs.items():
+            (self.root / str(pid)).mkdir(exist_ok=True)
+            fields = ["S", str(parent)] + ["0"] * 9 + [str(ticks), "0"] + ["0"] * 10
+            (self.root / str(pid) / "stat").write_text(f"{pid} (py test) x) {' '.join(fields)}\n")
+
+    def affinity(self, pid: int) -> set[int]:
+        return self.procs[pid][2]
+
+
+def test_the_meter_counts_neither_the_runs_processes_nor_other_cores(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 42: on two GPUs the sibling worker made the first one busy ("other processes used 71 % of the CPUs" with
+    nothing else running). A worker's meter reads its own cores only, and subtracts the run's process tree (the
+    controller by SUITE_RUN_PID, the workers, their children), each process by the share of its CPUs that are ours;
+    a real neighbour on our cores still counts."""
+    fake = FakeProc(tmp_path)
+    me = 4000
+    monkeypatch.setattr("suite.gate.cpu_meter.os.getpid", lambda: me)
+    fake.procs = {100: (1, 0, {0, 1, 2, 3}), me: (100, 0, {0, 1}), 4001: (100, 0, {2, 3}),
+                  4002: (me, 0, {0, 1}), 777: (1, 0, {0, 1, 2, 3})}  # controller, me, sibling, my child, stranger
+    fake.write()
+    ticks = iter(range(100))
+    monkeypatch.setattr("suite.gate.cpu_meter.time", SimpleNamespace(perf_counter=lambda: float(next(ticks))))
+    hz = os.sysconf("SC_CLK_TCK")
+    meter = CpuMeter(cpus=[0, 1], root=100, proc=tmp_path, affinity=fake.affinity)
+    # one second: I use 1 CPU-second, my compile child 0.5, the sibling 2 (its own cores), the controller 0.2 spread
+    # over all four (half of it on ours): the run alone; then a stranger's 0.3 s on our cores
+    fake.busy = [hz, int(0.5 * hz + 0.1 * hz + 0.3 * hz), int(2.1 * hz), 0]
+    fake.procs = {100: (1, int(0.2 * hz), {0, 1, 2, 3}), me: (100, hz, {0, 1}), 4001: (100, 2 * hz, {2, 3}),
+                  4002: (me, int(0.5 * hz), {0, 1}), 777: (1, int(0.3 * hz), {0, 1, 2, 3})}
+    fake.write()
+    share = meter.stop()
+    assert share == pytest.approx(0.3 / 2, abs=0.02)  # the stranger's 0.3 s of our 2 CPU-seconds, nothing else
+    everything = CpuMeter(cpus=[0, 1, 2, 3], root=777777, proc=tmp_path, affinity=fake.affinity)  # no run tree
+    fake.busy = [b + hz for b in fake.busy]
+    fake.write()
+    assert everything.stop() == pytest.approx(1.0)  # four busy CPUs, none of it ours: the old whole-machine reading
+
+
+def test_parse_stat_reads_a_name_with_spaces_and_parentheses() -> None:
+    from suite.gate.cpu_meter import parse_stat, process_tree
+
+    assert parse_stat("12 (a b) c) S 7 0 0 0 0 0 0 0 0 0 30 12 0 0") == (7, 42.0)
+    assert parse_stat("garbage") is None
+    assert process_tree(1, {2: 1, 3: 2, 4: 9, 1: 0}) == {1, 2, 3}
 
 
 # =========================================================================== end to end
