@@ -40,6 +40,15 @@ runs). Their log-medians' spread s then gives a prediction interval for a new ru
 of the two intervals (within-run, between-run) is wider. A case whose runs wander by 8 % then comes
 out ``inconclusive`` instead of a false regression, while a steady case still fails on a 5 % slowdown.
 
+Between nights, pooled by class (issue 42): with 2-4 kept nights one case's own spread is no estimate at all (three
+nights that agreed by chance gave a 2.4 % spread to a case that then moved +66 %; with two, the t factor of one degree
+of freedom made every case inconclusive). So the between-run interval can come from the case's class instead
+(``between_half``): every case of the class (same device kind, bound, engine and path) gives each kept night's
+deviation from the mean of its other nights (``between_night_deviations``), and the ``confidence`` quantile of their
+sizes over the whole class (``pooled_half_width``) is how far an unchanged case's new night may fall. It is
+empirical, not normal, so a class with bimodal cases has the tail they give it, and the case's own largest deviation
+stands where it is wider (a case seen in both of its modes).
+
 Accuracy, parity and memory drift (tolerances, no statistics) are metrics/drift.py; the t quantiles are
 metrics/distributions.py's.
 
@@ -59,6 +68,8 @@ import numpy.typing as npt
 from .distributions import student_t_quantile
 
 __all__ = [
+    "between_night_deviations",
+    "pooled_half_width",
     "format_ratio",
     "LatencyComparison",
     "compare_latency",
@@ -171,13 +182,16 @@ def compare_latency(
     decision_fraction: float = 0.5,
     n_boot: int = 2000,
     seed: int = 0,
+    between_half: float | None = None,
 ) -> LatencyComparison:
     """Compare per-round latencies (seconds, in the order they were measured) with a baseline.
 
     ``baseline_s`` is one run's samples, or a sequence of runs (each a sequence of samples) for the
     between-run interval. See the module docstring for the rule. ``batches`` (batch method) is capped
     so that every batch holds at least 2 rounds; fewer than 3 batches (6 rounds) in a run is
-    ``inconclusive``. Raises ValueError on non-finite or non-positive samples (a timing bug).
+    ``inconclusive``. ``between_half`` (a log half-width, ``pooled_half_width`` of the case's class) replaces the
+    case's own t-based between-run interval where there are 2 or more baseline runs. Raises ValueError on
+    non-finite or non-positive samples (a timing bug).
     """
     if not (0.0 < max_slowdown < 10.0):
         raise ValueError(f"max_slowdown must be a fraction in (0, 10), got {max_slowdown!r}")
@@ -208,10 +222,14 @@ def compare_latency(
         interval = _bootstrap_interval(runs[0], b, confidence, n_boot, seed)
     source = "within-run, " + ("batch means" if method == "batch" else "i.i.d. bootstrap")
     if interval is not None and spread is not None:
-        # Prediction interval of a new run's log-median from the baseline runs' spread.
-        half = student_t_quantile(0.5 + confidence / 2.0, k - 1) * spread * math.sqrt(1.0 + 1.0 / k)
+        if between_half is not None:  # the class's between-night spread, or the case's own where it is wider
+            own = max(abs(d) for d in between_night_deviations([math.exp(v) for v in run_logs]))
+            half, kind = max(between_half, own), "between-night, pooled by class"
+        else:  # prediction interval of a new run's log-median from the baseline runs' spread
+            half = student_t_quantile(0.5 + confidence / 2.0, k - 1) * spread * math.sqrt(1.0 + 1.0 / k)
+            kind = "between-run"
         if half > (interval[1] - interval[0]) / 2.0:
-            interval, source = (est - half, est + half), "between-run"
+            interval, source = (est - half, est + half), kind
     if interval is None:
         lo, hi = -math.inf, math.inf
         verdict, reason = "inconclusive", (f"too few rounds for an interval ({min(r.size for r in runs)} baseline, "
@@ -233,6 +251,29 @@ def compare_latency(
         ci_low=math.exp(lo), ci_high=math.exp(hi), confidence=confidence, max_slowdown=max_slowdown,
         decision_ratio=math.exp(decision), method=method, verdict=verdict, reason=reason,
     )
+
+
+def between_night_deviations(medians: Sequence[float]) -> list[float]:
+    """Each night's log-median minus the mean log-median of the case's other nights: how far a night fell from what
+    the others predicted (empty with fewer than 2 nights). Non-positive medians are a timing bug: ValueError."""
+    logs = [math.log(m) for m in _samples(medians, "night medians")] if len(medians) else []
+    if len(logs) < 2:
+        return []
+    total = sum(logs)
+    return [v - (total - v) / (len(logs) - 1) for v in logs]
+
+
+#: A class's pooled deviations must be at least this many before they stand for it (the 99 % quantile of fewer is
+#: its largest value, or worse).
+MIN_POOLED = 20
+
+
+def pooled_half_width(deviations: Sequence[float], confidence: float) -> float | None:
+    """The ``confidence`` quantile of the deviations' sizes (log ratios; linear interpolation): how far an unchanged
+    case of the class fell from its other nights. None with fewer than MIN_POOLED deviations."""
+    if len(deviations) < MIN_POOLED:
+        return None
+    return float(np.quantile(np.abs(np.asarray(deviations, dtype=np.float64)), confidence))
 
 
 def _as_runs(x: Any) -> list[Any]:

@@ -125,6 +125,9 @@ class LatencyBaseline:
     #: how each run timed the case (its record's ``clock``: host timer, CUDA events, a spin ahead of a replay...);
     #: samples taken another way than the current run's are not comparable (suite/gate/latency.py)
     methods: dict[LatencyKey, tuple[str, ...]] = field(default_factory=dict)
+    #: each case's (device kind, bound) as its newest run recorded them: its class for the between-night noise model
+    #: (suite/bound.py class_noise)
+    classes: dict[LatencyKey, tuple[str, str]] = field(default_factory=dict)
 
     @property
     def source(self) -> str:
@@ -228,6 +231,7 @@ def load_latency_baselines(paths: list[Path], accept_incomplete: bool = False) -
     interference: dict[LatencyKey, float] = {}
     clocks: dict[LatencyKey, list[float]] = {}
     methods: dict[LatencyKey, tuple[str, ...]] = {}
+    classes: dict[LatencyKey, tuple[str, str]] = {}
     without: list[str] = []
     environment: dict[str, Any] = {}
     fingerprints: list[dict[str, Any]] = []
@@ -258,6 +262,8 @@ def load_latency_baselines(paths: list[Path], accept_incomplete: bool = False) -
                 clocks.setdefault(key, []).append(float(clock))
             if isinstance(extra.get("clock"), str) and extra["clock"] not in methods.get(key, ()):
                 methods[key] = (*methods.get(key, ()), extra["clock"])
+            if isinstance(extra.get("bound"), str):
+                classes[key] = ("cuda" if str(extra.get("device", "")).startswith("cuda") else "cpu", extra["bound"])
             gate = extra.get("gate") or {}
             if isinstance(gate.get("interference"), (int, float)):
                 interference[key] = max(interference.get(key, 0.0), float(gate["interference"]))
@@ -267,7 +273,8 @@ def load_latency_baselines(paths: list[Path], accept_incomplete: bool = False) -
     return LatencyBaseline(sources=tuple(Path(p) for p in paths), environment=environment, datetime=when,
                            samples=samples, interference=interference, without_samples=tuple(without),
                            fingerprints=tuple(fingerprints),
-                           sm_clock={k: float(statistics.median(v)) for k, v in clocks.items()}, methods=methods)
+                           sm_clock={k: float(statistics.median(v)) for k, v in clocks.items()}, methods=methods,
+                           classes=classes)
 
 
 def saved_fingerprint(data: Mapping[str, Any]) -> dict[str, Any]:

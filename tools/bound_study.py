@@ -183,7 +183,7 @@ def analyse(results: list[dict[str, Any]], threshold: float = 0.05, confidence: 
             for base in others:
                 comparison = compare_latency(base["samples_s"], cur["samples_s"], threshold, confidence)
                 plain.append(comparison.verdict)
-                rule.append(gate_rule(as_record, comparison).verdict)  # the suite's class rule, one baseline run
+                rule.append(gate_rule(as_record, comparison, modeled=False).verdict)  # one run: no model
                 for out, ctl in ((host_ctl, "host_ms"), (launch_ctl, "launch_ms")):
                     scale = base[ctl] / cur[ctl]
                     out.append(compare_latency(base["samples_s"], [s * scale for s in cur["samples_s"]], threshold,

@@ -13,8 +13,9 @@ fails (the baseline was, if anything, slow), anything else is not judged. A devi
 
 from __future__ import annotations
 
+import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from metrics.clocks import clock_normalised, confirmed_in_cycles, limited_note
@@ -106,6 +107,7 @@ class LatencyChecks(BaselineEnvironment):
     busy_limit: float
     benchmark_compares: bool
     latency: list[LatencyOutcome]
+    noise: dict[tuple[str, ...], tuple[float, int]]
 
     def ungated(self) -> int:
         """Latency cases timed in a run given no latency baseline: not judged (no-baseline), counted apart from a
@@ -116,8 +118,14 @@ class LatencyChecks(BaselineEnvironment):
         key = latency_key(record)
         if key is None or self.latency_baseline is None or key not in self.latency_baseline.samples:
             return None
-        return compare_latency(self.latency_baseline.samples[key], record["samples_s"], self.max_slowdown,
-                               self.confidence)
+        pooled = bound.between_half(self.noise, record, key)
+        comparison = compare_latency(self.latency_baseline.samples[key], record["samples_s"], self.max_slowdown,
+                                     self.confidence, between_half=None if pooled is None else pooled[0])
+        if pooled is not None and comparison.interval.startswith("between-night"):
+            half, n = self.noise[pooled[1]]
+            comparison = replace(comparison, interval=f"{comparison.interval} {'/'.join(pooled[1])}: "
+                                 f"+-{math.expm1(half) * 100:.1f}% from {n} night deviations")
+        return comparison
 
     def busy_matters(self, record: dict[str, Any], interference: float | None, saving: bool) -> bool:
         """Whether a re-measurement could change this case's outcome: the current run was busy, the case's
@@ -159,7 +167,8 @@ class LatencyChecks(BaselineEnvironment):
             self.latency.append(outcome)
             return outcome, None
         assert self.latency_baseline is not None
-        comparison = bound.gate_rule(record, comparison)  # a class's rule (suite/bound.py)
+        modeled = bound.between_half(self.noise, record, key) is not None
+        comparison = bound.gate_rule(record, comparison, modeled)  # a class's rule (suite/bound.py)
         base_busy = self.latency_baseline.interference.get(key)
         device_bound = record.get("bound") == "device"
         current_busy = not device_bound and interference is not None and interference > self.busy_limit

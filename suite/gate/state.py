@@ -19,7 +19,7 @@ from metrics.kernel_profile import explain_kernels, same_kernels
 from metrics.node_profile import explain_nodes
 from metrics.regression import LatencyComparison
 from metrics.structure import explain, structural_changes
-from suite import verdict
+from suite import bound, verdict
 from suite.baselines import (
     BaselineError,
     DriftTolerances,
@@ -56,6 +56,8 @@ class Gate(LatencyChecks, DriftChecks, CoverageChecks):
     environment: dict[str, Any]
     busy_retries: int = 2
     latency_baseline: LatencyBaseline | None = None
+    #: each class's between-night half-width, learned from the kept nights (suite/bound.py class_noise)
+    noise: dict[tuple[str, ...], tuple[float, int]] = field(default_factory=dict)
     #: pytest-benchmark's --benchmark-compare-fail judges the latency cases instead (suite/verdict_wiring.py
     #: _take_benchmark_regressions, which also makes a case its compared run lacks not judged, no-baseline)
     benchmark_compares: bool = False
@@ -224,6 +226,7 @@ def gate_from_options(config: pytest.Config) -> Gate:
             storage = benchmark_storage_dir(config.getoption("benchmark_storage", None))
             paths = resolve_latency_baselines(spec, storage)
             gate.latency_baseline = load_latency_baselines(paths, accept_incomplete)
+            gate.noise = bound.class_noise(gate.latency_baseline, gate.confidence)
             gate.warnings.extend(runs_shortfall(spec, len(paths), gate.confidence))
         spec = config.getoption("--accuracy-baseline")
         if spec:

@@ -291,3 +291,37 @@ def test_the_calibration_says_how_its_slowdown_was_made_and_refuses_a_kernel_it_
                            str(tmp_path / "cache")], capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert done.returncode != 0
     assert "--inject-kernel needs --engine torch on a CUDA device" in done.stderr, done.stderr[-2000:]
+
+
+def test_the_between_night_model_pools_a_class_and_keeps_a_cases_own_wider_spread() -> None:
+    """Issue 42: with two kept nights one case's own interval (t of 1 degree of freedom) judged nothing; three nights
+    that agreed by chance (2.4 %) judged a +66 % host-bound case a regression. The class's pooled half-width
+    (``between_half``) replaces the case's t interval; the case's own largest deviation stands where it is wider."""
+    import math
+
+    from metrics.regression import between_night_deviations, compare_latency, pooled_half_width
+
+    rng = np.random.default_rng(1)
+
+    def run(ms: float) -> list[float]:
+        return list(ms * 1e-3 * (1 + 0.003 * rng.standard_normal(100)))
+
+    steady = [run(2.0), run(2.01)]  # a device-bound case, two kept nights 0.5 % apart
+    slower = run(2.0 * 1.05)
+    assert compare_latency(steady, slower, 0.05, 0.99).verdict == "inconclusive"  # t(1) = 63.7: nothing judged
+    pooled = compare_latency(steady, slower, 0.05, 0.99, between_half=math.log(1.01))
+    assert pooled.verdict == "regression" and pooled.interval == "between-night, pooled by class"
+    assert compare_latency(steady, run(2.005), 0.05, 0.99, between_half=math.log(1.01)).verdict == "unchanged"
+    agreed = [run(5.55), run(5.60), run(5.47)]  # three host-bound nights that happened to agree
+    night4 = run(9.24)
+    assert compare_latency(agreed, night4, 0.05, 0.99).verdict == "regression"  # the false alarm
+    wide = compare_latency(agreed, night4, 0.05, 0.99, between_half=math.log(2.8))  # its class moved up to 2.8x
+    assert wide.verdict == "inconclusive"
+    bimodal = [run(0.193), run(0.513)]  # the case itself was seen in both of its modes
+    assert compare_latency(bimodal, run(0.513), 0.05, 0.99, between_half=math.log(1.02)).verdict == "inconclusive"
+    assert between_night_deviations([1.0, 4.0]) == pytest.approx([-math.log(4), math.log(4)])
+    assert between_night_deviations([1.0, 2.0, 4.0])[1] == pytest.approx(0.0)
+    assert pooled_half_width([0.1] * 19, 0.99) is None and pooled_half_width([-0.1] * 20, 0.99) == pytest.approx(0.1)
+    spread = [0.01 * i for i in range(101)]
+    assert pooled_half_width(spread, 0.99) == pytest.approx(0.99) and pooled_half_width(spread, 0.5) == \
+        pytest.approx(0.5)
