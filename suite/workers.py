@@ -121,10 +121,10 @@ def bind_worker_cpus() -> list[int] | None:
         return None
     if os.environ.get(SHARED_CPUS_ENV) == "shared":  # every worker on every core, default thread pools: the
         return None  # comparison that tells whether the split helps on a host whose core topology a VM hides
-    cpus = sorted(os.sched_getaffinity(0))
-    if BOUND_GPU is not None:
-        share = gpu_cpu_slice(BOUND_GPU, cpus, host_gpus(), physical_core)
-    elif count > 1:
+    cpus, gpus = sorted(os.sched_getaffinity(0)), host_gpus()
+    if BOUND_GPU is not None and gpus:
+        share = gpu_cpu_slice(BOUND_GPU, cpus, gpus, physical_core)
+    elif count > 1:  # a CPU run's workers, or a host whose driver lists no GPU: split among the workers
         share = cpu_share(cpus, worker, count)
     else:
         return None

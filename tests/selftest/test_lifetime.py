@@ -576,6 +576,11 @@ def test_a_one_worker_gpu_run_is_pinned_too(monkeypatch: pytest.MonkeyPatch) -> 
     assert workers.os.environ["OMP_NUM_THREADS"] == "4"
     monkeypatch.setattr(workers, "BOUND_GPU", None)  # a CPU run of one worker: left alone
     assert workers.bind_worker_cpus() is None and len(pinned) == 1
+    monkeypatch.setattr(workers, "BOUND_GPU", "1")
+    monkeypatch.setattr(workers, "host_gpus", lambda: [])  # the driver lists no GPU: split among the workers
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
+    assert workers.bind_worker_cpus() == [4, 5, 6, 7]
 
 
 def test_nvml_counts_gpus_as_the_host_does() -> None:
