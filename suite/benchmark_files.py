@@ -82,7 +82,8 @@ def write_benchmark_json(config: pytest.Config, benchmarks: list[dict[str, Any]]
         path = bench.storage.get(f"{bench.storage._next_num}_{name}.json")
         write_json_atomic(path, doc)
         written.append(path)
-    if bench.json:
-        write_json_atomic(Path(bench.json), doc)
-        written.append(Path(bench.json))
+    if bench.json:  # pytest-benchmark < 5.3 holds --benchmark-json as the file it opened, 5.3 as its path
+        target = Path(getattr(bench.json, "name", bench.json))
+        write_json_atomic(target, doc)
+        written.append(target)
     return written
