@@ -36,6 +36,7 @@ from suite import (
     parametrize,
     run_identity,
     runtest,
+    startup_check,
     terminal,
     verdict_wiring,
     workers,
@@ -85,6 +86,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     lifetime = config.stash.get(LIFETIME_KEY, None)
     if lifetime is not None:
         lifetime.close()
+    startup_check.forget_failed_models(config)
     interrupts.unconfigure(config)
 
 
@@ -127,8 +129,15 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Any:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
+    runtest.before_setup(item)  # a test whose model failed the start-up check fails here, with the cause
     if LIFETIME_KEY in item.config.stash:
         item.config.stash[LIFETIME_KEY].before(item)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """An xdist controller starts a worker: where it reads the models that failed their start-up check."""
+    startup_check.configure_node(node.config, node)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -1,5 +1,7 @@
 """Around each test: what an exception out of it means for the verdict, and what its teardown releases.
 
+A test whose model failed the start-up check fails in its setup with the check's line, before anything of the model
+is made (suite/startup_check.py says which failures those are).
 A cell or latency path that cannot run here (CellUnavailable) is a skip with its reason code, or a failure where
 the cell is the reference or its engine is required; a resource error (out of memory, a CUDA error) fails its check
 naming the memory in use; after each test the engines the next one does not need are released and each finished
@@ -14,7 +16,7 @@ from typing import Any
 import pytest
 
 from engines.base import UNAVAILABLE, CellUnavailable
-from suite import verdict
+from suite import startup_check, verdict
 from suite.gate.state import gate_of
 from suite.gpu_memory import in_use, resource_error
 from suite.lifetime import cell_of
@@ -61,11 +63,22 @@ def _not_a_resource_error(item: pytest.Item, exc: BaseException) -> None:
                 f"{', '.join(lifetime.session.alive()) or 'none'}", pytrace=False)
 
 
+def before_setup(item: pytest.Item) -> None:
+    """A test of a model that failed its start-up check fails now, naming the model and the cause: not a skip (the
+    check could not run because the model is broken here, which is what the run must report), and before its
+    fixtures make the model again."""
+    failure = startup_check.model_failure(item)
+    if failure is not None:
+        model, line = failure
+        item.user_properties.append((verdict.START_UP_FAILURE, model))
+        pytest.fail(line, pytrace=False)
+
+
 def after_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
     """After the test's fixtures are gone: release the engines the next test does not need (suite/lifetime.py),
     and compare each finished cell's peak GPU memory with the accuracy baseline's (the drift gate)."""
     lifetime = item.config.stash.get(LIFETIME_KEY, None)
-    if lifetime is None:
+    if lifetime is None or startup_check.model_failure(item) is not None:  # it made nothing, and measured nothing
         return
     gate = gate_of(item.config)
     failures = []

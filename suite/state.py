@@ -12,6 +12,7 @@ that importing this module imports nothing of the suite's at run time.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -38,6 +39,11 @@ class RunState:
         self.unwritten: list[str] = []  # files the run could not write (suite/verdict_wiring.py _file_not_written)
         #: engines the config requires that this run leaves out, and why (an explicit --engines, or --models)
         self.left_out: dict[str, str] = {}
+        #: the models that failed their start-up check, each with its one line (suite/startup_check.py): set by the
+        #: check (this process's, or an xdist controller's), read from its file by an xdist worker; None: not known yet
+        self.failed_models: dict[str, str] | None = None
+        #: where an xdist controller leaves ``failed_models`` for its workers (suite/startup_check.py configure_node)
+        self.failed_models_file: Path | None = None
 
 
 #: The session: config, cache, datasets, engines and reference outputs (every process).

@@ -66,6 +66,9 @@ EXIT_NOT_JUDGED = 75
 EXIT_STATUS: dict[str, int] = {PASSED: 0, FAILED: 1, NOT_JUDGED: EXIT_NOT_JUDGED}
 
 USER_PROPERTY = "suite_check"
+#: The user property of a test whose model failed its start-up check (its value: the model): the test fails in its
+#: setup, before anything of the model is made (suite/startup_check.py), and counts as failed, not as pytest's error.
+START_UP_FAILURE = "suite_start_up_failure"
 _SKIP_TAG = re.compile(r"not judged \(([a-z0-9-]+)\)")
 
 
@@ -126,6 +129,12 @@ class Component:
 def report_component(node: Any, component: Component) -> None:
     """Attach a comparison to a test item; it travels with the item's report (also from xdist workers)."""
     node.user_properties.append((USER_PROPERTY, component.as_dict()))
+
+
+def start_up_failure(report: Any) -> bool:
+    """Whether this report is the failed setup of a test whose model failed its start-up check."""
+    return (report.when == "setup" and report.outcome == "failed"
+            and any(k == START_UP_FAILURE for k, _ in getattr(report, "user_properties", ())))
 
 
 def check_of_report(report: Any) -> Check | None:

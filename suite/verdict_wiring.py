@@ -63,6 +63,8 @@ class VerdictPlugin:
         the progress letter 's' for a skip, 'n' for a test that ran while its gate could not judge), never 'passed'
         or 'skipped': the line's counts are the verdict's. Only the terminal's category: the report's outcome, which
         the ledger and pytest-xdist read, is pytest's."""
+        if verdict.start_up_failure(report):  # its model failed the start-up check: a failed check, not an error
+            return "failed", "F", ("FAILED", {"red": True})
         check = verdict.check_of_report(report)
         if check is None or check.state != verdict.NOT_JUDGED:
             return None

@@ -225,3 +225,15 @@ def tiny_bert_model() -> torch.nn.Module:
     torch.manual_seed(0)
     return BertModel(BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
                                 intermediate_size=64, max_position_embeddings=64))
+
+
+class ForwardRaises(Linear16):
+    """Made fine, its forward raises as a model's does when its package changed under it (transformers 4.57's
+    BertModel refusing minilm_l6_fused's 4-D mask): an environment's failure, found by the smoke forward."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        raise ValueError("Wrong shape for input_ids (shape torch.Size([2, 16])) or attention_mask")
+
+
+def forward_raises(cache=None) -> torch.nn.Module:
+    return ForwardRaises()

@@ -187,6 +187,14 @@ USAGE = 25
 PASSING = 40
 
 
+def startup_failed(checks: int) -> int:
+    """A run in which a model failed its start-up check (issue 42: its tests fail, the run goes on): 60 lines for
+    the summary, the verdict and the check's block (with the last lines the model printed, and the progress lines of
+    -v), and 4 for each of its failed tests (pytest's two-line report of the one line, the short summary's line, the
+    verdict's)."""
+    return 60 + 4 * checks
+
+
 def failing(checks: int) -> int:
     """A run with failed checks: 40 lines for the summary and the verdict, and 80 for each failed check
     (pytest's long report of a parity or accuracy failure: the test's source, the message with every
@@ -492,14 +500,18 @@ def _absent(*patterns: str) -> Callable[[Result], list[str]]:
 _not_absorbed = _absent(r"known failures? \(as declared\)")
 
 
-def _verdict_error(says: str) -> Callable[[Result], list[str]]:
-    """The --suite-results file (WORK/results.json) carries the start-up error in its verdict."""
+def _verdict_failed(says: str) -> Callable[[Result], list[str]]:
+    """The --suite-results file (WORK/results.json) carries the failure in each failed check, and no error of the
+    run (a model's start-up failure ends no run)."""
     def check(result: Result) -> list[str]:
         path = result.work / "results.json"
         if not path.exists():
             return [f"no {path.name} written"]
-        error = json.loads(path.read_text()).get("verdict", {}).get("error")
-        return [] if error and re.search(says, error) else [f"the verdict's error is {error!r}, not /{says}/"]
+        verdict = json.loads(path.read_text()).get("verdict", {})
+        details = [c.get("detail", "") for c in verdict.get("failed", [])]
+        found = [] if details and all(re.search(says, d) for d in details) else [
+            f"the failed checks' details are {details!r}, not each /{says}/"]
+        return found + ([f"the verdict has an error: {verdict['error']!r}"] if verdict.get("error") else [])
     return check
 
 
@@ -513,6 +525,18 @@ def _usage(id: str, input: str, run_config: str | None, *args: str, says: Iterab
     the error comes before any test. A case whose input reaches the tests today selects those its input acts
     on (the latency tests for a latency option)."""
     return Case(id, input, Run(id, run_config, tuple(args), tests=tests, prepare=prepare), 4, tuple(says), **kw)
+
+
+def _model_fails(id: str, input: str, run_config: str | None, *args: str, says: Iterable[str],
+                 prepare: Callable[[Path, Path], None] | None = None, tests: tuple[str, ...] = (ACCURACY,),
+                 checks: int = 1, **kw) -> Case:
+    """A model that fails its start-up check (suite/startup_check.py): not a usage error of the run since issue 42,
+    but exit 1 with each of its ``checks`` tests failed, in one line naming the model and the key, and the check's
+    block shown once, as it was the usage error's."""
+    return Case(id, input, Run(id, run_config, tuple(args), tests=tests, prepare=prepare), 1,
+                (*says, r"(?m)^\[engine cache\] start-up check failed for m[\w, ]*: each of its tests fails",
+                 r"(?m)^  \S+: Failed: model m\w* failed its start-up check, so this check cannot run: \[models\.m"),
+                lines=startup_failed(checks), **kw)
 
 
 _CACHE_RUN = {"config": CACHE_CONFIG, "tests": (PARITY_DATASET,), "needs": ("cache",)}
@@ -569,11 +593,11 @@ _NAN_SAYS = (r"m-onnxruntime-fp32 on extremes inputs .*reference has \d+ NaN/Inf
 CASES: list[Case] = [
     # ------------------------------------------------------------------ the output's batch axis
     Case("batch-mean", "a model returning `out.mean(0, keepdim=True)`, parity only (no data set)",
-         Run("batch-mean", config(factory=f'"{T}:batch_mean"'), tests=(GENERATED,)), 4,
-         (r"\[models\.m\]\.outputs", r"output 'out' has shape \S*1, 5\S*.* batch of [2-9]")),
+         Run("batch-mean", config(factory=f'"{T}:batch_mean"'), tests=(GENERATED,)), 1,
+         (r"\[models\.m\]\.outputs", r"output 'out' has shape \S*1, 5\S*.* batch of [2-9]"), lines=startup_failed(4)),
     Case("batch-twice", "a model returning `torch.cat([out, out])`",
-         Run("batch-twice", config(factory=f'"{T}:batch_twice"'), tests=(PARITY,)), 4,
-         (r"\[models\.m\]\.outputs: output 'out' has shape \[4, 5\] for a batch of 2",)),
+         Run("batch-twice", config(factory=f'"{T}:batch_twice"'), tests=(PARITY,)), 1,
+         (r"\[models\.m\]\.outputs: output 'out' has shape \[4, 5\] for a batch of 2",), lines=startup_failed(6)),
     # Right at the smoke batch (2), wrong at every other: the start-up check passes it; each call's output check at
     # run time (SuiteSession.run_batched) must fail the reference's test and the engine's, each naming its cell.
     Case("batch-first-two-rows", "a model returning `out[:2]` (right at batch 2 only), accuracy on 64 rows",
@@ -582,8 +606,8 @@ CASES: list[Case] = [
          tuple(rf"OutputShapeError: m-{cell}-fp32: output 'out' has shape \(2, 5\), expected \(4, 5\)"
                for cell in ("torch", "onnxruntime")), lines=failing(2)),
     Case("batch-transposed", "a model returning `out.t()` (5 classes) with `batch_sizes = [5, 8]`",
-         Run("batch-transposed", config(factory=f'"{H}:transposed"', batch_sizes="[5, 8]"), tests=(PARITY,)), 4,
-         (r"\[models\.m\]\.outputs: output 'out' has shape \[5, 8\] for a batch of 8",)),
+         Run("batch-transposed", config(factory=f'"{H}:transposed"', batch_sizes="[5, 8]"), tests=(PARITY,)), 1,
+         (r"\[models\.m\]\.outputs: output 'out' has shape \[5, 8\] for a batch of 8",), lines=startup_failed(6)),
     # ------------------------------------------------------------------ outputs bound by name
     Case("dict-outputs-by-key", '`{"probs": ..., "logits": ...}` with `outputs = ["logits", "probs"]`',
          Run("dict-outputs", config(factory=f'"{T}:dict_output_net"', outputs='["logits", "probs"]',
@@ -593,7 +617,7 @@ CASES: list[Case] = [
          Run("dict-int-keys", config(factory=f'"{H}:dict_int_keys"', outputs='["0", "1"]', parity_dataset=TINY_DATA),
              tests=(PARITY_DATASET,)), 0,
          (r"VERDICT: PASSED", r"\b1 passed"), lines=PASSING),
-    _usage("dict-output-name-missing", '`outputs = ["logits", "scores"]` for a dict of probs and logits',
+    _model_fails("dict-output-name-missing", '`outputs = ["logits", "scores"]` for a dict of probs and logits',
            config(factory=f'"{T}:dict_output_net"', outputs='["logits", "scores"]'),
            says=(r"\[models\.m\]\.outputs = \['logits', 'scores'\]: outputs \['scores'\] are configured but the "
                  r"model does not return them; it returns dict with names \['probs', 'logits'\]",)),
@@ -692,72 +716,72 @@ CASES: list[Case] = [
     _usage("engine-cache-unwritable", "`--engine-cache` pointing at an unwritable directory", config(),
            "--engine-cache", "{work}/ro", prepare=_unwritable,
            says=(r"--engine-cache: engine cache \S*ro is not writable: Permission denied",)),
-    _usage("input-shape-does-not-fit", "`shape = [10]` for a `Linear(16, 4)`",
+    _model_fails("input-shape-does-not-fit", "`shape = [10]` for a `Linear(16, 4)`",
            config(factory=f'"{P}:linear16"', inputs='[{ name = "x", shape = [10] }]', outputs='["y"]'),
            says=(r"\[models\.m\]\.inputs: the smoke forward on a synthetic batch of 2 failed: RuntimeError: mat1 "
                  r"and mat2 shapes cannot be multiplied \(2x10 and 16x4\); declared inputs: x float32 \[10\]",)),
-    _usage("factory-raises", "a factory that raises", config(factory=f'"{P}:raises"'),
+    _model_fails("factory-raises", "a factory that raises", config(factory=f'"{P}:raises"'),
            says=(r"\[models\.m\]\.factory = '\S+:raises': the factory raised FileNotFoundError: weights\.pt: no "
                  r"such file in the package",)),
-    _usage("factory-not-a-module", "a factory returning a dict of weights", config(factory=f'"{P}:not_a_module"'),
+    _model_fails("factory-not-a-module", "a factory returning a dict of weights", config(factory=f'"{P}:not_a_module"'),
            says=(r"\[models\.m\]\.factory = '\S+:not_a_module': the factory of model 'm' returned dict, not a "
                  r"torch\.nn\.Module",)),
-    _usage("outputs-more-names", '`outputs = ["a", "b"]` for a model returning one tensor',
+    _model_fails("outputs-more-names", '`outputs = ["a", "b"]` for a model returning one tensor',
            config(outputs='["a", "b"]'),
            says=(r"\[models\.m\]\.outputs = \['a', 'b'\]: the model returns 1 unnamed output\(s\) \(Tensor\), "
                  r"the config names 2",)),
-    _usage("outputs-fewer-names", '`outputs = ["y"]` for a model returning a tuple of two',
+    _model_fails("outputs-fewer-names", '`outputs = ["y"]` for a model returning a tuple of two',
            config(factory=f'"{P}:two_outputs"', inputs=X16, outputs='["y"]'),
            says=(r"\[models\.m\]\.outputs = \['y'\]: the model returns 2 unnamed output\(s\) \(tuple\), the "
                  r"config names 1",)),
-    _usage("labels-do-not-match-rows", "an accuracy_dataset with 63 labels for 64 rows",
+    _model_fails("labels-do-not-match-rows", "an accuracy_dataset with 63 labels for 64 rows",
            config(accuracy_dataset=f'"{H}:label_mismatch"'),
-           says=(r"\[models\.m\]\.accuracy_dataset = '\S+:label_mismatch': 63 labels for 64 rows",)),
+           checks=2, says=(r"\[models\.m\]\.accuracy_dataset = '\S+:label_mismatch': 63 labels for 64 rows",)),
     Case("no-accuracy-dataset", "a model without labels, tests/accuracy run, `no-data` not accepted",
          Run("no-accuracy-dataset", config(head={"run": 'requires = ["torch", "onnxruntime"]'}), tests=(ACCURACY,)),
          EXIT_NOT_JUDGED, (r"VERDICT: NOT JUDGED", r"test_top1_top5\[m\]: m declares no accuracy_dataset"),
          lines=PASSING),
-    _usage("accuracy-dataset-unlabelled", "an accuracy_dataset without labels",
+    _model_fails("accuracy-dataset-unlabelled", "an accuracy_dataset without labels",
            config(accuracy_dataset=f'"{H}:unlabelled"'),
-           says=(r"\[models\.m\]\.accuracy_dataset = '\S+:unlabelled': the dataset has no labels",)),
+           checks=2, says=(r"\[models\.m\]\.accuracy_dataset = '\S+:unlabelled': the dataset has no labels",)),
     # ------------------------------------------------------------------ models and data, beyond the issue's list
-    _usage("factory-does-not-import", "a factory path that does not import",
+    _model_fails("factory-does-not-import", "a factory path that does not import",
            config(factory='"tests.selftest.no_such_module:make"'),
            says=(r"\[models\.m\]\.factory = 'tests\.selftest\.no_such_module:make': cannot import module",)),
     _usage("factory-without-colon", '`factory = "tests.selftest.tiny_models"` (no `:callable`)',
            config(factory=f'"{T}"'),
            says=(r"\[models\.m\]\.factory: '\S+' is not of the form 'package\.module:callable'",)),
-    _usage("dataset-raises", "a parity_dataset that raises", config(parity_dataset=f'"{P}:data_raises"'),
+    _model_fails("dataset-raises", "a parity_dataset that raises", config(parity_dataset=f'"{P}:data_raises"'),
            says=(r"\[models\.m\]\.parity_dataset = '\S+:data_raises': the dataset raised RuntimeError: no "
                  r"network",)),
-    _usage("calibration-feeds-misnamed", "a calibration_dataset whose feeds are named differently",
+    _model_fails("calibration-feeds-misnamed", "a calibration_dataset whose feeds are named differently",
            config(precisions='["fp32", "int8"]', calibration_dataset=f'"{P}:data_ok"'),
            says=(r"\[models\.m\]\.calibration_dataset = '\S+:data_ok': its feeds are named \['x'\]",)),
-    _usage("input-dtype-int-for-float-model", '`dtype = "int64"` for an image a conv layer takes as float',
+    _model_fails("input-dtype-int-for-float-model", '`dtype = "int64"` for an image a conv layer takes as float',
            config(inputs=f'[{{ name = "image", shape = [1, 8, 8], dtype = "int64", low = 0, high = 1 }}, {EXTRA}]'),
            says=(r"\[models\.m\]\.inputs: the smoke forward .* failed: RuntimeError: Input type \(long int\)",)),
     _usage("int8-without-calibration", '`precisions = ["fp32", "int8"]` without calibration_dataset',
            config(precisions='["fp32", "int8"]'), says=(r"\[models\.m\]: precision int8 needs calibration_dataset",)),
     Case("dataset-nan-rows", "an accuracy_dataset with NaN in every fourth row",
          Run("dataset-nan-rows", config(accuracy_dataset=f'"{H}:nan_rows"'), tests=(ACCURACY, PARITY_DATASET),
-             **_WARM), 4,
-         (r"\[models\.m\]\.accuracy_dataset = '\S+:nan_rows': .*(NaN|finite)",)),
+             **_WARM), 1,
+         (r"\[models\.m\]\.accuracy_dataset = '\S+:nan_rows': .*(NaN|finite)",), lines=startup_failed(3)),
     Case("dataset-labels-out-of-range", "labels 0..9 for a model with 5 outputs",
          Run("labels-out-of-range", config(accuracy_dataset=f'"{H}:labels_out_of_range"'), tests=(ACCURACY,),
-             **_WARM), 4,
-         (r"\[models\.m\]\.accuracy_dataset = '\S+:labels_out_of_range': .*label",)),
-    *[_usage(f"labels-{kind}", f"an accuracy_dataset (a look-alike that checks nothing) with {what}",
-             config(accuracy_dataset=f'"{H}:{kind.replace("-", "_")}_labels"'),
+             **_WARM), 1,
+         (r"\[models\.m\]\.accuracy_dataset = '\S+:labels_out_of_range': .*label",), lines=startup_failed(2)),
+    *[_model_fails(f"labels-{kind}", f"an accuracy_dataset (a look-alike that checks nothing) with {what}",
+             config(accuracy_dataset=f'"{H}:{kind.replace("-", "_")}_labels"'), checks=2,
              says=(rf"\[models\.m\]\.accuracy_dataset = '\S+_labels': labels are {dtype} of shape \[{shape}\]{more}; "
                    rf"labels are class indices, a 1-D array of integers with one per row{hint};",))
       for kind, what, dtype, shape, more, hint in (
           ("string", 'string labels (`"cat"`, `"dog"`)', "<U3", "64", "", ""),
           ("nan", "float labels, NaN in every other row", "float64", "64", ", 32 of them NaN", ""),
           ("one-hot", "one-hot labels (64 x 5)", "float64", "64, 5", "", r" \(one-hot rows\? give their argmax\)"))],
-    _usage("parity-dataset-0-rows", "a parity_dataset with 0 rows", config(parity_dataset=f'"{H}:zero_rows"'),
+    _model_fails("parity-dataset-0-rows", "a parity_dataset with 0 rows", config(parity_dataset=f'"{H}:zero_rows"'),
            tests=(PARITY_DATASET,),
            says=(r"\[models\.m\]\.parity_dataset = '\S+:zero_rows': the data set has 0 rows; it needs at least one",)),
-    *[_usage(f"dataset-token-id-{kind}", f"a parity_dataset of token ids with {what}, ids declared in [0, 49]",
+    *[_model_fails(f"dataset-token-id-{kind}", f"a parity_dataset of token ids with {what}, ids declared in [0, 49]",
              config(factory=f'"{T}:token_net"', inputs=TOKENS, parity_dataset=f'"{H}:{ref}"'), tests=(PARITY_DATASET,),
              says=(rf"\[models\.m\]\.parity_dataset = '\S+:{ref}': feed 'ids' holds 1 value outside the range "
                    rf"\[0, 49\] declared for input 'ids', in 1 of its 32 rows \(first: row {row}, value {value}\)",))
@@ -765,12 +789,12 @@ CASES: list[Case] = [
                                             "tokens_out_of_vocabulary", 3, 77),
                                            ("negative", "one id -1", "tokens_negative", 5, -1))],
     Case("dataset-integer-feed-for-float-input", "a parity_dataset whose float32 image feed is int64",
-         Run("integer-feed", config(parity_dataset=f'"{H}:integer_image"'), tests=(PARITY_DATASET,), **_WARM), 4,
-         (r"\[models\.m\]\.parity_dataset = '\S+:integer_image': .*int64",)),
+         Run("integer-feed", config(parity_dataset=f'"{H}:integer_image"'), tests=(PARITY_DATASET,), **_WARM), 1,
+         (r"\[models\.m\]\.parity_dataset = '\S+:integer_image': .*int64",), lines=startup_failed(1)),
     Case("parity-dataset-fewer-rows-than-samples", "`parity_samples = 64` with an 8-row parity_dataset",
          Run("fewer-rows", config(parity_dataset=f'"{H}:rows_8"', parity_samples="64"), tests=(PARITY_DATASET,),
-             **_WARM), 4,
-         (r"\[models\.m\]\.parity_samples = 64: .*\b8\b",)),
+             **_WARM), 1,
+         (r"\[models\.m\]\.parity_samples = 64: .*\b8\b",), lines=startup_failed(1)),
     Case("engine-produces-inf", "an engine producing +Inf (the exported graph, not the reference)",
          Run("engine-inf", config(factory=f'"{H}:inf_when_exported"', parity_dataset=TINY_DATA),
              tests=(PARITY_DATASET,)), 1,
@@ -1028,26 +1052,26 @@ CASES: list[Case] = [
            config(), "--benchmark-compare", "0001", tests=(LATENCY,), prepare=_saved_run("0001_knob.json", knobs=True),
            says=(r"--benchmark-compare's run 0001 was made with a self-test knob \(--inject-slowdown 50%\)",)),
     # ------------------------------------------------------------------ first contact: a second audit
-    _usage("overhead-only-broken-model", "only tests/latency/test_harness_overhead.py selected, its model broken "
+    _model_fails("overhead-only-broken-model", "only tests/latency/test_harness_overhead.py selected, its model broken "
            "(`shape = [10]` for a `Linear(16, 4)`)",
            config(head={"run": 'requires = ["torch"]\naccept_not_judged = ["unsupported"]'}, engines='["torch"]',
                   factory=f'"{P}:linear16"', inputs='[{ name = "x", shape = [10] }]', outputs='["y"]'),
            tests=(OVERHEAD,),
-           says=(r"(?m)^ERROR: suite\.toml: \[models\.m\]\.inputs: the smoke forward on a synthetic batch of 2 "
+           checks=16, says=(r"(?m)^suite\.toml: \[models\.m\]\.inputs: the smoke forward on a synthetic batch of 2 "
                  r"failed: "
                  r"RuntimeError: mat1 and mat2 shapes cannot be multiplied \(2x10 and 16x4\)",)),
-    _usage("two-broken-models", "two broken models in one config", config(
+    _model_fails("two-broken-models", "two broken models in one config", config(
                factory=f'"{P}:linear16"', inputs='[{ name = "x", shape = [10] }]', outputs='["y"]')
            + model_table("m2", factory=f'"{P}:not_a_module"'),
-           says=(r"(?m)^ERROR: suite\.toml: 2 models failed their start-up check, one line each:$",
+           checks=2, says=(r"(?m)^suite\.toml: 2 models failed their start-up check, one line each:$",
                  r"(?m)^  \[models\.m\]\.inputs: the smoke forward on a synthetic batch of 2 failed: RuntimeError: "
                  r"mat1 and mat2 shapes cannot be multiplied \(2x10 and 16x4\); declared inputs: x float32 \[10\]",
                  r"(?m)^  \[models\.m2\]\.factory = '\S+:not_a_module': the factory of model 'm2' returned dict, "
                  r"not a torch\.nn\.Module; declared inputs: image"),
-           shows=r"^ERROR: "),
-    _usage("chatty-model-broken", "a broken model whose forward prints 300 lines",
+           shows=r"^suite\.toml: 2 models"),
+    _model_fails("chatty-model-broken", "a broken model whose forward prints 300 lines",
            config(factory=f'"{P}:chatty"', inputs='[{ name = "x", shape = [10] }]', outputs='["y"]'),
-           says=(r"(?m)^ERROR: suite\.toml: \[models\.m\]\.inputs: the smoke forward on a synthetic batch of 2 failed: "
+           says=(r"(?m)^suite\.toml: \[models\.m\]\.inputs: the smoke forward on a synthetic batch of 2 failed: "
                  r"RuntimeError: mat1 and mat2 shapes cannot be multiplied",
                  r"(?m)^  m's factory and smoke forward printed 300 lines \(hidden\); the last 5:$",
                  r"(?m)^  \| debug: forward step 299 x\.shape=\(2, 10\)$"),
@@ -1057,12 +1081,12 @@ CASES: list[Case] = [
                                            inputs=X16, outputs='["y"]', accuracy_dataset=f'"{P}:data_ok"'),
              tests=(LATENCY, ACCURACY)),
          0, (r"VERDICT: PASSED",), lines=PASSING, check=_absent(r"debug: forward step")),
-    _usage("slow-factory-progress", "a factory that takes its time (progress lines, `-v`)",
+    _model_fails("slow-factory-progress", "a factory that takes its time (progress lines, `-v`)",
            config(factory=f'"{P}:slow_linear16"', inputs='[{ name = "x", shape = [10] }]', outputs='["y"]'), "-v",
            says=(r"(?m)^\[engine cache\] making m \(factory \S+:slow_linear16\) \.\.\.$",),
            check=_in_order(r"^\[engine cache\] making m \(factory \S+:slow_linear16\) \.\.\.$",
                            r"^\[engine cache\] made m in (0\.[5-9]|[1-9]\d*\.\d) s$",
-                           r"^ERROR: suite\.toml: \[models\.m\]")),
+                           r"^suite\.toml: \[models\.m\]")),
     Case("unseeded-factory", "a factory whose weights are random on every call, second run",
          Run("unseeded-factory", config(head={"run": TORCH_TIMED}, engines='["torch"]', factory=f'"{P}:unseeded"',
                                         inputs=X16, outputs='["y"]', accuracy_dataset=f'"{P}:data_ok"'),
@@ -1076,22 +1100,22 @@ CASES: list[Case] = [
                                                factory=f'"{P}:linear16"', inputs=X16, outputs='["y"]',
                                                accuracy_dataset=f'"{P}:data_ok"'), tests=(ACCURACY,)),
          0, (r"VERDICT: PASSED",), lines=PASSING, check=_absent(r"not writable", r"UserWarning")),
-    _usage("factory-module-syntax-error", "a factory whose module has a syntax error",
+    _model_fails("factory-module-syntax-error", "a factory whose module has a syntax error",
            config(factory='"broken_syntax:make"'),
            prepare=_write("broken_syntax.py", "import torch\n\n\ndef make(:\n    return torch.nn.Linear(16, 4)\n"),
            says=(r"\[models\.m\]\.factory = 'broken_syntax:make': cannot import module 'broken_syntax': SyntaxError "
                  r"at broken_syntax\.py:4: ",),
            check=_absent(r"the factory raised")),
-    _usage("factory-raises-inside-torch", "a factory whose `load_state_dict({})` raises inside torch",
+    _model_fails("factory-raises-inside-torch", "a factory whose `load_state_dict({})` raises inside torch",
            config(factory=f'"{P}:load_missing_weights"'),
            says=(r"\[models\.m\]\.factory = '\S+:load_missing_weights': the factory raised RuntimeError: Missing "
                  r"key\(s\) in state_dict: \"fc\.weight\", \"fc\.bias\"\. \(at preflight_models\.py:\d+ in "
                  r"load_missing_weights\)",)),
-    _usage("factory-raises-where", "a factory that raises: where, in the user's code",
+    _model_fails("factory-raises-where", "a factory that raises: where, in the user's code",
            config(factory=f'"{P}:raises"'),
            says=(r"\[models\.m\]\.factory = '\S+:raises': the factory raised FileNotFoundError: weights\.pt: no "
                  r"such file in the package \(at preflight_models\.py:\d+ in raises\); declared inputs",)),
-    _usage("factory-returns-class", "a factory returning the class, not an instance (`return Net`)",
+    _model_fails("factory-returns-class", "a factory returning the class, not an instance (`return Net`)",
            config(factory=f'"{P}:returns_class"'),
            says=(r"\[models\.m\]\.factory = '\S+:returns_class': the factory of model 'm' returned the class "
                  r"Linear16, not an instance of it; did you return the class\? call it: return Linear16\(\)",)),
@@ -1106,10 +1130,10 @@ CASES: list[Case] = [
     Case("preflight-error-in-the-verdict", "a start-up check's error, in `--suite-results`",
          Run("preflight-error-in-the-verdict",
              config(factory=f'"{P}:linear16"', inputs='[{ name = "x", shape = [10] }]', outputs='["y"]'),
-             ("--suite-results", "{work}/results.json"), tests=(ACCURACY,)), 4,
-         (r"\[models\.m\]\.inputs: the smoke forward",),
-         check=_verdict_error(r"^suite\.toml: \[models\.m\]\.inputs: the smoke forward on a synthetic batch of 2 "
-                              r"failed")),
+             ("--suite-results", "{work}/results.json"), tests=(ACCURACY,)), 1,
+         (r"\[models\.m\]\.inputs: the smoke forward",), lines=startup_failed(1),
+         check=_verdict_failed(r"^Failed: model m failed its start-up check, so this check cannot run: \[models\.m\]"
+                               r"\.inputs: the smoke forward on a synthetic batch of 2 failed")),
 ]
 
 # ---- issue 23, "No green over a wrong answer" ---------------------------------------------------------------------

@@ -3,13 +3,14 @@ declared inputs and the model's own complaint; a model that passed is not run ag
 
 import copy
 import inspect
+import json
 import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from core.cache import ArtifactCache
+from core.cache import ArtifactCache, CacheUnusable
 from core.factory import FactorySignatureError, call_factory
 from core.inputs import InputSpec
 from engines.artifacts import ModelBuild
@@ -271,26 +272,48 @@ def test_models_of_counts_the_model_the_harness_overhead_check_uses():
 
 
 def test_only_the_harness_overhead_check_selected_still_checks_its_model(tmp_path):
-    """A broken model behind `pytest tests/latency/test_harness_overhead.py`: one usage error, no test runs."""
+    """A broken model behind `pytest tests/latency/test_harness_overhead.py`: its check fails, naming the model; the
+    run goes on to fail that test (issue 42: a model's failure is its tests', not a usage error of the run)."""
     pytest_config = _PytestConfig(_config(inputs=X10), ArtifactCache(tmp_path / "cache"))
-    with pytest.raises(pytest.UsageError, match=r"^<memory>: \[models\.m\]\.inputs: the smoke forward on a synthetic "
-                                               r"batch of 2 failed: RuntimeError: mat1 and mat2"):
-        startup_check._preflight(pytest_config, [OVERHEAD_ID])
+    startup_check._preflight(pytest_config, [OVERHEAD_ID])
+    failed = pytest_config.stash[state.RUN_KEY].failed_models
+    assert list(failed) == ["m"]
+    assert failed["m"].startswith("[models.m].inputs: the smoke forward on a synthetic batch of 2 failed: "
+                                  "RuntimeError: mat1 and mat2")
 
 
-def test_the_start_up_error_is_kept_for_the_verdict(tmp_path):
-    """The usage error ends the run before the verdict is settled: its text waits in the run's ledger for it."""
+def test_a_failed_model_is_not_an_error_of_the_run_and_is_told_once(tmp_path):
+    """The model's failure is not the run's error (nothing ended it): the ledger has none; the whole block is shown
+    once, under a line naming the failed models."""
     pytest_config = _PytestConfig(_config(inputs=X10), ArtifactCache(tmp_path / "cache"))
+    startup_check.note_collected(pytest_config, ["tests/accuracy/test_accuracy.py::test_top1_top5[m-torch-fp32]"])
+    assert state.ledger_of(pytest_config).error is None
+    lines = pytest_config.reporter.lines
+    assert lines[-2] == ("[engine cache] start-up check failed for m: each of its tests fails with the cause; the "
+                         "other models' tests run")
+    assert lines[-1].startswith("<memory>: [models.m].inputs: the smoke forward on a synthetic batch of 2")
+
+
+def test_a_usage_error_of_the_start_up_check_is_kept_for_the_verdict(tmp_path, monkeypatch):
+    """What is wrong with the run itself (a ConfigError that names no model, an unusable cache) still ends it
+    before any test: its text waits in the run's ledger for the verdict."""
+    pytest_config = _PytestConfig(_config(), ArtifactCache(tmp_path / "cache"))
+
+    def unusable(*args, **kwargs):
+        raise CacheUnusable("engine cache /x: No space left on device")
+
+    monkeypatch.setattr(startup_check, "check_models", unusable)
     with pytest.raises(pytest.UsageError) as info:
         startup_check.note_collected(pytest_config, ["tests/accuracy/test_accuracy.py::test_top1_top5[m-torch-fp32]"])
+    assert str(info.value) == "--engine-cache: engine cache /x: No space left on device"
     assert state.ledger_of(pytest_config).error == str(info.value)
     assert state.ledger_of(pytest_config).as_dict()["error"] == str(info.value)
-    assert str(info.value).startswith("<memory>: [models.m].inputs: the smoke forward on a synthetic batch of 2")
 
 
-def test_an_early_check_stops_the_run_only_for_the_models_its_tests_use(tmp_path):
+def test_an_early_check_fails_only_the_models_its_tests_use(tmp_path):
     """An xdist controller checks every selected model while its workers start (check_early), before it knows
-    which models the collected tests use; at the first collection it raises what concerns those, and only that."""
+    which models the collected tests use; at the first collection it fails the models among those that failed,
+    and only those."""
     config = parse_config({"models": {"ok": copy.deepcopy(GOOD), "bad": {**copy.deepcopy(GOOD), "inputs": X10},
                                       "worse": {**copy.deepcopy(GOOD), "factory": f"{M}:not_a_module"}}})
     ids = {m: f"tests/accuracy/test_accuracy.py::test_top1_top5[{m}-torch-fp32]" for m in ("ok", "bad", "worse")}
@@ -299,16 +322,15 @@ def test_an_early_check_stops_the_run_only_for_the_models_its_tests_use(tmp_path
     startup_check.check_early(early)  # raises nothing: it keeps its finding
     outcome, kept = early.stash[state.RUN_KEY].early_check
     assert outcome == "failed" and [e.model for e in kept.errors] == ["bad", "worse"]
-    startup_check.note_collected(early, [ids["ok"]])  # only "ok" is used: the run goes on, nothing checked again
+    startup_check.note_collected(early, [ids["ok"]])  # only "ok" is used: nothing failed, nothing checked again
     assert preflight_models.CALLS["forward"] == forwards + 2  # ok and bad's smoke forwards, once each
-    for used, says in (([ids["ok"], ids["bad"]], "<memory>: [models.bad].inputs: the smoke forward"),
-                       ([ids["worse"], ids["bad"]], "<memory>: 2 models failed their start-up check, one line each:")):
+    assert early.stash[state.RUN_KEY].failed_models == {}
+    for used, failed in (([ids["ok"], ids["bad"]], ["bad"]), ([ids["worse"], ids["bad"]], ["bad", "worse"])):
         again = _PytestConfig(config, ArtifactCache(tmp_path / "cache"))
         startup_check.check_early(again)
-        with pytest.raises(pytest.UsageError) as info:
-            startup_check.note_collected(again, used)
-        assert str(info.value).startswith(says), str(info.value)
-        assert state.ledger_of(again).error == str(info.value)  # kept for the verdict, as before
+        startup_check.note_collected(again, used)
+        assert sorted(again.stash[state.RUN_KEY].failed_models) == failed
+        assert state.ledger_of(again).error is None
     passing = _PytestConfig(parse_config({"models": {"ok": copy.deepcopy(GOOD)}}), ArtifactCache(tmp_path / "c2"))
 
     startup_check.check_early(passing)
@@ -489,7 +511,8 @@ def test_a_bert_model_whose_forward_takes_more_than_the_declared_inputs_fails_in
     """BertModel passed the smoke forward (its other parameters have defaults), then every ONNX Runtime cell failed
     at export. Now: one line naming the model, forward()'s parameters, the declared inputs and the fix."""
     err = _error(tmp_path, **BERT)
-    params = list(inspect.signature(preflight_models.tiny_bert_model().forward).parameters)[:-1]  # **kwargs
+    params = [n for n, p in inspect.signature(preflight_models.tiny_bert_model().forward).parameters.items()
+              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]  # not **kwargs (transformers 5 has them)
     assert err.model == "m" and err.key == "inputs"
     assert str(err).startswith(
         f"[models.m].inputs: forward() of BertModel takes {len(params)} parameters ({', '.join(params)}), the "
@@ -558,3 +581,61 @@ def test_the_verdicts_failed_line_keeps_the_exceptions_class_and_its_cause():
     print_verdict(SimpleNamespace(stash=stash, pluginmanager=SimpleNamespace(get_plugin=lambda name: tr),
                                   getoption=lambda name, default=None: default))
     assert f"  {nodeid}: {message}" in lines, lines
+
+
+# =========================================================================== one model's failure is its own (issue 42)
+
+TWO_MODELS = f"""
+[run]
+requires = ["torch"]
+accept_not_judged = ["no-data", "no-baseline", "unsupported"]
+
+[models.good]
+factory = "{M}:linear16"
+inputs = [{{ name = "x", shape = [16], low = -1.0, high = 1.0 }}]
+outputs = ["logits"]
+batch_sizes = [2, 4]
+engines = ["torch"]
+accuracy_dataset = "{M}:data_ok"
+
+[models.broken]
+factory = "{M}:forward_raises"
+inputs = [{{ name = "x", shape = [16], low = -1.0, high = 1.0 }}]
+outputs = ["logits"]
+batch_sizes = [2, 4]
+engines = ["torch"]
+accuracy_dataset = "{M}:data_ok"
+"""
+BROKEN_LINE = ("model broken failed its start-up check, so this check cannot run: [models.broken].inputs: the smoke "
+               "forward on a synthetic batch of 2 failed: ValueError: Wrong shape for input_ids (shape "
+               "torch.Size([2, 16])) or attention_mask; declared inputs: x float32 [16] in [-1, 1]")
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
+def test_a_model_whose_forward_raises_fails_its_tests_and_the_others_are_judged(tmp_path, workers):
+    """Two models, one whose smoke forward raises (as minilm_l6_fused's did on transformers 4.57): its tests fail,
+    each with the model and the cause in one line; the other model's tests run and pass; the verdict is FAILED and
+    the exit status 1, not a usage error (4) before any test. Under xdist the workers fail them too (the
+    controller checked)."""
+    from tests.selftest.suite_runs import explain, run_suite
+
+    (tmp_path / "suite.toml").write_text(TWO_MODELS)
+    root = Path(__file__).resolve().parents[2]
+    done = run_suite(tmp_path, "--suite-config", str(tmp_path / "suite.toml"), "--suite-results",
+                     str(tmp_path / "results.json"), *workers, tests=(str(root / "tests" / "accuracy"),))
+    assert done.returncode == 1, explain(done)
+    assert "VERDICT: FAILED" in done.stdout, explain(done)
+    assert "start-up check failed for broken: each of its tests fails with the cause" in done.stdout, explain(done)
+    results = json.loads((tmp_path / "results.json").read_text())["verdict"]
+    states = results["states"]
+    broken = {i: s for i, s in states.items() if "[broken-" in i or i.endswith("[broken]")}
+    good = {i: s for i, s in states.items() if "[good-" in i or i.endswith("[good]")}
+    assert broken and set(broken.values()) == {"failed"}, states
+    assert good and set(good.values()) == {"passed"}, states
+    assert "error" not in results  # nothing ended the run
+    assert {c["detail"] for c in results["failed"]} == {f"Failed: {BROKEN_LINE}"[:300]}, results["failed"]
+    assert f"{len(broken)} failed, {len(good)} passed" in done.stdout, explain(done)  # failed, not pytest's errors
+    for nodeid in broken:  # the verdict's failed: line, and pytest's report of the test: the one line
+        assert f"  {nodeid}: Failed: {BROKEN_LINE}" in done.stdout, explain(done)
+    assert f"\n{BROKEN_LINE}\n" in done.stdout, explain(done)
+    assert "Traceback" not in done.stdout + done.stderr, explain(done)
