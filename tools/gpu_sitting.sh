@@ -39,7 +39,7 @@
 #                 what moved, the kernels behind it, the SM clocks (issue 26)
 # Results go under $OUT (the device tool's folder) or gpu-results/; the engine cache under $ENGINE_CACHE.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 PART=${1:?part: tier | study | rebuild | shapes | minilm | bisect | refusal | localize | localize-minilm | night | build | kernelcal | contention | firstcall | explain}
 shift
 EXTRA=("$@")   # more pytest options for the part (e.g. --engines onnxruntime,inductor)
@@ -50,6 +50,18 @@ mkdir -p "$OUT" "$CACHE" "$BENCH"
 export PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
 pytest_() { "$PY" -m pytest -p no:cacheprovider --engine-cache "$CACHE" --benchmark-storage "file://$BENCH" "$@"; }
+# The whole suite-gpu.toml (engines torch, onnxruntime, inductor) in ONE pytest command, as the nightly gate runs it
+# (night, build): tier_night STORAGE LOG [pytest options]. NIGHT_TIMEOUT (s): SIGTERM then, inside a device
+# call's 10 minutes; the run ends with its summary, verdict and results marked incomplete, and the engines built so
+# far stay in the cache for the next part.
+tier_night() {
+  local storage=$1 log=$2
+  shift 2
+  timeout -s TERM "${NIGHT_TIMEOUT:-0}" "$PY" -m pytest -p no:cacheprovider --engine-cache "$CACHE" \
+    --benchmark-storage "file://$storage" -n auto --device cuda --suite-config suite-gpu.toml \
+    --engines torch,onnxruntime,inductor tests/accuracy tests/parity tests/latency/test_latency.py -q -rfE \
+    "$@" > "$log" 2>&1
+}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 # the host's cores and their hyperthread siblings: how the workers' CPU shares fall (suite/fleet.py cpu_share)
 { lscpu; lscpu -p=CPU,CORE,SOCKET; } > "$OUT/cpu.txt" 2>&1
@@ -137,13 +149,8 @@ case "$PART" in
     nvidia-smi --query-gpu=index,memory.used --format=csv,noheader,nounits -lms 1000 > "$OUT/$LABEL-smi.csv" &
     smi=$!
     start=$(date +%s)
-    # NIGHT_TIMEOUT (s): SIGTERM then, inside a device call's 10 minutes; the run ends with its summary, verdict
-    # and results marked incomplete, and the engines built so far stay in the cache for the next part
-    timeout -s TERM "${NIGHT_TIMEOUT:-0}" "$PY" -m pytest -p no:cacheprovider --engine-cache "$CACHE" \
-      --benchmark-storage "file://$BENCH" -n auto --device cuda --suite-config suite-gpu.toml \
-      --engines torch,onnxruntime,inductor --accept-not-judged unsupported,no-data,no-baseline \
-      tests/accuracy tests/parity tests/latency/test_latency.py --suite-results "$OUT/$LABEL.json" -q -rfE \
-      "${EXTRA[@]}" > "$OUT/$LABEL.log" 2>&1
+    tier_night "$BENCH" "$OUT/$LABEL.log" --accept-not-judged unsupported,no-data,no-baseline \
+      --suite-results "$OUT/$LABEL.json" "${EXTRA[@]}"
     status=$?
     kill "$smi" 2>/dev/null
     grep -v "^test_latency\|^---\|^Name \|^$" "$OUT/$LABEL.log" | tail -45
