@@ -18,6 +18,8 @@ KEY_ORDER = (
     "device", "gpu_name", "gpu_compute_capability", "gpu_memory_gib", "gpu_sm_count", "gpu_power_limit_w",
     "gpu_max_sm_clock_mhz", "gpu_applications_sm_clock_mhz", "gpu_persistence_mode", "driver", "nvml_cuda_driver",
     "gpu_error", "cpu", "cpu_int8", "cpu_count", "hostname", "platform",
+    # how the run was spread: xdist workers, the GPUs they were given, each worker's cores
+    "worker_count", "worker_gpus", "worker_cores",
     # CUDA and cuDNN
     "cuda_runtime", "cudnn", "cuda-python", "cuda-bindings", "nvidia-ml-py",
     # engine libraries
@@ -31,8 +33,8 @@ KEY_ORDER = (
     "suite_commit", "suite_config",
 )
 
-#: Keys that describe how the run was spread, not what it ran on: an xdist run lists each worker's
-#: CUDA_VISIBLE_DEVICES (suite/fleet.py run_environment), which differs from run to run by scheduling alone.
+#: Each xdist worker's GPU name and CUDA_VISIBLE_DEVICES as one listing (suite/fleet.py run_environment): the
+#: spread itself is compared through worker_count, worker_gpus and worker_cores, which read alike across runs.
 IGNORED = frozenset({"workers"})
 
 NO_DIFFERENCE = "no difference in the recorded environment"

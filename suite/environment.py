@@ -18,9 +18,16 @@ from core.cpuinfo import INT8_DOT_PRODUCT_X86, cpuinfo
 LIBRARIES = ("torch", "torchvision", "onnx", "onnxscript", "onnxruntime", "onnxruntime-gpu", "tensorrt",
              "cuda-python", "cuda-bindings", "nvidia-ml-py", "numpy", "pytest-benchmark")
 
+#: How the run was spread (suite/fleet.py worker_layout): its xdist workers (1 without xdist), the GPUs they were
+#: given (CUDA_VISIBLE_DEVICES entries) and each worker's cores. A host-bound case times its worker's share of the
+#: cores, and a cell's peak GPU memory depends on what its worker ran before it: a one-worker night and a two-worker
+#: night do not measure the same thing. Known once the workers have reported (the run's end), so a run whose side
+#: does not have them yet (the header, a worker's own note) does not compare them.
+LAYOUT_KEYS = ("worker_count", "worker_gpus", "worker_cores")
+
 # Keys whose difference makes two runs' timings or numerics incomparable.
 COMPARABILITY_KEYS = ("gpu_name", "gpu_compute_capability", "driver", "cuda_runtime", "cudnn", "cpu", "cpu_int8",
-                      "torch", "onnxruntime", "onnxruntime-gpu", "tensorrt", "device")
+                      "torch", "onnxruntime", "onnxruntime-gpu", "tensorrt", "device", *LAYOUT_KEYS)
 
 # The CPU's integer dot-product instructions, which decide int8 numerics on the CPU: ONNX Runtime's u8 x s8
 # QLinearConv/QGemm kernels saturate their 16-bit sums on x86 without VNNI, and int8 EfficientNet-Lite0 then
@@ -149,6 +156,7 @@ def fingerprint(device: str = "cpu") -> dict[str, Any]:
 
 
 def differences(baseline: dict[str, Any], current: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
-    """Keys that make two fingerprints incomparable, with (baseline, current) values."""
+    """Keys that make two fingerprints incomparable, with (baseline, current) values. The layout keys count only
+    where ``current`` has them (LAYOUT_KEYS); a baseline that did not record them differs as None."""
     return {k: (baseline.get(k), current.get(k)) for k in COMPARABILITY_KEYS
-            if baseline.get(k) != current.get(k)}
+            if baseline.get(k) != current.get(k) and (k not in LAYOUT_KEYS or k in current)}

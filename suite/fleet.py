@@ -29,7 +29,7 @@ from suite.scheduling import _scheduler_class, load_durations, model_kinship, wo
 from suite.state import suite_session
 from suite.timeline import PHASES, PhaseClock, Timeline, timed_call
 from suite.warm_up import WarmUp, by_work, first_contact_steps, wanted
-from suite.workers import BOUND_CPUS, BOUND_GPU, describe_cpus
+from suite.workers import BOUND_CPUS, BOUND_GPU, WORKER_GPUS_ENV, describe_cpus, visible_gpus
 
 
 class FleetPlugin:
@@ -48,6 +48,7 @@ class FleetPlugin:
         self.worker_phases: dict[str, dict[str, float]] = {}
         self.worker_environments: dict[str, dict[str, Any]] = {}
         self.worker_cpus: dict[str, dict[str, Any]] = {}  # each worker's share of the host's cores
+        self.worker_affinity: dict[str, list[int] | None] = {}  # the cores each worker ran on (its own report)
         self.benchmarks: list[dict[str, Any]] = []
         self.is_worker = hasattr(config, "workerinput")
         self._place: Any = None  # nodeid -> (unit, model), made once the session exists
@@ -164,6 +165,7 @@ class FleetPlugin:
         worker = str(data["worker"])
         self.worker_phases[worker] = data["phases"]
         self.worker_cpus[worker] = {"cpus": describe_cpus(data.get("cpus")), "threads": data.get("threads")}
+        self.worker_affinity[worker] = data.get("affinity")
         for unit, seconds in data["per_unit"].items():
             self.clock.per_unit[unit] = self.clock.per_unit.get(unit, 0.0) + seconds
         self.worker_environments[worker] = data["environment"]
@@ -232,7 +234,8 @@ class FleetPlugin:
         return {"worker": os.environ.get("PYTEST_XDIST_WORKER", "?"), "records": suite.records,
                 "engines": suite.engine_facts(), "cache": suite.cache.stats.as_dict(),
                 "gate": gate.export_outcomes() if gate is not None else {}, "phases": self.clock.seconds,
-                "per_unit": self.clock.per_unit, "cpus": BOUND_CPUS, "threads": suite.thread_share,
+                "per_unit": self.clock.per_unit, "cpus": BOUND_CPUS, "affinity": _affinity(),
+                "threads": suite.thread_share,
                 "environment": {**fingerprint(suite.device), "cuda_visible_devices": BOUND_GPU},
                 "warm_up": self.warm_up.summary() if self.warm_up is not None else {},
                 "marks": dict(self.timeline.marks),
@@ -244,16 +247,57 @@ def _paid(warm_up: dict[str, Any]) -> bool:
     return bool(warm_up.get("seconds")) or "host" in warm_up
 
 
+def _affinity() -> list[int] | None:
+    """The cores this process may run on (after suite/workers.py bound a worker to its share): every core of the
+    host where it was not bound, which is what a one-worker run times on."""
+    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+
+
+def _worker_order(worker: str) -> tuple[int, str]:
+    return len(worker), worker  # gw2 before gw10
+
+
+def worker_layout(config: pytest.Config) -> dict[str, Any]:
+    """How the run was spread, as the environment records it (suite/environment.py LAYOUT_KEYS), each on one line
+    as every table prints it: ``worker_count``, the xdist workers that reported (1 without xdist); ``worker_gpus``,
+    the CUDA_VISIBLE_DEVICES entry each worker was given (suite/workers.py BOUND_GPU), or this process's GPU, comma-
+    separated ("none" on the CPU); ``worker_cores``, each worker's cores as it reported them ("gw0 16 cores (0-15);
+    gw1 16 cores (16-31)"). An xdist run whose workers sent nothing (stopped early) records what it asked for: its
+    worker count and the GPUs it handed out, no cores."""
+    plugin = config.pluginmanager.get_plugin("suite-fleet")
+    reported = dict(plugin.worker_environments) if plugin is not None else {}
+    if reported:
+        names = sorted(reported, key=_worker_order)
+        gpus = [str(g) for w in names if (g := reported[w].get("cuda_visible_devices")) is not None]
+        return {"worker_count": len(names), "worker_gpus": ",".join(gpus) or "none",
+                "worker_cores": "; ".join(f"{w} {describe_cpus(plugin.worker_affinity.get(w))}"  # type: ignore[union-attr]
+                                          for w in names)}
+    numprocesses = config.getoption("numprocesses", None)
+    if numprocesses and not hasattr(config, "workerinput"):
+        return {"worker_count": int(numprocesses), "worker_gpus": os.environ.get(WORKER_GPUS_ENV) or "none"}
+    return {"worker_count": 1, "worker_gpus": _own_gpu(config.getoption("--device", "cpu")),
+            "worker_cores": f"main {describe_cpus(_affinity())}"}
+
+
+def _own_gpu(device: str) -> str:
+    """A process without xdist: the CUDA_VISIBLE_DEVICES entry of its --device ("none" on the CPU)."""
+    if not device.startswith("cuda"):
+        return "none"
+    index = int(device.partition(":")[2] or 0)
+    return (visible_gpus(index + 1)[index:index + 1] or ["none"])[0]
+
+
 def _worker_id(node: Any) -> str:
     return str(getattr(getattr(node, "gateway", None), "id", "?"))
 
 
 def run_environment(config: pytest.Config) -> dict[str, Any]:
     """The fingerprint of the process that timed: this one, or (xdist) the first worker's, with every
-    worker's GPU listed."""
+    worker's GPU listed; and how the run was spread (``worker_layout``)."""
     workers = config.pluginmanager.get_plugin("suite-fleet").worker_environments  # type: ignore[union-attr]
     if not workers:
-        return fingerprint(suite_session(config).device)
-    first = workers[sorted(workers)[0]]
+        return {**fingerprint(suite_session(config).device), **worker_layout(config)}
+    first = workers[sorted(workers, key=_worker_order)[0]]
     return {**first, "workers": {w: f"{e.get('gpu_name', e.get('cpu'))} (CUDA_VISIBLE_DEVICES="
-                                    f"{e.get('cuda_visible_devices')})" for w, e in sorted(workers.items())}}
+                                    f"{e.get('cuda_visible_devices')})" for w, e in sorted(workers.items())},
+            **worker_layout(config)}

@@ -108,6 +108,8 @@ class VerdictPlugin:
         suite = suite_session(config)
         environment = fleet.run_environment(config)
         gate = gate_of(config)
+        if gate is not None:  # the spread is known now that the workers reported: the gate's warning compares it
+            gate.environment = {**gate.environment, **fleet.worker_layout(config)}
         difference = config.stash[DIFFERENCE_KEY] = difference_block(
             current_fingerprint(environment, info), gate.baseline_fingerprints() if gate is not None else [])
         knobs = self_test_knobs(config)

@@ -28,6 +28,23 @@
 #                 batch night meets): a sitting's cold run then pays its builds (341-372 s summed over two
 #                 workers) and little else, not a whole night (420-465 s of wall), so that four warm runs after it
 #                 (one GPU, two, two, one: ABBA) fit the 1,800 s. LABEL as night's (default build)
+#       nights    a sequence of whole-tier nights on this machine, each gated as the nightly workflow gates it
+#                 (.github/workflows/nightly-gpu.yml, docs/nightly.md "A night, step by step"), nothing changed in
+#                 between: NIGHTS="1 2 2 1" runs one night per entry, the entry its GPU count (1:
+#                 CUDA_VISIBLE_DEVICES=0, 2: 0,1), labelled n1, n2, ... Night's pytest command (tier_night) with the
+#                 workflow's options: --benchmark-save nightly, --benchmark-json, --suite-results, its accept list
+#                 (unsupported,no-data,inconclusive,no-baseline), --accuracy-baseline = the last kept results.json
+#                 and, once LATENCY_MIN_RUNS (2) nights are kept, --latency-baseline=last:K, K the kept runs last:5
+#                 finds (at most NIGHTS_K, 5; the same runs as the workflow's last:5). A night that passed (exit 0,
+#                 its results and saved run complete) is kept; a failed, not-judged or cut-off one is not.
+#                 "N:TAG" (e.g. "1:inject") adds the pytest options of env NIGHT_EXTRA_TAG, word-split (e.g.
+#                 NIGHT_EXTRA_inject="--inject-slowdown 10%"), and such a night is never kept. The state lives in
+#                 NIGHTS_STATE (/tmp/nights): kept/ (the kept storage and results.json; KEPT overrides it),
+#                 counter (the last night's number: a later call continues the sequence), history.tsv, runs/
+#                 (every night's results and benchmark JSON); each night's storage is a fresh copy of the kept one
+#                 under $BENCH/nights-work. Per night $OUT gets nK.tail.txt (the log's last 60 lines) and nK.tar.gz
+#                 (log, results, benchmark JSON, nvidia-smi samples, notes, gpu.txt, cpu.txt), and nights.md,
+#                 tools/night_table.py over every night so far: at most 3 nights per device call (8 files)
 #       kernelcal tools/gate_calibration.py on ResNet-50 torch fp16 graph (CAL_BATCHES, default 32 and 1): a 2 %
 #                 slowdown made by a real spin kernel after the module (--inject-kernel), 2 % gate, last:1/3/5
 #       contention one model's cells alone on GPU 0, then on GPU 0 and GPU 1 at once, in turn (CONTENTION_REPEATS,
@@ -39,8 +56,8 @@
 #                 what moved, the kernels behind it, the SM clocks (issue 26)
 # Results go under $OUT (the device tool's folder) or gpu-results/; the engine cache under $ENGINE_CACHE.
 set -uo pipefail
-cd "$(dirname "$0")/.."
-PART=${1:?part: tier | study | rebuild | shapes | minilm | bisect | refusal | localize | localize-minilm | night | build | kernelcal | contention | firstcall | explain}
+cd "$(dirname "$0")/.." || exit 2
+PART=${1:?part: tier | study | rebuild | shapes | minilm | bisect | refusal | localize | localize-minilm | night | build | nights | kernelcal | contention | firstcall | explain}
 shift
 EXTRA=("$@")   # more pytest options for the part (e.g. --engines onnxruntime,inductor)
 OUT=${OUT:-gpu-results}
@@ -50,9 +67,141 @@ mkdir -p "$OUT" "$CACHE" "$BENCH"
 export PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
 pytest_() { "$PY" -m pytest -p no:cacheprovider --engine-cache "$CACHE" --benchmark-storage "file://$BENCH" "$@"; }
+# The whole suite-gpu.toml (engines torch, onnxruntime, inductor) in ONE pytest command, as the nightly gate runs it
+# (night, build, nights): tier_night STORAGE LOG [pytest options]. NIGHT_TIMEOUT (s): SIGTERM then, inside a device
+# call's 10 minutes; the run ends with its summary, verdict and results marked incomplete, and the engines built so
+# far stay in the cache for the next part.
+tier_night() {
+  local storage=$1 log=$2
+  shift 2
+  timeout -s TERM "${NIGHT_TIMEOUT:-0}" "$PY" -m pytest -p no:cacheprovider --engine-cache "$CACHE" \
+    --benchmark-storage "file://$storage" -n auto --device cuda --suite-config suite-gpu.toml \
+    --engines torch,onnxruntime,inductor tests/accuracy tests/parity tests/latency/test_latency.py -q -rfE \
+    "$@" > "$log" 2>&1
+}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 # the host's cores and their hyperthread siblings: how the workers' CPU shares fall (suite/fleet.py cpu_share)
 { lscpu; lscpu -p=CPU,CORE,SOCKET; } > "$OUT/cpu.txt" 2>&1
+# nights: one whole-tier night per entry of NIGHTS, each gated against the nights kept before it (see the top)
+nights_part() {
+  local state=${NIGHTS_STATE:-/tmp/nights} k=${NIGHTS_K:-5} min_runs=2 entry gpus tag var night label stage work
+  local kept=${KEPT:-$state/kept} entries=() extra=() base=() saved=() kept_runs accuracy latency start wall code why
+  local smi failed=0 path
+  read -ra entries <<< "${NIGHTS:?NIGHTS: one GPU count per night, e.g. NIGHTS=\"1 2 2 1\" or \"1 2 1:inject\"}"
+  for entry in "${entries[@]}"; do  # every entry checked before the first night starts
+    [[ $entry =~ ^[1-9][0-9]*(:[A-Za-z0-9_]+)?$ ]] || { echo "nights: bad entry '$entry' (N or N:TAG)"; return 2; }
+    if [[ $entry == *:* ]]; then
+      var=NIGHT_EXTRA_${entry#*:}
+      [ -n "${!var:-}" ] || { echo "nights: $entry: set $var to the pytest options of that night"; return 2; }
+    fi
+  done
+  if [ "${#entries[@]}" -gt 3 ]; then
+    echo "nights: ${#entries[@]} nights write $(( 2 * ${#entries[@]} + 1 )) files; a device call brings back 8"
+  fi
+  mkdir -p "$kept/benchmarks" "$state/runs" "$BENCH/nights-work"
+  stage=$(mktemp -d)
+  mv "$OUT/gpu.txt" "$OUT/cpu.txt" "$stage/"  # into each night's tar: a device call brings back 8 files
+  for entry in "${entries[@]}"; do
+    gpus=${entry%%:*} tag="" extra=()
+    if [[ $entry == *:* ]]; then
+      tag=${entry#*:} var=NIGHT_EXTRA_${entry#*:}
+      read -ra extra <<< "${!var}"
+    fi
+    night=$(( $(cat "$state/counter" 2>/dev/null || echo 0) + 1 ))
+    echo "$night" > "$state/counter"
+    label=n$night
+    work=$BENCH/nights-work/$label
+    rm -rf "$work" && mkdir -p "$work/benchmarks"
+    cp -a "$kept/benchmarks/." "$work/benchmarks/"  # tonight works on a copy; only a kept night writes $kept
+    # the workflow's baselines step: the saved runs last:K finds, resolved as the gate resolves it
+    kept_runs=$("$PY" - "$kept/benchmarks" "$k" <<'PYEOF'
+import sys
+from pathlib import Path
+
+from suite.baselines import BaselineError, resolve_latency_baselines
+
+try:
+    print(len(resolve_latency_baselines(f"last:{sys.argv[2]}", Path(sys.argv[1]))))
+except BaselineError:
+    print(0)
+PYEOF
+    ) || kept_runs=0
+    base=() latency=none accuracy=none
+    if [ "$kept_runs" -ge "$min_runs" ]; then latency=last:$kept_runs; base+=(--latency-baseline="$latency"); fi
+    if [ -s "$kept/results.json" ]; then accuracy=$kept/results.json; base+=(--accuracy-baseline="$accuracy"); fi
+    {
+      echo "night $label: $gpus GPU(s) (CUDA_VISIBLE_DEVICES=$(seq -s, 0 $(( gpus - 1 ))))${tag:+, $tag: ${extra[*]}}"
+      echo "kept nights before it: $kept_runs of last:$k; latency baseline: $latency; accuracy baseline: $accuracy"
+    } | tee "$stage/$label-notes.txt"
+    nvidia-smi --query-gpu=index,memory.used --format=csv,noheader,nounits -lms 1000 > "$stage/$label-smi.csv" &
+    smi=$!
+    touch "$work/started"  # the saved run newer than this is tonight's
+    start=$(date +%s)
+    CUDA_VISIBLE_DEVICES=$(seq -s, 0 $(( gpus - 1 ))) tier_night "$work/benchmarks" "$stage/$label.log" \
+      --benchmark-save nightly --benchmark-json "$stage/$label-benchmark.json" "${base[@]}" \
+      --accept-not-judged=unsupported,no-data,inconclusive,no-baseline --suite-results "$stage/$label.json" \
+      "${extra[@]}" "${EXTRA[@]}"
+    code=$?
+    wall=$(( $(date +%s) - start ))
+    kill "$smi" 2>/dev/null
+    wait "$smi" 2>/dev/null
+    # the workflow's promote step: only a passing night whose results and saved run are complete is kept
+    why=$("$PY" - "$work" "$stage/$label.json" "$code" "$tag" <<'PYEOF'
+import json
+import sys
+from pathlib import Path
+
+from suite.results import incompleteness
+
+work, results, code, tag = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], sys.argv[4]
+started = (work / "started").stat().st_mtime
+saved = sorted(p for p in (work / "benchmarks").glob("*/[0-9][0-9][0-9][0-9]_*.json") if p.stat().st_mtime >= started)
+why = ""
+if tag:
+    why = f"a night tagged {tag} is never kept"
+elif code != "0":
+    why = f"the run did not pass (exit {code})"
+elif not results.is_file() or not saved:
+    why = "the run wrote no results.json or no saved benchmark run"
+else:
+    for path in [results, *saved]:
+        incomplete = incompleteness(json.loads(path.read_text()))
+        if incomplete:
+            why = f"{path.name} is incomplete ({incomplete})"
+print(why or "kept " + " ".join(str(p.relative_to(work / "benchmarks")) for p in saved))
+PYEOF
+    ) || why="the keep check failed"
+    if [[ $why == kept\ * ]]; then
+      read -ra saved <<< "${why#kept }"
+      for path in "${saved[@]}"; do
+        mkdir -p "$kept/benchmarks/$(dirname "$path")"
+        cp -p "$work/benchmarks/$path" "$kept/benchmarks/$path"
+      done
+      cp -p "$stage/$label.json" "$kept/.results.json.tmp" && mv "$kept/.results.json.tmp" "$kept/results.json"
+      why="kept: ${why#kept }"
+    else
+      why="not kept: $why"
+    fi
+    if [ "$code" -ne 0 ] && [ -z "$tag" ]; then failed=1; fi  # a tagged night may fail by design
+    grep -v "^test_latency\|^---\|^Name \|^$" "$stage/$label.log" | tail -45
+    echo "== $label: pytest exit $code in $wall s; $why" | tee -a "$stage/$label-notes.txt"
+    [ -s "$state/history.tsv" ] || printf 'night\tgpus\ttag\tlatency\taccuracy\texit\twall_s\tkept\n' > "$state/history.tsv"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$label" "$gpus" "${tag:--}" "$latency" "$accuracy" "$code" "$wall" \
+      "$why" >> "$state/history.tsv"
+    for f in "$label.json" "$label-benchmark.json"; do [ -f "$stage/$f" ] && cp -p "$stage/$f" "$state/runs/"; done
+    tail -n 60 "$stage/$label.log" > "$OUT/$label.tail.txt"
+    cp -p "$state/history.tsv" "$stage/"
+    (cd "$stage" && tar czf "$OUT/.$label.tar.gz" ./*) && mv "$OUT/.$label.tar.gz" "$OUT/$label.tar.gz"
+    rm -f "$stage/$label"* && rm -rf "$work"
+  done
+  # every night so far, this call's and earlier calls': the table docs/nightly.md holds
+  local runs=()
+  mapfile -t runs < <(find "$state/runs" -name 'n*.json' ! -name '*-benchmark.json' | sort -V)
+  [ "${#runs[@]}" -eq 0 ] || "$PY" tools/night_table.py "${runs[@]}" | tee "$OUT/nights.md"
+  rm -rf "$stage"
+  return "$failed"
+}
+
 status=0
 case "$PART" in
   tier)
@@ -137,18 +286,16 @@ case "$PART" in
     nvidia-smi --query-gpu=index,memory.used --format=csv,noheader,nounits -lms 1000 > "$OUT/$LABEL-smi.csv" &
     smi=$!
     start=$(date +%s)
-    # NIGHT_TIMEOUT (s): SIGTERM then, inside a device call's 10 minutes; the run ends with its summary, verdict
-    # and results marked incomplete, and the engines built so far stay in the cache for the next part
-    timeout -s TERM "${NIGHT_TIMEOUT:-0}" "$PY" -m pytest -p no:cacheprovider --engine-cache "$CACHE" \
-      --benchmark-storage "file://$BENCH" -n auto --device cuda --suite-config suite-gpu.toml \
-      --engines torch,onnxruntime,inductor --accept-not-judged unsupported,no-data,no-baseline \
-      tests/accuracy tests/parity tests/latency/test_latency.py --suite-results "$OUT/$LABEL.json" -q -rfE \
-      "${EXTRA[@]}" > "$OUT/$LABEL.log" 2>&1
+    tier_night "$BENCH" "$OUT/$LABEL.log" --accept-not-judged unsupported,no-data,no-baseline \
+      --suite-results "$OUT/$LABEL.json" "${EXTRA[@]}"
     status=$?
     kill "$smi" 2>/dev/null
     grep -v "^test_latency\|^---\|^Name \|^$" "$OUT/$LABEL.log" | tail -45
     echo "== $LABEL: pytest exit $status in $(( $(date +%s) - start )) s; nvidia-smi peak MiB per GPU:"
     sort -t, -k1,1n -k2,2n "$OUT/$LABEL-smi.csv" | awk -F', *' '{p[$1]=($2>p[$1]?$2:p[$1])} END {for (g in p) print "  GPU " g ": " p[g]}'
+    ;;
+  nights)
+    nights_part || status=$?
     ;;
   kernelcal)
     for batch in ${CAL_BATCHES:-32 1}; do

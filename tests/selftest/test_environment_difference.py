@@ -19,8 +19,10 @@ from metrics.environment_diff import (
     value_text,
 )
 from report.difference_section import difference_section
+from suite import fleet
 from suite.baseline_environment import block_lines, difference_block
 from suite.baselines import saved_fingerprint
+from suite.environment import LAYOUT_KEYS, differences
 from tests.selftest.suite_runs import ROOT, explain, run_suite
 
 pytestmark = pytest.mark.selftest
@@ -84,6 +86,66 @@ def test_values_print_on_one_line_cudnn_as_a_version() -> None:
 
 def test_the_xdist_workers_listing_is_not_an_environment_difference() -> None:
     assert environment_differences({**RUN, "workers": {"gw0": "x"}}, [RUN]) == []
+
+
+ONE_WORKER = {"worker_count": 1, "worker_gpus": "0", "worker_cores": "gw0 32 cores (0-31)"}
+TWO_WORKERS = {"worker_count": 2, "worker_gpus": "0,1", "worker_cores": "gw0 16 cores (0-15); gw1 16 cores (16-31)"}
+
+
+def test_a_one_worker_and_a_two_worker_night_differ_by_workers_gpus_and_cores() -> None:
+    """Issue 42 item 5: the same machine and stack, one worker (one GPU, every core) against two (a GPU and half
+    the cores each): the difference names the spread, key by key, on one line each."""
+    diffs = environment_differences({**RUN, **TWO_WORKERS}, [{**RUN, **ONE_WORKER}])
+    assert [d.describe() for d in diffs] == [
+        "worker_count: 1 -> 2", "worker_gpus: 0 -> 0,1",
+        "worker_cores: gw0 32 cores (0-31) -> gw0 16 cores (0-15); gw1 16 cores (16-31)"]
+    assert environment_differences({**RUN, **TWO_WORKERS}, [{**RUN, **TWO_WORKERS}]) == []
+    # the gate's DIFFERENT ENVIRONMENT warning (a warning, never a usage error) compares them too
+    assert differences({**RUN, **ONE_WORKER}, {**RUN, **TWO_WORKERS}) == {
+        "worker_count": (1, 2), "worker_gpus": ("0", "0,1"),
+        "worker_cores": ("gw0 32 cores (0-31)", "gw0 16 cores (0-15); gw1 16 cores (16-31)")}
+    # a baseline saved before the spread was recorded: not recorded -> this run's
+    assert [d.describe() for d in environment_differences({**RUN, **ONE_WORKER}, [RUN])] == [
+        "worker_count: not recorded -> 1", "worker_gpus: not recorded -> 0",
+        "worker_cores: not recorded -> gw0 32 cores (0-31)"]
+    assert set(differences(RUN, {**RUN, **ONE_WORKER})) == set(LAYOUT_KEYS)
+    # before the workers report (the run's header, a worker's own failure note) this run's side has no spread yet:
+    # not a difference
+    assert differences({**RUN, **TWO_WORKERS}, RUN) == {}
+
+
+class _Fleet:
+    def __init__(self, environments: dict[str, dict[str, Any]], affinity: dict[str, list[int]]) -> None:
+        self.worker_environments, self.worker_affinity = environments, affinity
+
+
+class _Config:
+    def __init__(self, fleet_plugin: _Fleet, **options: Any) -> None:
+        self.options = options
+        self.pluginmanager = type("PM", (), {"get_plugin": lambda _, name: fleet_plugin})()
+
+    def getoption(self, name: str, default: Any = None) -> Any:
+        return self.options.get(name, default)
+
+
+def test_the_layout_is_each_workers_own_report_in_worker_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    reported = {f"gw{i}": {"cuda_visible_devices": str(i)} for i in (10, 2, 0, 1)}
+    affinity = {"gw0": [0, 1], "gw1": [2, 3], "gw2": [4, 6], "gw10": [5]}
+    layout = fleet.worker_layout(_Config(_Fleet(reported, affinity), numprocesses=4))  # type: ignore[arg-type]
+    assert layout == {"worker_count": 4, "worker_gpus": "0,1,2,10",
+                      "worker_cores": "gw0 2 cores (0-1); gw1 2 cores (2-3); gw2 2 cores (4,6); gw10 1 core (5)"}
+    cpu_workers = {"gw0": {"cuda_visible_devices": None}, "gw1": {"cuda_visible_devices": None}}
+    assert fleet.worker_layout(_Config(_Fleet(cpu_workers, {}), numprocesses=2))["worker_gpus"] == "none"  # type: ignore[arg-type]
+    # xdist workers that sent nothing (stopped early): what the run asked for, no cores
+    monkeypatch.setenv("SUITE_WORKER_GPUS", "3,5")
+    assert fleet.worker_layout(_Config(_Fleet({}, {}), numprocesses=2)) == {  # type: ignore[arg-type]
+        "worker_count": 2, "worker_gpus": "3,5"}
+    # one process, no xdist: one worker, its --device's GPU, its own cores
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,6")
+    monkeypatch.setattr(fleet, "_affinity", lambda: [0, 1, 2, 3])
+    assert fleet.worker_layout(_Config(_Fleet({}, {}), **{"--device": "cuda:1"})) == {  # type: ignore[arg-type]
+        "worker_count": 1, "worker_gpus": "6", "worker_cores": "main 4 cores (0-3)"}
+    assert fleet.worker_layout(_Config(_Fleet({}, {}), **{"--device": "cpu"}))["worker_gpus"] == "none"  # type: ignore[arg-type]
 
 
 def test_the_block_names_its_baselines_and_sets_apart_one_that_recorded_nothing() -> None:
@@ -159,3 +221,33 @@ def test_a_run_against_baselines_from_another_onnxruntime_says_so_before_the_ver
     section = re.search(r'<section id="suite-difference".*?</section>', html, flags=re.S)
     assert section and re.findall(r'<tr data-key="([^"]+)">', section.group(0)) == ["onnxruntime"]
     assert f'<td class="name">0.0.1 | 0.0.2</td><td class="name">{current}</td>' in section.group(0)
+
+
+def test_a_run_against_a_two_worker_baseline_names_the_spread_in_the_warning_block_and_results(
+        suite_baseline: Path, tmp_path: Path) -> None:
+    """Issue 42 item 5: the saved run records how it was spread; a one-process run against a baseline recorded with
+    two workers warns of a DIFFERENT ENVIRONMENT naming the workers, the GPUs and the cores (a warning: the run
+    still judges), and its results file and difference block say the same."""
+    saved = next((suite_baseline / "benchmarks").glob("*/0001_base.json"))
+    data = json.loads(saved.read_text())
+    recorded = data["machine_info"]["suite_environment"]
+    assert recorded["worker_count"] == 1 and recorded["worker_cores"].startswith("main "), recorded
+    assert json.loads((suite_baseline / "base.json").read_text())["environment"]["worker_count"] == 1
+    data["machine_info"]["suite_environment"] = {**recorded, **TWO_WORKERS}
+    baseline = tmp_path / "two-workers.json"
+    baseline.write_text(json.dumps(data))
+    results = tmp_path / "results.json"
+    done = run_suite(suite_baseline, "--models", "steady", "--latency-baseline", str(baseline),
+                     "--suite-results", str(results), tests=LATENCY)
+    out = done.stdout
+    assert done.returncode != 4 and "VERDICT:" in out, explain(done)  # not a usage error
+    warning = out[out.index("WARNING: latency baseline from a DIFFERENT ENVIRONMENT"):]
+    assert re.search(r"^  worker_count +2  ->  1$", warning, flags=re.M), explain(done)
+    assert re.search(r"^  worker_gpus +0,1  ->  none$", warning, flags=re.M), explain(done)  # a CPU run
+    assert re.search(r"^  worker_cores +gw0 16 cores \(0-15\); gw1 16 cores \(16-31\)  ->  main \d+ cores? \(",
+                     warning, flags=re.M), explain(done)
+    block = out[out.index("= WHAT DIFFERS FROM THE BASELINE ="):out.index("VERDICT:")]
+    assert [k for k, *_ in re.findall(r"^  (\S+) +(.+?)  ->  (.+)$", block, flags=re.M)] == list(LAYOUT_KEYS)
+    written = json.loads(results.read_text())
+    assert [d["key"] for d in written["baseline_environment"]["differences"]] == list(LAYOUT_KEYS)
+    assert written["environment"]["worker_count"] == 1

@@ -94,6 +94,11 @@ def test_two_workers_leave_one_result_of_every_kind(tmp_path: Path) -> None:
     assert len(saved) == 1, saved
     benchmarks = json.loads(saved[0].read_text())["benchmarks"]
     assert len(benchmarks) == 6 and all(b["extra_info"]["samples_s"] for b in benchmarks)
+    # how the run was spread (issue 42 item 5), the same in the results and the saved run: two workers, no GPU here,
+    # each worker's cores as it reported them
+    for environment in (data["environment"], json.loads(saved[0].read_text())["machine_info"]["suite_environment"]):
+        assert environment["worker_count"] == 2 and environment["worker_gpus"] == "none", environment
+        assert re.fullmatch(r"gw0 \d+ cores? \(.+\); gw1 \d+ cores? \(.+\)", environment["worker_cores"]), environment
     html = report.read_text()
     for cell in data["engines"]:
         assert f'data-cell="{cell}' in html, cell
@@ -134,6 +139,9 @@ def test_two_workers_leave_one_result_of_every_kind(tmp_path: Path) -> None:
     assert gated.returncode in (0, 1, EXIT_NOT_JUDGED), explain(gated)
     assert "latency gate coverage: 2 of 2 cases have a baseline; 0 without baseline; 4 baseline cases absent" \
         in gated.stdout, explain(gated)
+    # one process against two workers' run: the spread differs, a warning, named at the run's end
+    assert re.search(r"^  worker_count +2  ->  1$", gated.stdout, flags=re.M), explain(gated)
+    assert "WARNING: latency baseline from a DIFFERENT ENVIRONMENT" in gated.stdout, explain(gated)
     counts = re.search(r"^cases: (.*)$", gated.stdout, flags=re.M)
     assert counts and "no-baseline" not in counts.group(1) and sum(
         int(part.split()[0]) for part in counts.group(1).split(", ")) == 2, explain(gated)
