@@ -190,7 +190,7 @@ def compare_latency(
     between-run interval. See the module docstring for the rule. ``batches`` (batch method) is capped
     so that every batch holds at least 2 rounds; fewer than 3 batches (6 rounds) in a run is
     ``inconclusive``. ``between_half`` (a log half-width, ``pooled_half_width`` of the case's class) replaces the
-    case's own t-based between-run interval where there are 2 or more baseline runs. Raises ValueError on
+    case's own t-based between-run interval, and stands alone where the case has one baseline run. Raises ValueError on
     non-finite or non-positive samples (a timing bug).
     """
     if not (0.0 < max_slowdown < 10.0):
@@ -221,9 +221,9 @@ def compare_latency(
     else:
         interval = _bootstrap_interval(runs[0], b, confidence, n_boot, seed)
     source = "within-run, " + ("batch means" if method == "batch" else "i.i.d. bootstrap")
-    if interval is not None and spread is not None:
+    if interval is not None and (spread is not None or between_half is not None):
         if between_half is not None:  # the class's between-night spread, or the case's own where it is wider
-            own = max(abs(d) for d in between_night_deviations([math.exp(v) for v in run_logs]))
+            own = max((abs(d) for d in between_night_deviations([math.exp(v) for v in run_logs])), default=0.0)
             half, kind = max(between_half, own), "between-night, pooled by class"
         else:  # prediction interval of a new run's log-median from the baseline runs' spread
             half = student_t_quantile(0.5 + confidence / 2.0, k - 1) * spread * math.sqrt(1.0 + 1.0 / k)

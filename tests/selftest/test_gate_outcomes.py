@@ -261,3 +261,20 @@ def test_the_baseline_keeps_how_each_run_timed_each_case(tmp_path: Path) -> None
     base = load_latency_baselines([saved("0001_a.json", "host"), saved("0002_b.json", "host"),
                                    saved("0003_c.json", "events")])
     assert base.methods == {KEY: ("host", "events")}
+
+
+@pytest.mark.parametrize("kind", ["regression", "improvement", "unchanged"])
+def test_a_host_bound_gpu_case_is_judged_only_with_its_classs_model(kind: str) -> None:
+    """Issue 42 (suite.bound.gate_rule through check_latency): a host-bound GPU case whose class has no between-night
+    model (the gate's ``noise``) is inconclusive whatever it read; with one, its comparison is the outcome. The
+    pooled interval of a class the case belongs to is what judges it."""
+    host = {"bound": "host", "device": "cuda:0"}
+    assert _outcome(_gate(), kind, **host).status == "inconclusive"
+    gate = _gate()
+    gate.noise = {("cuda", "host", "onnxruntime", "all"): (0.01, 40)}
+    outcome = _outcome(gate, kind, **host)
+    assert outcome.status == kind and outcome.comparison is not None
+    other = _gate()
+    other.noise = {("cuda", "device"): (0.01, 40)}  # a model of another class judges nothing here
+    assert _outcome(other, kind, **host).status == "inconclusive"
+    assert _outcome(_gate(), kind, bound="host", device="cpu").status == kind  # the CPU tier: the plain rule

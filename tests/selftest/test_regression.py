@@ -317,6 +317,8 @@ def test_the_between_night_model_pools_a_class_and_keeps_a_cases_own_wider_sprea
     assert compare_latency(agreed, night4, 0.05, 0.99).verdict == "regression"  # the false alarm
     wide = compare_latency(agreed, night4, 0.05, 0.99, between_half=math.log(2.8))  # its class moved up to 2.8x
     assert wide.verdict == "inconclusive"
+    one_night = compare_latency([run(2.0)], run(2.0 * 1.05), 0.05, 0.99, between_half=math.log(1.5))
+    assert one_night.verdict == "inconclusive"  # a case new to the nights still carries its class's spread
     bimodal = [run(0.193), run(0.513)]  # the case itself was seen in both of its modes
     assert compare_latency(bimodal, run(0.513), 0.05, 0.99, between_half=math.log(1.02)).verdict == "inconclusive"
     assert between_night_deviations([1.0, 4.0]) == pytest.approx([-math.log(4), math.log(4)])
