@@ -110,6 +110,22 @@ def gpu_cpu_slice(gpu: str, cpus: list[int], gpus: list[tuple[str, list[int]]],
     return cpu_share(mine, f"gw{siblings.index(index)}", len(siblings), core_of)
 
 
+def pin_threads(cpus: list[int], tasks: Path = Path("/proc/self/task")) -> None:
+    """Pin every thread of this process, not only the calling one: Linux's affinity is per thread, and a thread
+    started before the pinning (execnet's I/O thread in an xdist worker) would keep running on every core, where
+    it is another worker's neighbour. Threads started later inherit the calling thread's affinity."""
+    os.sched_setaffinity(0, cpus)
+    try:
+        threads = [int(t.name) for t in tasks.iterdir() if t.name.isdigit()]
+    except OSError:
+        return
+    for tid in threads:
+        try:
+            os.sched_setaffinity(tid, cpus)
+        except OSError:
+            pass  # it ended
+
+
 def bind_worker_cpus() -> list[int] | None:
     """In an xdist worker: pin the process to its share of the CPU cores and cap the thread pools to it, before
     torch (or anything) starts one. Host-bound cases share the host; without this, each worker's torch and ONNX
@@ -128,7 +144,7 @@ def bind_worker_cpus() -> list[int] | None:
         share = cpu_share(cpus, worker, count)
     else:
         return None
-    os.sched_setaffinity(0, share)
+    pin_threads(share)
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[name] = str(len(share))
     return share

@@ -7,7 +7,7 @@ tools/gate_calibration.py measures with the same meter.
 
 What counts (issue 42): only the CPUs this process may run on (its affinity: an xdist worker's own slice,
 suite/workers.py), and only what is not the suite's: the run's process tree (the controller named by
-``SUITE_RUN_PID_ENV``, every worker, their children such as compile workers) is subtracted, each process in
+``SUITE_RUN_PID_ENV``, every worker, their children such as compile workers) is subtracted, each thread in
 proportion to how many of its CPUs are ours. Counting the whole machine made a two-GPU night's first worker
 ``busy`` because of its sibling ("other processes used 71 % of the CPUs" on a 32-core host with nothing else
 running); a real neighbour on our cores still counts.
@@ -79,7 +79,10 @@ class CpuMeter:
         return busy / self._hz if seen else None
 
     def _suite_time(self) -> dict[int, float]:
-        """Each of the run's processes: its CPU seconds so far, times the share of its CPUs that are ours."""
+        """Each of the run's processes: its CPU seconds so far on our CPUs. Each live thread is weighted by the
+        share of its own CPUs that are ours (a thread started before its worker was pinned, an ONNX Runtime or
+        OpenMP pool that set its own affinity, may run elsewhere than the main thread); what ended threads used
+        is weighted as the main thread is."""
         parents, ticks = {}, {}
         for entry in self._proc.iterdir():
             if not entry.name.isdigit():
@@ -90,17 +93,44 @@ class CpuMeter:
                 continue  # it ended
             if parsed is not None:
                 parents[int(entry.name)], ticks[int(entry.name)] = parsed
-        mine, weighted = set(self._cpus), {}
+        weighted = {}
         for pid in process_tree(self._root, parents) | {os.getpid()}:
             if pid not in ticks:
                 continue
+            main = self._ours(pid)
+            if main is None:
+                continue
+            live, live_weighted = 0.0, 0.0
+            for tid, thread_ticks in self._threads(pid).items():
+                share = main if tid == pid else self._ours(tid)
+                live += thread_ticks
+                live_weighted += thread_ticks * (main if share is None else share)
+            weighted[pid] = (live_weighted + max(0.0, ticks[pid] - live) * main) / self._hz
+        return weighted
+
+    def _ours(self, task: int) -> float | None:
+        """The share of a process's or thread's allowed CPUs that are ours; None where it ended."""
+        try:
+            allowed = self._affinity(task)
+        except OSError:
+            return None
+        return len(allowed & set(self._cpus)) / len(allowed) if allowed else None
+
+    def _threads(self, pid: int) -> dict[int, float]:
+        """Clock ticks of each live thread of a process (/proc/PID/task/TID/stat); empty where unreadable."""
+        out = {}
+        try:
+            tasks = list((self._proc / str(pid) / "task").iterdir())
+        except OSError:
+            return out
+        for task in tasks:
             try:
-                allowed = self._affinity(pid)
+                parsed = parse_stat((task / "stat").read_text())
             except OSError:
                 continue
-            if allowed:
-                weighted[pid] = ticks[pid] / self._hz * len(allowed & mine) / len(allowed)
-        return weighted
+            if parsed is not None and task.name.isdigit():
+                out[int(task.name)] = parsed[1]
+        return out
 
     def _snapshot(self) -> Snapshot | None:
         busy = self._busy()

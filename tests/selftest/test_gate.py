@@ -336,6 +336,7 @@ class FakeProc:
     def __init__(self, root: Path) -> None:
         self.root, self.busy = root, [0, 0, 0, 0]
         self.procs: dict[int, tuple[int, int, set[int]]] = {}
+        self.threads: dict[int, dict[int, tuple[int, set[int]]]] = {}  # pid -> tid -> (ticks, CPUs)
 
     def write(self) -> None:
         lines = ["cpu  0 0 0 0 0 0 0 0 0 0"]
@@ -345,9 +346,16 @@ class FakeProc:
             (self.root / str(pid)).mkdir(exist_ok=True)
             fields = ["S", str(parent)] + ["0"] * 9 + [str(ticks), "0"] + ["0"] * 10
             (self.root / str(pid) / "stat").write_text(f"{pid} (py test) x) {' '.join(fields)}\n")
+            for tid, (thread_ticks, _) in self.threads.get(pid, {}).items():
+                (self.root / str(pid) / "task" / str(tid)).mkdir(parents=True, exist_ok=True)
+                fields = ["S", str(parent)] + ["0"] * 9 + [str(thread_ticks), "0"] + ["0"] * 10
+                (self.root / str(pid) / "task" / str(tid) / "stat").write_text(f"{tid} (t) {' '.join(fields)}\n")
 
-    def affinity(self, pid: int) -> set[int]:
-        return self.procs[pid][2]
+    def affinity(self, task: int) -> set[int]:
+        for threads in self.threads.values():
+            if task in threads:
+                return threads[task][1]
+        return self.procs[task][2]
 
 
 def test_the_meter_counts_neither_the_runs_processes_nor_other_cores(tmp_path: Path,
@@ -378,6 +386,40 @@ def test_the_meter_counts_neither_the_runs_processes_nor_other_cores(tmp_path: P
     fake.busy = [b + hz for b in fake.busy]
     fake.write()
     assert everything.stop() == pytest.approx(1.0)  # four busy CPUs, none of it ours: the old whole-machine reading
+
+
+def test_the_meter_weighs_each_thread_by_its_own_cpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 42: on two-GPU nights 55 of 61 cases were still busy with nothing else running. A sibling worker whose
+    main thread is pinned to its own cores may have a thread that is not (started before the pinning, or a pool that
+    sets its own affinity) and runs on ours: that time is the run's, not a neighbour's. A thread that ended is
+    weighted as its process's main thread."""
+    fake = FakeProc(tmp_path)
+    monkeypatch.setattr("suite.gate.cpu_meter.os.getpid", lambda: 4000)
+    hz = os.sysconf("SC_CLK_TCK")
+    fake.procs = {100: (1, 0, {0, 1, 2, 3}), 4000: (100, 0, {0, 1}), 4001: (100, 0, {2, 3})}
+    fake.threads = {4001: {4001: (0, {2, 3}), 4005: (0, {0, 1, 2, 3})}}
+    fake.write()
+    ticks = iter(range(100))
+    monkeypatch.setattr("suite.gate.cpu_meter.time", SimpleNamespace(perf_counter=lambda: float(next(ticks))))
+    meter = CpuMeter(cpus=[0, 1], root=100, proc=tmp_path, affinity=fake.affinity)
+    # the sibling's stray thread: 1 CPU-second, anywhere on the four CPUs, half of it on ours; its main thread 1 s on
+    # its own cores; and a thread of the sibling that ended meanwhile: 0.4 s, as its main thread (not on ours)
+    fake.busy = [int(0.25 * hz), int(0.25 * hz), int(0.95 * hz), int(0.95 * hz)]
+    fake.procs[4001] = (100, int(2.4 * hz), {2, 3})
+    fake.threads = {4001: {4001: (hz, {2, 3}), 4005: (hz, {0, 1, 2, 3})}}
+    fake.write()
+    assert meter.stop() == pytest.approx(0.0, abs=0.02)
+    # the same seconds weighed by the main thread's CPUs only (the old reading) leave our 0.5 s as "others"
+    fake.threads = {}
+    for task in (tmp_path / "4001" / "task").iterdir():
+        for f in task.iterdir():
+            f.unlink()
+        task.rmdir()
+    again = CpuMeter(cpus=[0, 1], root=100, proc=tmp_path, affinity=fake.affinity)
+    fake.busy = [b + int(0.25 * hz) for b in fake.busy[:2]] + fake.busy[2:]
+    fake.procs[4001] = (100, int(2.4 * hz) + hz, {2, 3})
+    fake.write()
+    assert again.stop() == pytest.approx(0.25, abs=0.02)
 
 
 def test_parse_stat_reads_a_name_with_spaces_and_parentheses() -> None:

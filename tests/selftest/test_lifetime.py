@@ -522,7 +522,8 @@ def test_a_worker_pins_itself_to_its_share_unless_the_cores_are_shared(monkeypat
     if setting == "shared":
         assert share is None and pinned == [] and workers.os.environ["OMP_NUM_THREADS"] == "x"
     else:
-        assert share and pinned == [share] and set(share) < {0, 1, 2, 3}  # its half (which half: the host's cores)
+        assert share and pinned[0] == share and set(share) < {0, 1, 2, 3}  # its half (which half: the host's cores)
+        assert all(each == share for each in pinned)  # every thread of the process, not only the calling one
         assert workers.os.environ["OMP_NUM_THREADS"] == str(len(share))
 
 
@@ -572,15 +573,30 @@ def test_a_one_worker_gpu_run_is_pinned_too(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.delenv(workers.SHARED_CPUS_ENV, raising=False)
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         monkeypatch.setenv(name, "x")
-    assert workers.bind_worker_cpus() == [4, 5, 6, 7] and pinned == [[4, 5, 6, 7]]
+    assert workers.bind_worker_cpus() == [4, 5, 6, 7] and pinned and all(p == [4, 5, 6, 7] for p in pinned)
     assert workers.os.environ["OMP_NUM_THREADS"] == "4"
     monkeypatch.setattr(workers, "BOUND_GPU", None)  # a CPU run of one worker: left alone
-    assert workers.bind_worker_cpus() is None and len(pinned) == 1
+    before = len(pinned)
+    assert workers.bind_worker_cpus() is None and len(pinned) == before
     monkeypatch.setattr(workers, "BOUND_GPU", "1")
     monkeypatch.setattr(workers, "host_gpus", lambda: [])  # the driver lists no GPU: split among the workers
     monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
     monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
     assert workers.bind_worker_cpus() == [4, 5, 6, 7]
+
+
+def test_pinning_reaches_the_threads_already_running(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Issue 42: affinity is per thread on Linux; a thread started before the worker pinned itself (execnet's I/O
+    thread) kept every core, where the other worker's meter counted it as a neighbour."""
+    pinned: list[tuple[int, list[int]]] = []
+    monkeypatch.setattr(workers.os, "sched_setaffinity", lambda pid, cpus: pinned.append((pid, list(cpus))))
+    for tid in ("101", "102", "self"):
+        (tmp_path / tid).mkdir()
+    workers.pin_threads([2, 3], tmp_path)
+    assert sorted(pinned) == [(0, [2, 3]), (101, [2, 3]), (102, [2, 3])]
+    pinned.clear()
+    workers.pin_threads([2, 3], tmp_path / "absent")
+    assert pinned == [(0, [2, 3])]
 
 
 def test_nvml_counts_gpus_as_the_host_does() -> None:
