@@ -22,34 +22,11 @@ PYTHON=$BIN/python
 [ -x "$PYTHON" ] || PYTHON=python3
 SURVIVORS=docs/mutation-survivors.md
 
-# The mutants run: whole modules where the module is the verdict's logic, the named functions elsewhere (the rest
-# of those files builds, times or reports, and is tested by the slower tests). The names are mutmut's: module
-# path, then x_FUNCTION or xǁCLASSǁMETHOD, then __mutmut_N.
-L='suite.gate.latency.xǁ'
-G='suite.gate.state.xǁ'
-A='engines.artifacts.xǁModelBuildǁ'
-B='engines.base.xǁ'
-R='engines.onnxrt.backend.xǁOnnxRuntimeBackendǁ'
-T='engines.trt.settings.xǁBuildPlanǁ'
-DEFAULT_PATTERNS=(
-  'suite.verdict.*'
-  'metrics.parity.*'
-  'metrics.parity_report.*'
-  "${L}LatencyOutcomeǁcomponent__mutmut_*" "${L}LatencyChecksǁcheck_latency__mutmut_*"
-  "${L}LatencyChecksǁbusy_matters__mutmut_*" "${G}Gateǁgated__mutmut_*" "${L}LatencyChecksǁungated__mutmut_*"
-  'engines.versions.x_version_of__mutmut_*' 'engines.artifacts.x__onnx_stage__mutmut_*'
-  "${A}onnx_path__mutmut_*" "${A}onnx_key__mutmut_*" "${A}export_options_for__mutmut_*"
-  "${A}_export_parts__mutmut_*" "${A}_fused_stage__mutmut_*" "${A}_stage__mutmut_*"
-  'core.inputs.xǁAxisRangeǁas_dict__mutmut_*' 'core.inputs.xǁInputSpecǁas_key__mutmut_*'
-  "${B}ShapeProfileǁas_dict__mutmut_*"
-  'engines.onnx.convert.x_convert_parts__mutmut_*' 'engines.onnx.convert.x__block_list__mutmut_*'
-  'engines.onnx.convert.x_fusion_parts__mutmut_*' 'engines.onnx.convert.x_transformer_shape__mutmut_*'
-  'engines.onnx.quantize.x_quantize_parts__mutmut_*'
-  'engines.trt.settings.x_engine_cache_parts__mutmut_*' "${T}as_dict__mutmut_*"
-  'engines.inductor.backend.x_cache_parts__mutmut_*' 'engines.inductor.backend.x__device_identity__mutmut_*'
-  'engines.inductor.backend.x__compiler_identity__mutmut_*'
-  "${R}trt_cache_dir__mutmut_*" 'engines.onnxrt.backend.x_trt_profile_options__mutmut_*'
-)
+# The mutants run (tools/mutation_targets.py lists them, and keeps each one's fingerprint in SURVIVORS): whole
+# modules where the module is the verdict's logic, the named functions elsewhere (the rest of those files builds,
+# times or reports, and is tested by the slower tests). The names are mutmut's: module path, then x_FUNCTION or
+# xǁCLASSǁMETHOD, then __mutmut_N.
+mapfile -t DEFAULT_PATTERNS < <("$PYTHON" tools/mutation_targets.py --patterns)
 if [ $# -gt 0 ]; then PATTERNS=("$@"); else PATTERNS=("${DEFAULT_PATTERNS[@]}"); fi
 
 rm -rf mutants
@@ -114,3 +91,10 @@ if unexplained[SHOWN:]:
     print("\n".join(f"  {name}: {alive[name]}" for name in unexplained[SHOWN:]))
 sys.exit(1 if unexplained else 0)
 EOF
+verdict=$?
+# No unexplained survivor: these patterns' code is what was tested; record its fingerprints, so that a later change
+# of it without a mutation run fails tests/selftest/test_mutation_drift.py (the list cannot drift).
+if [ $verdict = 0 ]; then
+  "$PYTHON" tools/mutation_targets.py --record "${PATTERNS[@]}" && echo "mutation.sh: fingerprints recorded in $SURVIVORS"
+fi
+exit $verdict
