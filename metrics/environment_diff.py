@@ -39,6 +39,10 @@ IGNORED = frozenset({"workers"})
 
 NO_DIFFERENCE = "no difference in the recorded environment"
 
+#: The prefix of one config key in a fingerprint (suite/baseline_environment.py spreads the config's keys so):
+#: "config models.m.engine_options.onnxruntime.transformer_fusion"; a key one side lacks is "not set" there.
+CONFIG_PREFIX = "config "
+
 
 @dataclass(frozen=True)
 class EnvironmentDifference:
@@ -79,7 +83,7 @@ def environment_differences(current: Mapping[str, Any],
 def value_text(key: str, value: Any) -> str:
     """A fingerprint value on one line: 'not recorded' for None, lists comma-separated, cuDNN as a version."""
     if value is None:
-        return "not recorded"
+        return "not set" if key.startswith(CONFIG_PREFIX) else "not recorded"
     if isinstance(value, (list, tuple)):
         return ", ".join(str(v) for v in value) or "none"
     if isinstance(value, Mapping):

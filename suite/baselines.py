@@ -292,7 +292,8 @@ def saved_fingerprint(data: Mapping[str, Any]) -> dict[str, Any]:
     info = data.get("commit_info")
     if commit is None and benchmark and isinstance(info, Mapping) and info.get("id"):
         commit = str(info["id"])[:12] + (" (uncommitted changes)" if info.get("dirty") else "")
-    return {**environment, "suite_commit": commit, "suite_config": block.get("config_digest")}
+    return {**environment, "suite_commit": commit, "suite_config": block.get("config_digest"),
+            "suite_config_keys": block.get("config_keys")}
 
 
 def _samples(values: Any, where: str) -> list[float]:

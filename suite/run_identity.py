@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from suite.baseline_environment import config_digest
+from suite.baseline_environment import config_digest, config_keys
 from suite.gate.state import self_test_knobs
 from suite.gpu_memory import memory_summary
 from suite.state import LEDGER_KEY, RUN_KEY, suite_session
@@ -41,12 +41,17 @@ def run_info(config: pytest.Config) -> dict[str, Any]:
             "milestones": fleet_plugin.timeline.outside_tests(state.started, ended)}  # type: ignore[union-attr]
 
 
+#: What run_identity records, which every saved run carries.
+IDENTITY_KEYS = ("git_commit", "config_digest", "config_keys")
+
+
 def run_identity(config: pytest.Config) -> dict[str, Any]:
     """The suite's own commit and config, which every saved run records: a baseline measured by another version of
     the suite, or under another config, shows it in the difference that opens the report."""
     state = config.stash.get(RUN_KEY, None)
     return {"git_commit": git_commit(),
-            "config_digest": config_digest(state.config.path) if state is not None else None}
+            "config_digest": config_digest(state.config.path) if state is not None else None,
+            "config_keys": config_keys(state.config.path) if state is not None else None}
 
 
 def saved_benchmark_run(config: pytest.Config) -> dict[str, Any]:

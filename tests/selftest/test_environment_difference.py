@@ -20,7 +20,7 @@ from metrics.environment_diff import (
 )
 from report.difference_section import difference_section
 from suite import fleet
-from suite.baseline_environment import block_lines, difference_block
+from suite.baseline_environment import block_lines, config_digest, config_keys, current_fingerprint, difference_block
 from suite.baselines import saved_fingerprint
 from suite.environment import LAYOUT_KEYS, differences
 from tests.selftest.suite_runs import ROOT, explain, run_suite
@@ -166,7 +166,8 @@ def test_a_saved_run_carries_the_suites_commit_and_config_in_either_format() -> 
     benchmark = {"benchmarks": [], "machine_info": {"suite_environment": env},
                  "suite": {"git_commit": "c152e7a0b1d2", "config_digest": "suite.toml sha256:0123456789ab"},
                  "commit_info": {"id": "f" * 40, "dirty": False}}
-    expected = {**env, "suite_commit": "c152e7a0b1d2", "suite_config": "suite.toml sha256:0123456789ab"}
+    expected = {**env, "suite_commit": "c152e7a0b1d2", "suite_config": "suite.toml sha256:0123456789ab",
+                "suite_config_keys": None}
     assert saved_fingerprint(benchmark) == expected
     results = {"records": [], "environment": env,
                "run": {"git_commit": "c152e7a0b1d2", "config_digest": "suite.toml sha256:0123456789ab"}}
@@ -175,6 +176,37 @@ def test_a_saved_run_carries_the_suites_commit_and_config_in_either_format() -> 
     older = {**benchmark, "suite": {}, "commit_info": {"id": "a" * 40, "dirty": True}}
     assert saved_fingerprint(older)["suite_commit"] == "aaaaaaaaaaaa (uncommitted changes)"
     assert saved_fingerprint({**benchmark, "machine_info": {}}) == {}  # no fingerprint: nothing to compare
+
+
+def test_a_config_change_is_named_by_key_not_only_by_the_files_digest(tmp_path: Path) -> None:
+    """Issue 46: the MiniLM fusion run's block said only ``suite_config sha256:1aeb24a001a2 -> sha256:bf0529a00a3d``
+    when one engine option of one model was removed. Each key that differs is named, with both values; a baseline
+    saved before the keys were recorded compares none of them (each would read as changed)."""
+    base, run = tmp_path / "base.toml", tmp_path / "run.toml"
+    base.write_text('[models.minilm_l6_fused]\nprecisions = ["fp32", "fp16"]\n'
+                    '[models.minilm_l6_fused.engine_options.onnxruntime]\ntransformer_fusion = "bert"\n'
+                    'graph_optimization_level = "all"\n')
+    run.write_text('[models.minilm_l6_fused]\nprecisions = ["fp32", "fp16"]\n'
+                   '[models.minilm_l6_fused.engine_options.onnxruntime]\ngraph_optimization_level = "basic"\n')
+    keys = config_keys(base)
+    assert keys == {"models.minilm_l6_fused.precisions": '["fp32", "fp16"]',
+                    "models.minilm_l6_fused.engine_options.onnxruntime.transformer_fusion": '"bert"',
+                    "models.minilm_l6_fused.engine_options.onnxruntime.graph_optimization_level": '"all"'}
+    current = current_fingerprint(RUN, {"config_digest": config_digest(run), "config_keys": config_keys(run)})
+    saved = {**RUN, "suite_config": config_digest(base), "suite_config_keys": keys}
+    block = difference_block(current, [("base.json", saved)])
+    assert block is not None
+    lines = block_lines(block)
+    assert any(line.split()[:1] == ["suite_config"] for line in lines)
+    fusion = [line for line in lines if "transformer_fusion" in line]
+    level = [line for line in lines if "graph_optimization_level" in line]
+    assert len(fusion) == 1 and fusion[0].split() == [
+        "config", "models.minilm_l6_fused.engine_options.onnxruntime.transformer_fusion", '"bert"', "->", "not", "set"]
+    assert len(level) == 1 and level[0].split()[-3:] == ['"all"', "->", '"basic"']
+    assert not any("precisions" in line for line in lines)  # the same on both sides
+    older = difference_block(current, [("old.json", {**saved, "suite_config_keys": None})])
+    assert older is not None and not any(line.split()[:1] == ["config"] for line in block_lines(older))
+    assert config_keys(tmp_path / "absent.toml") is None
 
 
 def test_html_section_lists_baselines_and_rows_in_order_and_says_when_nothing_differs() -> None:
