@@ -111,12 +111,6 @@ def _host_copy(outputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {name: np.array(value, copy=True) for name, value in outputs.items()}
 
 
-def _host_timed(fn: Callable[[], Any]) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
-
-
 class GpuMonitor:
     """Samples device memory in use, NVML utilization, the SM clock and its clocks-event (throttle) reasons while
     a latency case runs.

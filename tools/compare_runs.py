@@ -53,7 +53,7 @@ from suite.timeline import set_up_seconds  # noqa: E402
 
 
 def load(path: str) -> dict[str, Any]:
-    """A --suite-results file, or the same gzipped (as docs/results/ keeps them: ``*.json.gz``)."""
+    """A --suite-results file, or the same gzipped (``*.json.gz``, as the sittings kept them; docs/results)."""
     raw = Path(path).read_bytes()
     data = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
     if not isinstance(data, dict) or "records" not in data or "verdict" not in data:

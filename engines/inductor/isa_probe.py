@@ -3,7 +3,7 @@
 Inductor picks the CPU ISA it compiles for by building a probe library per candidate ISA and loading it in a child
 Python (``VecISA.check_build``); ``aoti_load_package`` asks again at every load, for an advisory warning only
 (pytorch#191715). On torch 2.11 each child imports torch: on the H200 machine the children took 30 s at the first
-AOTInductor load of every xdist worker (docs/results/2026-11-26b-h200x2/inductor-first-load-profile.txt), which is
+AOTInductor load of every xdist worker (inductor-first-load-profile.txt in docs/results/2026-11-26b-h200x2/), which is
 a fixed cost that a run on two GPUs pays twice. Newer torch (2.14) remembers a passed probe itself, with a
 ``.load_ok`` marker beside the probe library (``VecISA._probe_load``). For a torch without that, ``remember_probes``
 keeps the same kind of marker in the engine cache, keyed on everything that decides the answer: the probe's code

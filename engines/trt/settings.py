@@ -64,14 +64,6 @@ def parse_version(text: str) -> tuple[int, ...]:
     return numbers if len(numbers) >= 2 else (numbers[0], 0)
 
 
-def parse_compute_capability(text: str) -> tuple[int, int]:
-    """ "9.0" -> (9, 0)."""
-    match = re.fullmatch(r"\s*(\d+)\.(\d+)\s*", text)
-    if not match:
-        raise ValueError(f"compute capability {text!r} is not of the form MAJOR.MINOR")
-    return int(match.group(1)), int(match.group(2))
-
-
 def tensorrt_version_skip_reason(trt_version: str) -> str | None:
     try:
         version = parse_version(trt_version)

@@ -83,7 +83,7 @@ def test_the_command_prints_the_a_a_line_and_fails_on_a_median_beyond_tolerance(
 
 
 def test_a_gzipped_results_file_reads_as_the_plain_one(tmp_path: Path) -> None:
-    """docs/results/ keeps the sittings' results gzipped: compare_runs reads them as they are kept."""
+    """The sittings kept their results gzipped (docs/results/README.md): compare_runs reads them as they are kept."""
     (tmp_path / "two.json.gz").write_bytes(gzip.compress(json.dumps(TWO).encode()))
     assert compare_runs.load(str(tmp_path / "two.json.gz")) == TWO
 

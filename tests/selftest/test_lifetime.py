@@ -1,10 +1,10 @@
 """Engines live only as long as their tests; GPU memory is a measured figure; a resource error fails (issue 22).
 
 The GPU side (the figures themselves, a whole tier on one and two GPUs) is measured on the GPU machines
-(docs/gpu.md, "The whole tier in one run"); here, on CPU, the machinery: the order a process runs its tests in,
-when each engine is dropped (seen by the garbage collector, not only by the suite's own account), the units the
-xdist scheduler hands out and in which order, each worker's share of the cores, the memory drift gate, and an
-out-of-memory error that must fail its check, also when it arrives dressed as "unsupported".
+(docs/gpu.md "What to expect", docs/nightly.md "Several GPUs on one host"); here, on CPU, the machinery: the order
+a process runs its tests in, when each engine is dropped (seen by the garbage collector, not only by the suite's own
+account), the units the xdist scheduler hands out and in which order, each worker's share of the cores, the memory
+drift gate, and an out-of-memory error that must fail its check, also when it arrives dressed as "unsupported".
 """
 
 from __future__ import annotations
@@ -507,7 +507,7 @@ def test_each_worker_gets_its_own_share_of_the_cores() -> None:
 def test_a_worker_pins_itself_to_its_share_unless_the_cores_are_shared(monkeypatch: pytest.MonkeyPatch,
                                                                        setting: str | None) -> None:
     """SUITE_WORKER_CPUS=shared: no affinity and no thread caps, to compare with the split on a host whose core
-    topology a VM hides (docs/gpu.md)."""
+    topology a VM hides (docs/nightly.md "Several GPUs on one host")."""
     pinned: list[list[int]] = []
     monkeypatch.setattr(workers.os, "sched_getaffinity", lambda pid: set(range(4)))
     monkeypatch.setattr(workers.os, "sched_setaffinity", lambda pid, cpus: pinned.append(list(cpus)))

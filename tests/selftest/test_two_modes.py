@@ -1,7 +1,8 @@
 """Rounds in two modes (metrics.latency.two_modes) and what the gate does with them (Gate.remeasure_why,
 GateCheck.settle_latency): a device-bound case whose rounds fell in two modes is timed again, as a busy host-bound
 case is; its median was neither mode's, and a latency gate read it as a regression. Samples below are the H200s'
-(docs/results/2026-11-27g-h200x2/warm2.json.gz and 2026-11-27f-h200x2/warm1.json.gz), in ms."""
+(warm2.json.gz of docs/results/2026-11-27g-h200x2/ and warm1.json.gz of docs/results/2026-11-27f-h200x2/, in git
+history: docs/results/README.md), in ms."""
 
 from __future__ import annotations
 
