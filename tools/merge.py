@@ -26,7 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -93,8 +93,8 @@ def check_inputs(plan: Plan, runs: Sequence[ShardRun]) -> None:
     for run in runs:
         b = run.block
         if b["plan_hash"] != plan.hash:
-            raise MergeUsageError(f"{run.source}: shard {b.get('shard')}/{b.get('of')} of plan {short(b['plan_hash'])}, "
-                                  f"not of plan {short(plan.hash)} ({plan.source})")
+            raise MergeUsageError(f"{run.source}: shard {b.get('shard')}/{b.get('of')} of plan "
+                                  f"{short(b['plan_hash'])}, not of plan {short(plan.hash)} ({plan.source})")
         if not 1 <= int(b.get("shard", 0)) <= len(plan.shards) or list(b.get("cells", ())) != list(
                 plan.shard(int(b["shard"])).cells):
             raise MergeUsageError(f"{run.source}: says it is shard {b.get('shard')} of plan {short(plan.hash)}, with "
@@ -170,7 +170,7 @@ def merge_group(plan: Plan, shards: Sequence[Shard], runs: Sequence[ShardRun], a
         lines.append(f"{label} {why}: its {len(shard.cells)} cells are not judged ({LOST})")
         for cell in shard.cells:
             ledger.add(f"{label}: {cell}", verdict.NOT_JUDGED, LOST, f"{label} {why}")
-    left = [set(((r.results.get("verdict") or {}).get("required_engines_left_out") or {})) for r in counted]
+    left = [set((r.results.get("verdict") or {}).get("required_engines_left_out") or {}) for r in counted]
     ledger.left_out = {e: "no model of the plan lists it" for e in set.intersection(*left)} if left else {}
     return ledger, lines, counted
 
