@@ -168,7 +168,7 @@ class Check:
         if state not in (PASSED, FAILED, NOT_JUDGED) or (state == NOT_JUDGED and reason not in REASONS):
             raise NotJudgedReasonError(f"{d.get('id')}: unknown state {state!r} or reason {reason!r}")
         return cls(str(d["id"]), state, reason if state == NOT_JUDGED else None, str(d.get("detail", "")),
-                   bool(d.get("known_failure", False)), [Component.from_dict(c) for c in d.get("components", ())])
+                   bool(d.get("known_failure")), [Component.from_dict(c) for c in d.get("components", ())])
 
 
 @dataclass

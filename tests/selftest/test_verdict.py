@@ -438,12 +438,15 @@ def test_a_settled_check_reads_back_whole_and_a_merge_keeps_the_worse() -> None:
     assert verdict.Check.from_dict({"id": "p", "state": PASSED, "reason": "busy"}).reason is None
     for bad in ({**check.as_dict(), "reason": "nope"}, {**check.as_dict(), "state": "fine"},
                 {**check.as_dict(), "reason": None}):
-        with pytest.raises(verdict.NotJudgedReasonError):
+        with pytest.raises(verdict.NotJudgedReasonError, match=r"^t\[x\]: unknown state"):
             verdict.Check.from_dict(bad)
+    bare = verdict.Check.from_dict({"id": "b", "state": FAILED})  # what an older verdict may leave out
+    assert (bare.detail, bare.known_failure, bare.components) == ("", False, [])
     ledger = Ledger()
     ledger.absorb(verdict.Check("r", NOT_JUDGED, "busy"))
     ledger.absorb(verdict.Check("r", PASSED))
-    assert ledger.checks["r"].state == NOT_JUDGED
+    ledger.absorb(verdict.Check("r", NOT_JUDGED, "inconclusive"))  # as bad: the first stands
+    assert ledger.checks["r"].state == NOT_JUDGED and ledger.checks["r"].reason == "busy"
     ledger.absorb(verdict.Check("r", FAILED, None, "broken"))
     assert ledger.checks["r"].state == FAILED and ledger.checks["r"].detail == "broken"
     ledger.absorb(verdict.Check("r", NOT_JUDGED, "busy"))
