@@ -3,4 +3,4 @@ pytest plugins (options, cells, session fixtures, the verdict; baseline gates; t
 Where it is installed (setup.sh), pyproject.toml's pytest11 entry points have registered them already under
 these names, and pytest skips them here; then the options also parse in their space form from any directory."""
 
-pytest_plugins = ["suite.plugin", "suite.gate.plugin", "report.plugin"]
+pytest_plugins = ["suite.plugin", "suite.gate.plugin", "suite.shard_plugin", "report.plugin"]

@@ -26,7 +26,7 @@ from suite.environment import fingerprint
 from suite.gate.state import gate_of
 from suite.options import collect_only
 from suite.scheduling import _scheduler_class, load_durations, model_kinship, work_per_model, work_unit_of
-from suite.state import suite_session
+from suite.state import SHARD_KEY, suite_session
 from suite.timeline import PHASES, PhaseClock, Timeline, timed_call
 from suite.warm_up import WarmUp, by_work, first_contact_steps, wanted
 from suite.workers import BOUND_CPUS, BOUND_GPU, WORKER_GPUS_ENV, describe_cpus, visible_gpus
@@ -296,8 +296,16 @@ def run_environment(config: pytest.Config) -> dict[str, Any]:
     worker's GPU listed; and how the run was spread (``worker_layout``)."""
     workers = config.pluginmanager.get_plugin("suite-fleet").worker_environments  # type: ignore[union-attr]
     if not workers:
-        return {**fingerprint(suite_session(config).device), **worker_layout(config)}
+        return {**fingerprint(suite_session(config).device), **worker_layout(config), **shard_environment(config)}
     first = workers[sorted(workers, key=_worker_order)[0]]
     return {**first, "workers": {w: f"{e.get('gpu_name', e.get('cpu'))} (CUDA_VISIBLE_DEVICES="
                                     f"{e.get('cuda_visible_devices')})" for w, e in sorted(workers.items())},
-            **worker_layout(config)}
+            **worker_layout(config), **shard_environment(config)}
+
+
+def shard_environment(config: pytest.Config) -> dict[str, Any]:
+    """A shard of a plan (suite/shard.py) says so in its environment: ``plan`` (its hash) and ``shard`` (K/N); the
+    difference that opens a report does not compare them (metrics/environment_diff.py IGNORED: the host is
+    ``hostname``); nothing for a run of no plan."""
+    block = config.stash.get(SHARD_KEY, None)
+    return {} if block is None else {"plan": block["plan_hash"], "shard": f"{block['shard']}/{block['of']}"}

@@ -98,7 +98,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
     """Every saved benchmark carries the environment it was measured in, and how the run was spread (an xdist
     run's controller writes its merged file with the workers' environment instead: suite/benchmark_files.py)."""
-    machine_info["suite_environment"] = {**fingerprint(config.getoption("--device")), **fleet.worker_layout(config)}
+    machine_info["suite_environment"] = {**fingerprint(config.getoption("--device")), **fleet.worker_layout(config),
+                                         **fleet.shard_environment(config)}
 
 
 def pytest_benchmark_update_json(config: pytest.Config, benchmarks: Any, output_json: dict[str, Any]) -> None:

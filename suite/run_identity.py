@@ -13,7 +13,7 @@ import pytest
 from suite.baseline_environment import config_digest, config_keys
 from suite.gate.state import self_test_knobs
 from suite.gpu_memory import memory_summary
-from suite.state import LEDGER_KEY, RUN_KEY, suite_session
+from suite.state import LEDGER_KEY, RUN_KEY, SHARD_KEY, suite_session
 
 _ROOT = Path(__file__).resolve().parent.parent
 
@@ -42,16 +42,19 @@ def run_info(config: pytest.Config) -> dict[str, Any]:
 
 
 #: What run_identity records, which every saved run carries.
-IDENTITY_KEYS = ("git_commit", "config_digest", "config_keys")
+IDENTITY_KEYS = ("git_commit", "config_digest", "config_keys", "shard")
 
 
 def run_identity(config: pytest.Config) -> dict[str, Any]:
     """The suite's own commit and config, which every saved run records: a baseline measured by another version of
-    the suite, or under another config, shows it in the difference that opens the report."""
+    the suite, or under another config, shows it in the difference that opens the report; and a shard's plan and
+    shard, which suite-merge checks (tools/merge.py)."""
     state = config.stash.get(RUN_KEY, None)
+    shard = config.stash.get(SHARD_KEY, None)  # a shard of a plan says which (suite/shard.py)
     return {"git_commit": git_commit(),
             "config_digest": config_digest(state.config.path) if state is not None else None,
-            "config_keys": config_keys(state.config.path) if state is not None else None}
+            "config_keys": config_keys(state.config.path) if state is not None else None,
+            **({"shard": shard} if shard is not None else {})}
 
 
 def saved_benchmark_run(config: pytest.Config) -> dict[str, Any]:

@@ -51,6 +51,8 @@ REASONS: dict[str, str] = {
                     "in clock-normalised time (time x SM clock: cycles) it did not: the clock explains it",
     "benchmark-disabled": "--benchmark-disable: the case ran once as a smoke test and was not timed",
     "interrupted": "the run stopped before this check ended",
+    "shard-lost": "the shard of the night's plan that runs this cell is missing, duplicated, incomplete or failed to "
+                  "start (suite-merge): its cells were not judged once, in one complete run of the plan",
     "skipped": "skipped without a reason code (a plain pytest.skip)",
 }
 
@@ -159,6 +161,15 @@ class Check:
         return {"id": self.id, "state": self.state, "reason": self.reason, "detail": self.detail,
                 "known_failure": self.known_failure, "components": [c.as_dict() for c in self.components]}
 
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Check:
+        """A check as a settled verdict lists it (``as_dict``): what suite-merge reads from each shard's results."""
+        state, reason = str(d["state"]), d.get("reason")
+        if state not in (PASSED, FAILED, NOT_JUDGED) or (state == NOT_JUDGED and reason not in REASONS):
+            raise NotJudgedReasonError(f"{d.get('id')}: unknown state {state!r} or reason {reason!r}")
+        return cls(str(d["id"]), state, reason if state == NOT_JUDGED else None, str(d.get("detail", "")),
+                   bool(d.get("known_failure")), [Component.from_dict(c) for c in d.get("components", ())])
+
 
 @dataclass
 class Ledger:
@@ -231,6 +242,13 @@ class Ledger:
         self.add(f"required {name}", FAILED,
                  detail=f"{why} and none of its {len(checks)} checks could run (not judged: {', '.join(reasons)}; "
                         f"e.g. {checks[0].detail})")
+
+    def absorb(self, check: Check) -> None:
+        """A check settled in another run (a shard's, suite-merge): kept whole, its components too; where the id is
+        already here (a run-level check two shards both made), the worse stands, as ``add`` keeps it."""
+        old = self.checks.get(check.id)
+        if old is None or _rank(check.state) > _rank(old.state):
+            self.checks[check.id] = check
 
     def note_error(self, text: str) -> None:
         """The error that ended the run early; the first one stands (a later one is its consequence)."""

@@ -117,7 +117,7 @@ class VerdictPlugin:
             with _unwritten(config, ledger, "pytest-benchmark's JSON", "the merged file"):
                 benchmark_files.write_benchmark_json(config, plugin.benchmarks, environment,
                                                      ledger.interrupted is None, ledger.interrupted, knobs,
-                                                     {k: info[k] for k in run_identity.IDENTITY_KEYS})
+                                                     {k: info[k] for k in run_identity.IDENTITY_KEYS if k in info})
         try:
             scheduling.save_durations(suite.cache.root, plugin.clock.per_unit)
         except OSError as exc:  # only the next run's scheduling order needs it

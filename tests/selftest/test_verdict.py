@@ -426,3 +426,38 @@ def test_the_verdict_file_names_the_required_engines_a_run_left_out() -> None:
     ledger.left_out = {"tensorrt": "left out by --engines torch", "onnxruntime": "no selected model lists it"}
     assert list(ledger.as_dict()["required_engines_left_out"].items()) == [
         ("onnxruntime", "no selected model lists it"), ("tensorrt", "left out by --engines torch")]
+
+
+def test_a_settled_check_reads_back_whole_and_a_merge_keeps_the_worse() -> None:
+    """suite-merge (tools/merge.py) reads each shard's settled checks back (Check.from_dict) and absorbs them into one
+    ledger: every field kept, an unknown state or reason refused, and of one id made by two shards the worse stands."""
+    check = verdict.Check("t[x]", NOT_JUDGED, "busy", "why", False, [Component("gate", NOT_JUDGED, "busy", "d")])
+    assert verdict.Check.from_dict(check.as_dict()) == check
+    known = verdict.Check("k", FAILED, None, "as declared", True)
+    assert verdict.Check.from_dict(known.as_dict()) == known
+    assert verdict.Check.from_dict({"id": "p", "state": PASSED, "reason": "busy"}).reason is None
+    for bad in ({**check.as_dict(), "reason": "nope"}, {**check.as_dict(), "state": "fine"},
+                {**check.as_dict(), "reason": None}):
+        with pytest.raises(verdict.NotJudgedReasonError, match=r"^t\[x\]: unknown state"):
+            verdict.Check.from_dict(bad)
+    bare = verdict.Check.from_dict({"id": "b", "state": FAILED})  # what an older verdict may leave out
+    assert (bare.detail, bare.known_failure, bare.components) == ("", False, [])
+    ledger = Ledger()
+    ledger.absorb(verdict.Check("r", NOT_JUDGED, "busy"))
+    ledger.absorb(verdict.Check("r", PASSED))
+    ledger.absorb(verdict.Check("r", NOT_JUDGED, "inconclusive"))  # as bad: the first stands
+    assert ledger.checks["r"].state == NOT_JUDGED and ledger.checks["r"].reason == "busy"
+    ledger.absorb(verdict.Check("r", FAILED, None, "broken"))
+    assert ledger.checks["r"].state == FAILED and ledger.checks["r"].detail == "broken"
+    ledger.absorb(verdict.Check("r", NOT_JUDGED, "busy"))
+    assert ledger.checks["r"].state == FAILED
+    ledger.absorb(verdict.Check("s", PASSED))
+    assert ledger.outcome()[0] == FAILED and ledger.checks["s"].state == PASSED
+
+
+def test_shard_lost_is_a_reason_no_default_accepts() -> None:
+    ledger = Ledger(accepted=("no-baseline",))
+    ledger.add("a", PASSED)
+    ledger.add("shard 2/3: m-torch-fp32", NOT_JUDGED, "shard-lost", "missing")
+    assert ledger.outcome()[0] == NOT_JUDGED and ledger.exit_status(0) == EXIT_NOT_JUDGED
+    assert Ledger(accepted=verdict.check_reasons(["shard-lost"], "x")).accepted == ("shard-lost",)
