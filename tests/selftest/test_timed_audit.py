@@ -190,3 +190,27 @@ class _Model:
     def tolerance(self, precision):
         from metrics.parity_report import Tolerance
         return Tolerance()
+
+
+def test_the_runners_take_another_feed_into_the_inputs_they_bound_in_place():
+    """A CUDA graph replays at the addresses it captured: torch's staged tensors and ONNX Runtime's bound values keep
+    theirs when another feed comes (shown on CPU tensors and values, which take the same calls)."""
+    import onnxruntime as ort
+    import torch
+
+    from engines.onnxrt.backend import OnnxRuntimeRunner
+    from engines.pytorch.backend import TorchRunner
+
+    runner = TorchRunner(torch.nn.Identity(), ("x",), ("y",))
+    runner._static = [torch.zeros(4, 2)]
+    address = runner._static[0].data_ptr()
+    runner.restage_path("graph", feed_of(2))
+    assert runner._static[0].data_ptr() == address and torch.all(runner._static[0] == 2)
+
+    value = ort.OrtValue.ortvalue_from_numpy(np.zeros((4, 2), np.float32), "cpu")
+    onnx = OnnxRuntimeRunner.__new__(OnnxRuntimeRunner)
+    onnx.input_names, onnx.label, onnx._dtypes = ("x",), "m-onnxruntime-fp32", {"x": np.dtype(np.float32)}
+    onnx._bound = {"graph": (None, None, [value])}
+    pointer = value.data_ptr()
+    onnx.restage_path("graph", feed_of(3))
+    assert value.data_ptr() == pointer and np.all(value.numpy() == 3)
