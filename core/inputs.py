@@ -249,13 +249,13 @@ def synthetic_feed(inputs: tuple[InputSpec, ...], batch: int, distribution: str 
 
 
 def tile_to_batch(feeds: dict[str, np.ndarray], batch: int, inputs: tuple[InputSpec, ...] = (),
-                  dims: Dims | None = None) -> dict[str, np.ndarray]:
-    """Real rows repeated up to ``batch`` rows (latency on real data when a dataset exists). With ``inputs``
-    and ``dims``, each named axis is also cut or padded to its length in ``dims``: padding is 0 (a mask's
-    padding; in-range for an id input whose low is 0, else the input's low), cutting keeps each row's start,
-    so a mask keeps its leading 1s."""
+                  dims: Dims | None = None, first: int = 0) -> dict[str, np.ndarray]:
+    """Real rows repeated up to ``batch`` rows (latency on real data when a dataset exists), from row ``first`` on
+    (another feed of the same data). With ``inputs`` and ``dims``, each named axis is also cut or padded to its
+    length in ``dims``: padding is 0 (a mask's padding; in-range for an id input whose low is 0, else the input's
+    low), cutting keeps each row's start, so a mask keeps its leading 1s."""
     n = len(next(iter(feeds.values())))
-    idx = np.arange(batch) % n
+    idx = (np.arange(batch) + first) % n
     out = {k: np.ascontiguousarray(v[idx]) for k, v in feeds.items()}
     if dims:
         _check_dims(inputs, dims)

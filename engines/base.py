@@ -257,6 +257,13 @@ class StaticBatchRunner:
                   for path, runner in self._prepared.items()}
         return {path: cover for path, cover in covers.items() if cover is not None}
 
+    def restage_path(self, path: str, feed: Feed) -> None:
+        """Another feed into the prepared path's inputs, where the batch's engine can take one."""
+        restage = getattr(self._prepared[path], "restage_path", None)
+        if restage is None:
+            raise NotImplementedError(f"latency-{path}: {type(self._prepared[path]).__name__} has no restage_path")
+        restage(path, feed)
+
     def run_path(self, path: str) -> float:
         return float(self._prepared[path].run_path(path))
 

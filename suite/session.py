@@ -297,14 +297,16 @@ class SuiteSession:
                         options=m.engine_options.get(cell.engine, {}), runner=self.engine(cell).runner,
                         cache=self.cache, max_rows=None)
 
-    def timed_call(self, cell: Cell, engine: LoadedEngine, feed: dict[str, np.ndarray], path: str) -> TimedCall:
-        """The per-round callable for a latency case; a path the engine cannot time is a skip."""
+    def timed_call(self, cell: Cell, engine: LoadedEngine, feed: dict[str, np.ndarray], path: str,
+                   vary: Callable[[int], dict[str, np.ndarray]] | None = None) -> TimedCall:
+        """The per-round callable for a latency case (``vary``: its other feeds, suite.timing.TimedCall); a path the
+        engine cannot time is a skip."""
         if path != "all" and not self.device.startswith("cuda"):
             raise CellUnavailable(f"latency-{path} keeps tensors on a CUDA device; {self.device} has none", UNSUPPORTED)
         declared = self.model(cell.model).declared_unsupported(cell.engine, cell.precision, path)
         if declared:
             raise CellUnavailable(f"latency-{path}: {declared}", UNSUPPORTED)
-        return TimedCall(engine.runner, path, feed)
+        return TimedCall(engine.runner, path, feed, vary)
 
     def gpu_monitor(self, cell: Cell) -> GpuMonitor:
         return GpuMonitor(self.device)

@@ -21,26 +21,52 @@ from engines.feeds import Feed
 from engines.launch_cover import LaunchCover
 from metrics.clocks import clock_summary
 from suite.gpu_memory import nvml_handle
+from suite.round_audit import RoundSample
 
 PATHS: tuple[str, ...] = ("all", "model", "graph")
 HOST_CLOCK = "host perf_counter (outputs copied back to host, so the call has completed)"
 
 
+#: Distinct feeds a case's rounds cycle through (issue 43, as MLPerf's TEST04 varies its samples): no two calls in a
+#: row run one input, so an engine that answers a repeated input with what it returned before (a result cache, a
+#: CUDA-graph replay that did not launch) is timed computing, or returns another feed's outputs, which the audit sees.
+FEED_POOL = 3
+#: The timed rounds whose outputs are kept at random (suite/round_audit.py), beside the first timed round and the last
+#: call; every round in a run that must show an implausible speed-up right (``audit_from(..., every_round=True)``).
+AUDIT_ROUNDS = 8
+
+
 class TimedCall:
     """The callable handed to ``benchmark.pedantic``; ``samples_s`` holds every round's time.
 
-    It also keeps what the timed calls returned (issue 23: a CUDA-graph replay or an IO binding reuses static
-    buffers, where a stale output is a known failure mode): ``first_outputs``, a host copy of the outputs of round
-    ``first_timed_round`` (the first timed round: set it to the number of warm-up rounds), taken after that
-    round's sample, and ``last_outputs()``, those of the last call made. The ``all`` path keeps what ``infer``
-    returned; the device paths read the runner's bound outputs (engines.base.path_outputs) outside the timed
-    region."""
+    Its feeds (issue 43): ``feed`` is feed 0; with ``vary`` (feed id -> feed), call i runs feed ``i % FEED_POOL``,
+    and after ``fresh_feeds()`` every call runs a feed of its own (id ``FEED_POOL + i``), which no cache can hold. A
+    device path stages the next feed into the runner's bound inputs (``restage_path``: the CUDA graph's static
+    buffers keep their addresses) between rounds; a runner without ``restage_path`` runs feed 0 in every round.
+    ``feed_ids`` says which feed each call ran.
 
-    def __init__(self, runner: Runner, path: str, feed: Feed) -> None:
+    What the timed calls returned (issue 23: a CUDA-graph replay or an IO binding reuses static buffers, where a stale
+    output is a known failure mode): ``first_outputs``, a host copy of round ``first_timed_round``'s (set it to the
+    number of warm-up rounds), ``last_outputs()``, the last call's, and ``audit``, a random sample of the timed rounds
+    (suite/round_audit.py), each (feed id, outputs). The ``all`` path keeps what ``infer`` returned; the device paths
+    read the runner's bound outputs (engines.base.path_outputs). All of it happens in ``setup`` (pytest-benchmark calls
+    it before each round, outside its timing; a call that finds it not done does it first), never inside a sample."""
+
+    def __init__(self, runner: Runner, path: str, feed: Feed,
+                 vary: Callable[[int], Feed] | None = None) -> None:
         self.samples_s: list[float] = []
         self.path = path
         self.first_timed_round = 0
-        self.first_outputs: dict[str, np.ndarray] | None = None
+        self.feed_ids: list[int] = []
+        self.audit: RoundSample[tuple[int, dict[str, np.ndarray]]] = RoundSample(AUDIT_ROUNDS)
+        self._audit_start = 0
+        self._earlier: dict[int, tuple[int, dict[str, np.ndarray]]] = {}
+        self._fresh_from: int | None = None
+        self._first: dict[str, np.ndarray] | None = None
+        self._settled = 0  # calls whose outputs setup has seen
+        self._staged_for = -1  # the call the staged feed is for
+        self._current = 0  # the feed id the runner holds
+        self._vary = vary
         self._last: dict[str, np.ndarray] | None = None
         self._runner = runner
         #: seconds the device path's set-up took (staging, a capture, an engine's extra session), outside every
@@ -49,8 +75,10 @@ class TimedCall:
         self.prepare_parts: dict[str, float] = {}
         if path == "all":
             self.clock = HOST_CLOCK
-            self._pristine = _host_copy(feed)
+            self.pool = 1 if vary is None else FEED_POOL
+            self._pristine = {0: _host_copy(feed)}
             self._feed = _host_copy(feed)
+            self._working = {0: self._feed}
             self._copies = False  # set once a call has changed its input: each round then gets a fresh copy
             self._call: Callable[[], float] = lambda: self._timed_infer(runner.infer)
             return
@@ -58,6 +86,8 @@ class TimedCall:
         if prepare is None:
             raise CellUnavailable(f"latency-{path} needs a device-resident runner; {type(runner).__name__} has none",
                                   UNSUPPORTED)
+        self.pool = 1 if vary is None or getattr(runner, "restage_path", None) is None else FEED_POOL
+        self._pristine = {0: feed}
         started = time.perf_counter()
         self.clock = str(prepare(path, feed))  # raises CellUnavailable where the engine cannot
         self.prepare_s = time.perf_counter() - started
@@ -76,10 +106,94 @@ class TimedCall:
         cover = self.launch_cover()
         return cover.summary(skip=self.first_timed_round) if cover is not None else None
 
+    def fresh_feeds(self) -> None:
+        """From the next call on, every call runs a feed no other call ran (where the feeds vary at all)."""
+        self._fresh_from = len(self.samples_s)
+
+    def audit_from(self, call: int, every_round: bool = False) -> None:
+        """A new audit over the calls from index ``call`` on (a re-measurement's timed rounds): a random sample of
+        them, or every one. The rounds the earlier audits kept stay to be checked: a wrong output in an attempt the
+        gate does not judge is still a wrong output."""
+        self._settle()
+        self._earlier.update(self.audit.kept())
+        self._audit_start = call
+        self.audit = RoundSample(None if every_round else AUDIT_ROUNDS)
+
+    def feed_id(self, call: int) -> int:
+        """The feed call ``call`` runs (0 where the feeds do not vary)."""
+        if self.pool == 1:
+            return 0
+        if self._fresh_from is not None and call >= self._fresh_from:
+            return FEED_POOL + call
+        return call % self.pool
+
+    def feed(self, feed_id: int) -> Feed:
+        """Feed ``feed_id`` as this case runs it (the pool's are made once)."""
+        if feed_id in self._pristine:
+            return self._pristine[feed_id]
+        assert self._vary is not None, "only a varied case has feeds other than 0"
+        made = self._vary(feed_id)
+        if feed_id < FEED_POOL:
+            self._pristine[feed_id] = _host_copy(made) if self.path == "all" else made
+        return made
+
+    def setup(self) -> None:
+        """Between two calls, outside the timed region: the last call's outputs kept where the audit draws its round
+        (or it is the first timed round), then the next call's feed staged."""
+        self._settle()
+        done = len(self.samples_s)
+        if self._staged_for == done:
+            return
+        self._staged_for = done
+        wanted = self.feed_id(done)
+        if self.path == "all":
+            if wanted < FEED_POOL and self._copies:
+                self._feed = _host_copy(self.feed(wanted))
+            elif wanted < FEED_POOL:  # the same arrays each time, as long as no call changes them
+                self._feed = self._working.setdefault(wanted, _host_copy(self.feed(wanted)))
+            else:
+                self._feed = self.feed(wanted)
+        elif wanted != self._current:
+            self._runner.restage_path(self.path, self.feed(wanted))  # type: ignore[attr-defined]
+        self._current = wanted
+
+    def _settle(self) -> None:
+        """The last call's outputs kept, where the audit draws its round or it is the first timed round."""
+        done = len(self.samples_s)
+        if self._settled < done:
+            self._settled = done
+            index = done - 1
+            if index == self.first_timed_round:
+                self._first = _host_copy(self.last_outputs())
+            if index >= max(self.first_timed_round, self._audit_start):
+                self.audit.offer(index, lambda: (self.feed_ids[index], _host_copy(self.last_outputs())))
+
     def __call__(self) -> None:
+        self.setup()  # done already where pytest-benchmark called it
         self.samples_s.append(self._call())
-        if len(self.samples_s) == self.first_timed_round + 1:
-            self.first_outputs = _host_copy(self.last_outputs())
+        self.feed_ids.append(self._current)
+
+    @property
+    def first_outputs(self) -> dict[str, np.ndarray] | None:
+        """A host copy of the outputs of round ``first_timed_round`` (None before it ran)."""
+        self._settle()
+        return self._first
+
+    def audited(self) -> dict[int, tuple[int, dict[str, np.ndarray]]]:
+        """The rounds every audit kept, once the run is over: call index -> (feed id, outputs)."""
+        self._settle()
+        return dict(sorted({**self._earlier, **self.audit.kept()}.items()))
+
+    def audit_summary(self, judged: int) -> dict[str, Any]:
+        """For the case's record: how the last ``judged`` calls (the judged attempt's rounds) were fed and audited.
+        ``every_round`` and ``fresh_feeds`` are what the gate asks of an implausible speed-up (suite/gate/latency.py
+        ``unproven_speedup``): every one of those rounds kept and checked, each on a feed no other call ran."""
+        self._settle()
+        ids = self.feed_ids[-judged:] if judged else []
+        every = (judged > 0 and self.audit.size is None and self.audit.offered == judged
+                 and self._audit_start == len(self.samples_s) - judged)
+        return {"feeds": len(set(ids)), "rounds_audited": len(self.audit.kept()), "rounds_judged": judged,
+                "every_round": every, "fresh_feeds": bool(ids) and all(i >= FEED_POOL for i in ids)}
 
     def _timed_infer(self, infer: Callable[[Feed], dict[str, np.ndarray]]) -> float:
         """One round of the all path on its own copy of the feed (issue 23): a model that changes its input in place
@@ -87,13 +201,14 @@ class TimedCall:
         rounds left, and the case would time, and check, other inputs than its own. The copy is made outside the
         timed region, and only once a round has changed its input (checked after the first): other cases time
         exactly what they did."""
-        feed = _host_copy(self._pristine) if self._copies else self._feed
+        feed = self._feed
         start = time.perf_counter()
         outputs = infer(feed)
         elapsed = time.perf_counter() - start
         self._last = outputs
         if len(self.samples_s) == 0 and not self._copies:  # the first call: did it change its input?
-            self._copies = not all(np.array_equal(feed[k], v, equal_nan=True) for k, v in self._pristine.items())
+            pristine = self._pristine[0]
+            self._copies = not all(np.array_equal(feed[k], v, equal_nan=True) for k, v in pristine.items())
         return elapsed
 
     def last_outputs(self) -> dict[str, np.ndarray]:

@@ -49,6 +49,8 @@ REASONS: dict[str, str] = {
     "inconclusive": "the latency interval was too wide to tell a change of the threshold's size from none",
     "slower-clock": "a device-bound case got slower while the GPU's SM clock was lower than at the baseline, and "
                     "in clock-normalised time (time x SM clock: cycles) it did not: the clock explains it",
+    "unproven-speedup": "a latency case more than 3x faster than its baseline whose timed rounds were not all shown "
+                        "right, each on a feed of its own (a result cache or a replay that did not run reads as one)",
     "benchmark-disabled": "--benchmark-disable: the case ran once as a smoke test and was not timed",
     "interrupted": "the run stopped before this check ended",
     "shard-lost": "the shard of the night's plan that runs this cell is missing, duplicated, incomplete or failed to "

@@ -160,6 +160,14 @@ class TorchRunner:
                     "its launch hidden (engines/launch_cover.py)")
         return "cuda events (torch), inputs and outputs resident on the device"
 
+    def restage_path(self, path: str, feed: Feed) -> None:
+        """Another feed of the same shapes into the staged inputs, in place (a CUDA graph reads them at the
+        addresses it was captured with), between two timed calls (suite.timing.TimedCall varies its feeds)."""
+        check_feed(feed, self.input_names)
+        with torch.inference_mode():
+            for static, name in zip(self._static, self.input_names, strict=True):
+                static.copy_(self._tensor(feed[name]))
+
     def run_path(self, path: str) -> float:
         """One timed call. ``graph``: a spin first (engines/launch_cover.py), so that the start event fires once the
         host has queued the replay and the end event; the eager ``model`` path keeps its launches in the time (they

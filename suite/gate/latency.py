@@ -52,7 +52,39 @@ NO_BASELINE_OPTIONS = "--latency-baseline or --benchmark-compare-fail"
 #: A latency outcome's status -> its verdict state (pinned status by status: tests/selftest/test_gate_outcomes.py).
 STATE = {"regression": verdict.FAILED, "unchanged": verdict.PASSED, "improvement": verdict.PASSED,
          "busy": verdict.NOT_JUDGED, "inconclusive": verdict.NOT_JUDGED, "no-baseline": verdict.NOT_JUDGED,
-         "slower-clock": verdict.NOT_JUDGED}
+         "slower-clock": verdict.NOT_JUDGED, "unproven-speedup": verdict.NOT_JUDGED}
+
+#: How many times faster than its baseline a case may get on the audit's sample alone (issue 43): an engine that
+#: answered from a result cache, or whose replays did not run, read as -99.6 % and passed while the real model was 2x
+#: slower. An upgrade rarely makes one model 3x faster at one precision; beyond it, the case is timed again with
+#: every round on a feed of its own and every round's outputs checked (suite/gate/check.py prove_speedup).
+IMPLAUSIBLE_SPEEDUP = 3.0
+
+
+def implausibly_fast(comparison: LatencyComparison) -> bool:
+    """Whether the case's median is more than IMPLAUSIBLE_SPEEDUP times faster than its baseline's."""
+    return comparison.ratio * IMPLAUSIBLE_SPEEDUP < 1.0
+
+
+def unproven_speedup(outcome: LatencyOutcome, record: dict[str, Any]) -> verdict.Component | None:
+    """An improvement beyond IMPLAUSIBLE_SPEEDUP whose judged rounds were not all shown right (the record's
+    ``outputs_audited``: every round's outputs checked, each round on a feed no other call ran): the case's
+    component, not judged ('unproven-speedup'), its outcome's status set to say so; None for any other outcome."""
+    comparison = outcome.comparison
+    if outcome.status != "improvement" or comparison is None or not implausibly_fast(comparison):
+        return None
+    audit = record.get("outputs_audited") or {}
+    if audit.get("every_round") is True and audit.get("fresh_feeds") is True:
+        return None
+    outcome.status = "unproven-speedup"
+    how = (f"{audit.get('rounds_audited', 0)} of its {audit.get('rounds_judged', len(record['samples_s']))} rounds "
+           f"were checked, on {audit.get('feeds', 1)} feed(s)")
+    return verdict.Component(
+        f"latency gate {outcome.label}", verdict.NOT_JUDGED, "unproven-speedup",
+        f"median {comparison.baseline_median_s * 1e3:.4g} -> {comparison.current_median_s * 1e3:.4g} ms "
+        f"({comparison.change_pct:+.2f}%): more than {IMPLAUSIBLE_SPEEDUP:g}x faster than its baseline, and only "
+        f"{how}; not believed until every round, each on a feed of its own, is shown right (a result cache or a "
+        "replay that did not run reads as such a speed-up)")
 
 
 @dataclass

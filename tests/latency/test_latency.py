@@ -4,10 +4,15 @@ Paths: ``all`` is host arrays in and out (host<->device copies included, what an
 ``model`` keeps inputs and outputs resident on the device (engine time alone); ``graph`` replays a
 captured CUDA graph where the engine allows it. On CPU only ``all`` exists.
 
-Every case also checks what its timed calls returned (issue 23): the outputs of the first timed round and of the last
-call are compared with the fp32 reference's for the same feed (``check_timed_outputs``). A replay or an IO binding
-reuses static buffers, where a stale output passes every timing; the device paths read their bound outputs
-(``path_outputs``) outside the timed region.
+Every case also checks what its timed calls returned (issue 23, issue 43): the outputs of the first timed round, of
+the last call and of a random sample of the rounds between them (MLPerf's TEST01) are compared with the fp32
+reference's for the feed each ran (``check_timed_outputs``). The rounds cycle through a few distinct feeds (MLPerf's
+TEST04), so an engine that answers a repeated input from what it returned before (a result cache, a replay that did not
+launch) is timed computing, or shows another feed's outputs. A replay or an IO binding reuses static buffers, where a
+stale output passes every timing; the device paths read their bound outputs (``path_outputs``) and take the next feed
+into their bound inputs outside the timed region. A case far faster than its baseline is timed again, each round on a
+feed of its own and every round's outputs checked, before the gate believes it (suite/gate/latency.py
+``unproven_speedup``).
 
 The suite's gate is ``--latency-baseline`` (docs/gating.md); the case names are stable so baselines
 line up. A case measured while other processes used the CPUs is re-measured (suite/gate/check.py).
@@ -24,6 +29,7 @@ from core.inputs import synthetic_feed, tile_to_batch
 from metrics import summarize_latency
 from suite import kernel_profile
 from suite.bound import classify
+from suite.timing import FEED_POOL
 
 pytestmark = pytest.mark.latency
 
@@ -33,12 +39,9 @@ def test_latency(latency_case, suite, engine_for, benchmark, request, latency_wr
     batch, dims = shape.batch, shape.dims_dict()
     model = suite.model(cell.model)
     engine = engine_for(cell)
-    if model.parity_dataset:
-        feed = tile_to_batch(suite.dataset(model.parity_dataset).feeds, batch, model.inputs, dims)
-    else:
-        feed = synthetic_feed(model.inputs, batch, "uniform", seed=batch, dims=dims)
-    expected = _untimed_outputs(suite, cell, feed)  # before any timed call: the reference's, and the engine's own
-    call = suite.timed_call(cell, engine, feed, path)
+    feed_of = _feeds(suite, model, batch, dims)
+    expected = Expected(suite, cell, feed_of)  # before any timed call: the reference's, and the engine's own
+    call = suite.timed_call(cell, engine, feed_of(0), path, vary=feed_of)
     timed = latency_wrapper(call)  # --inject-slowdown self-test knob
     rounds = request.config.getoption("--latency-rounds")
     rounds = suite.config.latency.rounds if rounds is None else rounds  # checked >= 2 at start-up
@@ -50,36 +53,47 @@ def test_latency(latency_case, suite, engine_for, benchmark, request, latency_wr
                                 path=f"latency-{path}", warmup_rounds=warmup, clock=timed.clock)
     if benchmark.disabled:  # --benchmark-disable: one call, no timing (pytest-benchmark's convention)
         call.first_timed_round = 0
-        benchmark.pedantic(timed, rounds=1, warmup_rounds=0, iterations=1)
-        check_timed_outputs(cell, shape.id, path, call, *expected, suite.model(cell.model))
+        benchmark.pedantic(timed, setup=call.setup, rounds=1, warmup_rounds=0, iterations=1)
+        check_timed_outputs(cell, shape.id, path, call, expected, suite.model(cell.model))
         gate.smoke(cell, shape.id, path)
         return
     with suite.gpu_monitor(cell) as monitor:
-        benchmark.pedantic(timed, rounds=rounds, warmup_rounds=warmup, iterations=1)
+        benchmark.pedantic(timed, setup=call.setup, rounds=rounds, warmup_rounds=warmup, iterations=1)
     samples = list(timed.samples_s[warmup:])
     record = {"model": cell.model, "engine": cell.engine, "precision": cell.precision, "cell": cell.id,
               "batch_size": batch, "shape": shape.id, "path": path, "device": suite.device, "clock": timed.clock,
               "samples_s": samples, "median_ms": statistics.median(samples) * 1e3, "gpu": monitor.summary()}
     record["bound"], record["bound_why"] = classify(record, suite.records)  # device- or host-bound, and why
 
-    def remeasure():
-        """The same case again, in this process (a busy attempt is not judged; see settle_latency)."""
-        first, host = len(timed.samples_s), []
+    def remeasure(every_round=False):
+        """The same case again, in this process (a busy attempt is not judged; see settle_latency), its timed rounds
+        audited afresh: a random sample of them, or every one."""
+        first, host = len(call.samples_s), []
+        call.audit_from(first + warmup, every_round)
         for _ in range(warmup + rounds):
+            call.setup()  # the audit's copy and the next feed, outside the host time too
             start = time.perf_counter()
             timed()
             host.append(time.perf_counter() - start)
         _replace_benchmark_rounds(benchmark, host[warmup:])
-        return timed.samples_s[first + warmup:]
+        return call.samples_s[first + warmup:]
+
+    def prove():
+        """The case again with every round on a feed no other call ran and every timed round's outputs kept: what
+        an implausible speed-up must pass before the gate believes it (suite/gate/check.py prove_speedup)."""
+        call.fresh_feeds()
+        return remeasure(every_round=True)
 
     attempts = gate.settle_latency(record, remeasure)
+    gate.prove_speedup(record, attempts, prove)
     samples = record["samples_s"]
     summary = summarize_latency(samples, batch)
     bound = {"bound": record["bound"], "bound_why": record["bound_why"]}
     benchmark.extra_info.update(summary.as_dict(), samples_s=list(samples), gpu=record["gpu"], attempts=attempts,
                                 **bound)
-    checked = check_timed_outputs(cell, shape.id, path, call, *expected, model)
-    nodes = _node_profile(request.config.getoption("--node-profile"), engine, feed, path)
+    checked = check_timed_outputs(cell, shape.id, path, call, expected, model)
+    audit = call.audit_summary(len(samples))
+    nodes = _node_profile(request.config.getoption("--node-profile"), engine, feed_of(0), path)
     if nodes:
         benchmark.extra_info["node_times_us"] = nodes
     kernels = None
@@ -87,7 +101,8 @@ def test_latency(latency_case, suite, engine_for, benchmark, request, latency_wr
         kernels = kernel_profile.profile_kernels(call, request.config.getoption("--kernel-profile"), suite.device)
         benchmark.extra_info["kernels"] = kernels
     suite.record("latency", cell, path=path, shape=shape.id, dims=dims, clock=timed.clock, samples_s=list(samples),
-                 gpu=record["gpu"], attempts=attempts, outputs_checked=checked, **bound, **summary.as_dict(),
+                 gpu=record["gpu"], attempts=attempts, outputs_checked=checked, outputs_audited=audit, **bound,
+                 **summary.as_dict(),
                  **({"node_times_us": nodes} if nodes else {}), **({"kernels": kernels} if kernels is not None else {}),
                  **_set_up(call))
     gate.check()  # --latency-baseline: fails a significant slowdown (suite/gate/)
@@ -113,45 +128,96 @@ def _node_profile(runs, engine, feed, path):
     return profile(feed, runs)
 
 
-def _untimed_outputs(suite, cell, feed):
-    """(the fp32 reference's outputs, the cell's own untimed outputs) for the latency feed, each run on its own
-    copy of it: what every timed call of the case must return."""
-    reference = suite.run_batched(suite.reference_cell(cell.model), {k: v.copy() for k, v in feed.items()})
-    own = suite.run_batched(cell, {k: v.copy() for k, v in feed.items()})
-    return reference, own
+def _feeds(suite, model, batch, dims):
+    """Feed id -> one of the case's feeds, made when asked: 0 is the case's feed as before (real rows from the first,
+    or uniform inputs of seed ``batch``); another id, real rows from another row on, or another seed. The timed
+    rounds cycle through the first FEED_POOL (suite.timing.TimedCall); a case proving a speed-up runs one per round."""
+    if model.parity_dataset:
+        data = suite.dataset(model.parity_dataset).feeds
+        return lambda i: tile_to_batch(data, batch, model.inputs, dims, first=i * (batch + 1))
+    return lambda i: synthetic_feed(model.inputs, batch, "uniform", seed=batch + 7919 * i, dims=dims)
 
 
-def check_timed_outputs(cell, shape_id, path, call, reference, own, model):
-    """The outputs of the first timed call and of the last call are compared with the reference for this batch
-    (issue 23: a CUDA-graph replay or an IO binding reuses static buffers, where a stale output is a known failure
-    mode; MLPerf's audit TEST01 exists for it), with the cell's parity tolerance. A failure fails the case, and says
-    whether the engine's own untimed run on the same feed was right (then the timed path returned something else)
-    or wrong too. Only the cell's declared known failure (``known_failures``, covering parity, its ``match`` found
-    in the failure) is not counted here: it is parity's to judge. Returns what was checked, for the record."""
+class Expected:
+    """What every timed call must return, per feed id: the fp32 reference's outputs (``reference(i)``) and the cell's
+    own untimed outputs (``own(i)``), each run on its own copy of the feed. The pool's are made here, before any timed
+    call; a proof's own feeds when the check asks for them."""
+
+    def __init__(self, suite, cell, feed_of, pool=FEED_POOL):
+        self._suite, self._cell, self._feed_of = suite, cell, feed_of
+        self._made = {}
+        for i in range(pool):
+            self.reference(i)
+            self.own(i)
+
+    def _run(self, cell, i):
+        if (cell, i) not in self._made:
+            feed = self._feed_of(i)
+            self._made[cell, i] = self._suite.run_batched(cell, {k: v.copy() for k, v in feed.items()})
+        return self._made[cell, i]
+
+    def reference(self, i):
+        return self._run(self._suite.reference_cell(self._cell.model), i)
+
+    def own(self, i):
+        return self._run(self._cell, i)
+
+
+def check_timed_outputs(cell, shape_id, path, call, expected, model):
+    """The outputs of the first timed call, of the last call and of the audit's random sample of the timed rounds
+    between them are compared with the reference's for the feed each ran (issue 23: a CUDA-graph replay or an IO
+    binding reuses static buffers, where a stale output is a known failure mode; issue 43: an engine wrong in every
+    round between the first and the last passed; MLPerf's audit TEST01 exists for both), with the cell's parity
+    tolerance. ``expected`` gives, per feed id, the reference's outputs and the engine's own untimed ones
+    (``Expected``). A failure fails the case, and says whether the engine's own untimed run on the same feed was right
+    (then the timed path returned something else) or wrong too; of the sampled rounds, the first wrong one is said,
+    with how many more were. Only the cell's declared known failure (``known_failures``, covering parity, its
+    ``match`` found in the failure) is not counted here: it is parity's to judge. Returns what was checked, for the
+    record."""
     from metrics import compare_outputs
 
     tolerance = model.tolerance(cell.precision)
     known = model.known_failures.get(f"{cell.engine}-{cell.precision}")
     case = f"{cell.id}-{shape_id}-{path}"
-    calls = (("first timed call", f"round {call.first_timed_round + 1}", call.first_outputs),
-             ("last call", f"round {len(call.samples_s)}", call.last_outputs()))
-    own_right = all(r.passed for r in compare_outputs(reference, own, tolerance).values())
-    checked, failures = {}, []
-    for which, where, outputs in calls:
+    first, last = call.first_timed_round, len(call.samples_s) - 1
+    sampled = {i: kept for i, kept in call.audited().items() if i not in (first, last)}
+    calls = [("first timed call", first, call.feed_ids[first], call.first_outputs)]
+    calls += [("audited round", i, feed, outputs) for i, (feed, outputs) in sampled.items()]
+    calls.append(("last call", last, call.feed_ids[last], call.last_outputs()))
+    checked, failures, wrong_rounds = {}, [], []
+    for which, index, feed, outputs in calls:
+        where = f"round {index + 1}" + (f", feed {feed}" if call.pool > 1 else "")
         assert outputs is not None, f"{case}: the {which} ({where}) kept no outputs; nothing to check"
-        bad = [r.explain() for r in compare_outputs(reference, outputs, tolerance).values() if not r.passed]
-        if not bad:
-            checked[which] = f"{where}: agrees with the reference"
-            continue
+        bad = [r.explain() for r in compare_outputs(expected.reference(feed), outputs, tolerance).values()
+               if not r.passed]
         message = "; ".join(bad)
-        if known is not None and known.covers("parity", message):
-            checked[which] = f"{where}: the cell's known failure ({known.reason}): {message}"
+        if bad and known is not None and known.covers("parity", message):
+            checked.setdefault(which, f"{where}: the cell's known failure ({known.reason}): {message}")
             continue
+        if not bad:
+            if which != "audited round":
+                checked[which] = f"{where}: agrees with the reference"
+            continue
+        if which == "audited round" and wrong_rounds:
+            wrong_rounds.append(index)
+            continue
+        wrong_rounds += [index] if which == "audited round" else []
+        own_right = all(r.passed for r in compare_outputs(expected.reference(feed), expected.own(feed),
+                                                          tolerance).values())
         own_said = ("the engine's own untimed run on this feed agrees with the reference, so the timed path returned "
                     "something else (a stale or unwritten output buffer?)" if own_right else
                     "the engine's own untimed run on this feed differs from the reference too")
         failures.append(f"{case}: the {which} ({where}) returned outputs that differ from the reference's for this "
                         f"feed; {own_said}: {message}")
+    if sampled:
+        checked["audited rounds"] = (f"{len(sampled)} of the timed rounds between the first and the last, drawn at "
+                                     f"random after the run: {len(sampled) - len(wrong_rounds)} agree with the "
+                                     "reference")
+    if len(wrong_rounds) > 1:
+        more = len(wrong_rounds) - 1
+        failures.append(f"{case}: {more} more of the {len(sampled)} audited rounds "
+                        f"{'differs' if more == 1 else 'differ'} too (round{'' if more == 1 else 's'} "
+                        f"{', '.join(str(i + 1) for i in wrong_rounds[1:9])}{' ...' if more > 8 else ''})")
     if failures:  # the message says it all: no traceback through the test's source (a long report buries it)
         pytest.fail("\n".join(failures), pytrace=False)
     return checked

@@ -116,17 +116,17 @@ STEADY_CONFIG = config(head={"run": 'requires = ["torch"]\naccept_not_judged = [
                        accuracy_dataset=TINY_DATA)
 
 
-def _busy_steady_baseline(interference: float) -> str:
-    """A pytest-benchmark file with the steady model's bs1 case as an unhurried run times it (20.6 ms a round),
-    saved while other processes used ``interference`` of the CPUs."""
+def _busy_steady_baseline(interference: float, precision: str = "fp32", batch: int = 1) -> str:
+    """A pytest-benchmark file with the steady model's case (bs1 fp32 unless told) as an unhurried run times it
+    (20.6 ms a round), saved while other processes used ``interference`` of the CPUs."""
     import numpy as np
 
     samples = list(0.0206 * np.random.default_rng(0).lognormal(0, 0.003, 40))
     return json.dumps({"suite": {"complete": True}, "machine_info": {}, "commit_info": {}, "benchmarks": [{
-        "name": "test_latency[m-torch-fp32-bs1]",
-        "fullname": "tests/latency/test_latency.py::test_latency[m-torch-fp32-bs1]",
+        "name": f"test_latency[m-torch-{precision}-bs{batch}]",
+        "fullname": f"tests/latency/test_latency.py::test_latency[m-torch-{precision}-bs{batch}]",
         "group": None, "params": None, "param": None, "options": {}, "extra_info": {
-            "model": "m", "engine": "torch", "precision": "fp32", "batch_size": 1, "path": "latency-all",
+            "model": "m", "engine": "torch", "precision": precision, "batch_size": batch, "path": "latency-all",
             "samples_s": samples, "gate": {"interference": interference}},
         "stats": {"min": min(samples), "max": max(samples), "mean": sum(samples) / 40, "stddev": 0.0, "rounds": 40,
                   "median": sorted(samples)[20], "iqr": 0.0, "q1": 0.0206, "q3": 0.0206, "iqr_outliers": 0,
@@ -1172,16 +1172,40 @@ CASES += [
                               r"isclose 0\.00% < 99\.00% required"),
          lines=failing(2)),
     Case("timed-output-goes-stale",
-         "torch fp16 returning zeros from the 5th call in a row on one feed (a buffer the replay stopped writing): "
-         "right in parity, wrong in the latency rounds",
+         "torch fp16 returning the 4th call's outputs from the 5th call in a row at one batch on, whatever its input "
+         "(a buffer the replay stopped writing): right in parity, wrong in the latency rounds",
          Run("timed-output-goes-stale",
              config(head={"run": 'requires = ["torch"]\naccept_not_judged = ["no-data", "no-baseline"]'},
                     factory=f'"{W}:stale_when_repeated"', precisions='["fp32", "fp16"]', engines='["torch"]'),
              tests=(LATENCY,)), 1,
-         (r"VERDICT: FAILED", r"m-torch-fp16-bs4-all: the last call \(round 5\) returned outputs that differ from the "
-                              r"reference's for this feed; the engine's own untimed run on this feed agrees with the "
-                              r"reference, so the timed path returned something else"),
+         (r"VERDICT: FAILED", r"m-torch-fp16-bs4-all: the last call \(round 5, feed 1\) returned outputs that differ "
+                              r"from the reference's for this feed; the engine's own untimed run on this feed agrees "
+                              r"with the reference, so the timed path returned something else"),
          lines=failing(2)),
+    Case("result-cache-reads-as-a-speed-up",
+         "a model 2x slower than its baseline (41 ms a call against 20.6 ms) answering an input it has seen from a "
+         "result cache: one feed in every round read as -99.6 % and passed",
+         Run("result-cache",
+             config(head={"run": 'requires = ["torch"]\naccept_not_judged = ["no-data"]',
+                          "latency": "rounds = 20\nwarmup_fraction = 0.25"},
+                    factory=f'"{H}:cached_slow_net"', engines='["torch"]', latency_batch_sizes="[1]"),
+             ("--latency-baseline", "{work}/base.json", "--latency-busy-limit", "100%"),
+             tests=(LATENCY,), prepare=_write("base.json", _busy_steady_baseline(0.0))), 1,
+         (r"VERDICT: FAILED", r"m-torch-fp32-bs1-all: latency regression: median 20\.\d+ ms \(baseline, n=40\) -> "),
+         lines=failing(1), shows=r"m-torch-fp32-bs1-all: latency regression: median"),
+    Case("zeros-between-the-checked-calls",
+         "torch fp16 returning zeros at once at calls 8-45 of 46 (1 untimed, 5 warm-up, 40 timed), 20 ms at the others "
+         "as its baseline: the first timed round and the last call, the two calls checked before, are right",
+         Run("zeros-between-the-checks",
+             config(head={"run": 'requires = ["torch"]\naccept_not_judged = ["no-data", "no-baseline"]',
+                          "latency": "rounds = 40\nwarmup_fraction = 0.125"},
+                    factory=f'"{H}:zeros_between_the_checks"', precisions='["fp32", "fp16"]', engines='["torch"]',
+                    latency_batch_sizes="[4]"),
+             ("--latency-baseline", "{work}/base.json", "--latency-busy-limit", "100%"), tests=(LATENCY,),
+             prepare=_write("base.json", _busy_steady_baseline(0.0, "fp16", 4))), 1,
+         (r"VERDICT: FAILED", r"m-torch-fp16-bs4-all: the (first timed call|audited round) \(round \d+, feed \d\) "
+                              r"returned outputs that differ from the reference's for this feed"),
+         lines=failing(1), shows=r"m-torch-fp16-bs4-all: the .* returned outputs that differ"),
     Case("input-changed-in-place-blames-the-engine",
          "a model doubling its input in place (`image.mul_(2)`), right on torch and ONNX Runtime",
          Run("input-changed-in-place", config(factory=f'"{W}:doubles_its_input"', parity_dataset=TINY_DATA),

@@ -29,25 +29,28 @@ def wrong_from_batch_40(cache=None) -> torch.nn.Module:
 
 
 class StaleWhenRepeated(TwoInputNet):
-    """Right on every new input; in half precision (torch's fp16 and bf16 cells, never the fp32 reference), from
-    the 5th consecutive call with the same input on it returns zeros: an output buffer the replay stopped writing,
-    as a CUDA graph or an IO binding can leave it. Parity feeds each input once, so only a latency case, which
-    calls it round after round on one feed, meets it: its first timed round is right, its last is not."""
+    """Right on its first calls; in half precision (torch's fp16 and bf16 cells, never the fp32 reference), from the
+    5th call in a row at one batch size on it returns what it returned at the 4th, whatever its input: an output
+    buffer the replay stopped writing, as a CUDA graph that no longer launches or an IO binding can leave it. Only a
+    latency case, which calls it round after round, meets it; and only on a feed other than the 4th call's, which is
+    why the rounds cycle through distinct feeds (issue 43): on one feed the stale output was the right one."""
 
     def __init__(self) -> None:
         super().__init__()
         self.repeats = 0
-        self.previous: tuple[torch.Tensor, torch.Tensor] | None = None
+        self.shape: tuple[int, ...] | None = None
+        self.kept: torch.Tensor | None = None
 
     def forward(self, image: torch.Tensor, extra: torch.Tensor) -> torch.Tensor:
         out = super().forward(image, extra)
         if self.fc.weight.dtype == torch.float32:
             return out
-        same = self.previous is not None and all(a.shape == b.shape and torch.equal(a, b)
-                                                 for a, b in zip(self.previous, (image, extra), strict=True))
-        self.repeats = self.repeats + 1 if same else 1
-        self.previous = (image.clone(), extra.clone())
-        return torch.zeros_like(out) if self.repeats >= 5 else out
+        self.repeats = self.repeats + 1 if tuple(image.shape) == self.shape else 1
+        self.shape = tuple(image.shape)
+        if self.repeats >= 5 and self.kept is not None:
+            return self.kept.clone()
+        self.kept = out.clone()
+        return out
 
 
 def stale_when_repeated(cache=None) -> torch.nn.Module:
