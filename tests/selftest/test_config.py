@@ -496,7 +496,15 @@ def test_every_failure_the_metrics_write_names_its_figure():
     embedding = compare_arrays("e", ref, rng.normal(size=ref.shape), Tolerance(min_isclose_pct=0.0,
                                                                                 min_retrieval_agreement_pct=99.0))
     assert [failed_metric(f) for f in embedding.failures] == ["retrieval_agreement_pct"], embedding.failures
-    assert set(named) | {"retrieval_agreement_pct"} == {*PARITY_METRICS, NONFINITE}
+    scaled = ref.copy()
+    scaled[3] *= 1.05
+    row = compare_arrays("r", ref, scaled, Tolerance(min_isclose_pct=90.0, max_row_rel_error=1e-5))
+    assert [failed_metric(f) for f in row.failures] == ["worst_row_rel_error"], row.failures
+    ids = np.arange(64) + 30000
+    exact = compare_arrays("ids", ids, ids + 1, Tolerance())
+    assert [failed_metric(f) for f in exact.failures] == ["exact_match_pct"], exact.failures
+    assert set(named) | {"retrieval_agreement_pct", "worst_row_rel_error", "exact_match_pct"} == {
+        *PARITY_METRICS, NONFINITE}
     assert failed_metric("output 'x' changed") is None
     labels = np.arange(64) % 8
     logits = np.eye(8)[labels]
