@@ -184,6 +184,9 @@ class Ledger:
     error: str | None = None  # what ended the run before any test: a start-up usage error, an internal error
     #: engines the config requires that this run left out in the open (--engines, --models), and how
     left_out: dict[str, str] = field(default_factory=dict)
+    #: "MODEL PRECISION" -> the thresholds its config sets apart from the precision's defaults (suite/config/defaults.py
+    #: threshold_changes): a pass is read against them, so the verdict names them
+    thresholds: dict[str, list[str]] = field(default_factory=dict)
 
     # ---- reporting --------------------------------------------------------------------------------
     def add(self, check_id: str, state: str, reason: str | None = None, detail: str = "",
@@ -327,6 +330,7 @@ class Ledger:
                        for i, c in sorted(self.checks.items())},
             **({"error": self.error} if self.error else {}),
             **({"required_engines_left_out": dict(sorted(self.left_out.items()))} if self.left_out else {}),
+            **({"thresholds_not_default": dict(sorted(self.thresholds.items()))} if self.thresholds else {}),
         }
 
 
