@@ -39,7 +39,8 @@ REASONS: dict[str, str] = {
     "unsupported": "the engine has no such path by design (torch int8; TF32, bf16 or device-resident latency "
                    "where the device has none)",
     "unavailable": "a library, execution provider or device the check needs is missing on this machine",
-    "no-data": "the model declares no data set for this check (e.g. no accuracy_dataset)",
+    "no-data": "the model declares no data set for this check (e.g. no accuracy_dataset), or no accuracy floor "
+               "(min_top1) to judge the fp32 reference's own accuracy by",
     "precision-not-run": "the engine computes nothing, or almost nothing, in the precision the cell is named for "
                          "(the precision census of what it runs): its figures check another precision",
     "no-baseline": "nothing to compare with: no latency baseline was given (--latency-baseline, "
