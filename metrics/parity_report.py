@@ -227,7 +227,8 @@ class ParityReport:
         if self.exact_match_pct is not None:
             lines.append(f"  exact match {_fmt_pct(self.exact_match_pct)} (integer/boolean output: 100% required)")
         if self.worst_row_rel_error is not None:
-            row_rel = f"  worst row relative error {_fmt_sci(self.worst_row_rel_error)} (row {self.worst_row})"
+            row_rel = f"  worst row relative error {_fmt_sci(self.worst_row_rel_error)}"
+            row_rel += "" if self.worst_row is None else f" (row {self.worst_row})"
             if tol.max_row_rel_error is not None and self.exact_match_pct is None:
                 row_rel += f" (<= {_fmt_sci(tol.max_row_rel_error)} allowed)"
             lines.append(row_rel)

@@ -880,6 +880,7 @@ def test_the_report_explains_every_figure_and_threshold() -> None:
         "  isclose 75.00% (>= 80.00% required, rtol=0, atol=0); MAE 2.500e-01; max abs 1.000e+00 (<= 5.000e-01 "
         "allowed); max rel 3.333e-01 (where |ref| > atol); cosine 0.983333333 (>= 0.99 required); worst row cosine "
         "0.966666667 (>= 0.97 required)\n"
+        "  worst row relative error 2.582e-01 (row 1)\n"
         "  non-finite values: reference 0, engine 0 (of 8 elements)\n"
         "  top-1 agreement 50.00% (>= 75.00% required); top-4 overlap 100.00%\n"
         "  rank MAE/disagreement: r1 5.000e-01/50.00%, r2 5.000e-01/50.00%, r3 0.000e+00/0.00%, r4 0.000e+00/0.00%")
@@ -888,13 +889,20 @@ def test_the_report_explains_every_figure_and_threshold() -> None:
         "output 'v' (2,): passed\n"
         "  isclose 100.00% (>= 99.00% required, rtol=0.001, atol=1e-05); MAE 0.000e+00; max abs 0.000e+00; "
         "max rel 0.000e+00 (where |ref| > atol); cosine 1\n"
+        "  worst row relative error 0.000e+00 (row 0)\n"
         "  non-finite values: reference 0, engine 0 (of 2 elements)")
+    gated = compare_arrays("v", np.array([1.0, 2.0]), np.array([1.0, 2.0]), Tolerance(max_row_rel_error=1e-4))
+    assert gated.explain().splitlines()[2] == "  worst row relative error 0.000e+00 (row 0) (<= 1.000e-04 allowed)"
+    ids = compare_arrays("i", np.array([1, 2]), np.array([1, 2]), Tolerance(max_row_rel_error=1e-4))
+    assert ids.explain().splitlines()[2:4] == ["  exact match 100.00% (integer/boolean output: 100% required)",
+                                              "  worst row relative error 0.000e+00 (row 0)"]
     nan = compare_arrays("n", np.full((2, 3), np.nan), np.full((2, 3), np.nan), Tolerance())
     assert nan.explain().splitlines()[1:3] == [
         "  isclose n/a (>= 99.00% required, rtol=0.001, atol=1e-05); MAE n/a; max abs n/a; max rel n/a "
         "(where |ref| > atol); cosine n/a; worst row cosine n/a",
-        "  non-finite values: reference 6, engine 6 (of 6 elements)"]
-    assert nan.explain().splitlines()[3] == "  top-1 agreement n/a; top-3 overlap n/a"
+        "  worst row relative error n/a"]
+    assert nan.explain().splitlines()[3:5] == ["  non-finite values: reference 6, engine 6 (of 6 elements)",
+                                               "  top-1 agreement n/a; top-3 overlap n/a"]
 
 
 def test_an_embeddings_explanation_shows_retrieval_not_top1() -> None:
@@ -904,7 +912,7 @@ def test_an_embeddings_explanation_shows_retrieval_not_top1() -> None:
     rep = compare_arrays("e", emb, emb.copy(), Tolerance(min_row_cosine=0.9, min_retrieval_agreement_pct=95.0))
     lines = rep.explain().splitlines()
     assert lines[1].endswith("cosine 1; worst row cosine 1 (>= 0.9 required)")
-    assert lines[3:] == ["  retrieval agreement 100.00% (5 nearest rows) (>= 95.00% required)"]
+    assert lines[4:] == ["  retrieval agreement 100.00% (5 nearest rows) (>= 95.00% required)"]
     without = compare_arrays("e", emb, emb.copy(), Tolerance(min_retrieval_agreement_pct=95.0))
     assert without.explain().splitlines()[1].endswith("cosine 1; worst row cosine 1")
 
@@ -924,7 +932,8 @@ def test_the_report_as_data_holds_every_figure_by_its_name() -> None:
                   {"rank": 3, "mae": 0.0, "disagreement_pct": 0.0}, {"rank": 4, "mae": 0.0, "disagreement_pct": 0.0}],
         "tolerance": Tolerance(min_isclose_pct=0.0).as_dict(), "failures": ["engine output has 1 NaN/Inf values"],
         "passed": False, "worst_row_cosine": pytest.approx(29 / 30), "retrieval_agreement_pct": None,
-        "retrieval_k": None,
+        "retrieval_k": None, "exact_match_pct": None, "worst_row_rel_error": pytest.approx(math.sqrt(2 / 30)),
+        "worst_row": 1,
     }
     nan = compare_arrays("n", np.full((2, 3), np.nan), np.full((2, 3), np.nan), Tolerance()).as_dict()
     assert (nan["worst_row_cosine"], nan["top1_agreement_pct"], nan["ranks"]) == (None, None, [])
