@@ -7,6 +7,7 @@ import dataclasses
 import json
 import math
 import re
+import warnings
 from typing import Any
 
 import numpy as np
@@ -164,7 +165,10 @@ def test_an_empty_output_is_compared_by_its_shape(shape: tuple[int, ...]) -> Non
     n/a, the message saying it was compared by shape alone (a shape mismatch still raises, above)."""
     tol = Tolerance(min_cosine=0.99999, min_top1_agreement_pct=99.0, min_row_cosine=0.9, max_row_rel_error=1e-5)
     rep = compare_arrays("empty", np.zeros(shape), np.zeros(shape, dtype=np.float32), tol)
-    assert rep.passed and rep.failures == () and rep.n_elements == 0 and rep.shape == shape
+    assert rep.passed and rep.failures == () and rep.n_elements == 0 and rep.shape == shape and rep.name == "empty"
+    assert (rep.nonfinite_ref, rep.nonfinite_test, rep.top1_agreement_pct, rep.ranks) == (0, 0, None, ())
+    assert rep.explain() == (f"output 'empty' {shape}: passed\n"
+                             "  an empty output: compared by its shape alone (no element to compare)")
     assert math.isnan(rep.isclose_pct) and math.isnan(rep.cosine) and rep.worst_row_rel_error is None
     assert "compared by its shape alone" in rep.explain()
     d = _json_roundtrip(rep.as_dict())
@@ -183,7 +187,9 @@ def test_integer_and_boolean_outputs_are_compared_exactly(dtype: type) -> None:
     wrong[5, 3] = ~wrong[5, 3] if dtype is np.bool_ else wrong[5, 3] + 1
     rep = compare_arrays("ids", ref, wrong, Tolerance(min_isclose_pct=0.0 + 95.0))
     assert rep.exact_match_pct == pytest.approx(100.0 * 23 / 24)
-    assert rep.failures[-1].startswith("exact match 95.83% < 100.00% required"), rep.failures
+    assert rep.failures[-1] == (f"exact match 95.83% < 100.00% required ({np.dtype(dtype)} output: integers and "
+                                "booleans are compared exactly; [precision.P] parity.approximate_outputs names those "
+                                "to compare within rtol/atol)"), rep.failures
     assert "exact match 95.83%" in rep.explain()
     assert _json_roundtrip(rep.as_dict())["exact_match_pct"] == rep.exact_match_pct
 
@@ -241,6 +247,25 @@ def test_the_row_relative_error_is_floored_at_atol_and_exact_for_known_rows() ->
     one_d = compare_arrays("y", np.array([2.0, 4.0]), np.array([2.0, 5.0]),
                            Tolerance(min_isclose_pct=50.0, max_row_rel_error=0.3))
     assert one_d.worst_row_rel_error == pytest.approx(0.25) and one_d.worst_row == 1 and one_d.passed
+    # atol x sqrt(columns) is the floor: a row of tiny values 1e-9 off, against 1e-5 x sqrt(2).
+    tiny = compare_arrays("x", ref[2:3], test[2:3], Tolerance(atol=1e-5))
+    assert tiny.worst_row_rel_error == pytest.approx(1e-9 / (1e-5 * math.sqrt(2)))
+    # Huge rows are scaled before their norms are taken: 1e300 x sqrt(2) would overflow.
+    huge = compare_arrays("h", np.array([[1e300, 1e300]]), np.array([[1.1e300, 1e300]]), Tolerance(min_isclose_pct=0.0))
+    assert huge.worst_row_rel_error == pytest.approx(0.1 / math.sqrt(2))
+    # A zero row against a non-zero one, and two zero rows, with atol 0: no division warning (x/0, 0/0).
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        zeros = compare_arrays("z", np.zeros((2, 3)), np.array([[0.0, 0.0, 0.0], [0.0, 1.0, 0.0]]),
+                               Tolerance(atol=0.0, min_isclose_pct=0.0))
+    assert zeros.worst_row_rel_error == math.inf and zeros.worst_row == 1
+    # The bound itself passes: 2 -> 4 is a relative error of exactly 1.0.
+    at_bound = Tolerance(min_isclose_pct=0.0, max_row_rel_error=1.0)
+    assert compare_arrays("b", np.array([[2.0, 0.0]]), np.array([[4.0, 0.0]]), at_bound).worst_row_rel_error == 1.0
+    assert compare_arrays("b", np.array([[2.0, 0.0]]), np.array([[4.0, 0.0]]), at_bound).passed
+    assert Tolerance(max_row_rel_error=0.0).max_row_rel_error == 0.0
+    scalar = compare_arrays("s", np.float64(2.0), np.float64(2.0), Tolerance(max_row_rel_error=0.0))
+    assert scalar.passed and scalar.worst_row_rel_error is None and scalar.worst_row is None
     nan_rows = compare_arrays("n", np.array([[np.nan, 1.0]]), np.array([[1.0, 1.0]]), Tolerance(max_row_rel_error=1.0))
     assert math.isnan(nan_rows.worst_row_rel_error) and nan_rows.worst_row is None
     assert any(f.startswith("worst row relative error n/a") for f in nan_rows.failures)
@@ -943,6 +968,15 @@ def test_the_report_as_data_holds_every_figure_by_its_name() -> None:
     emb = np.random.default_rng(2).normal(size=(RETRIEVAL_MIN_ROWS, 8))
     e = compare_arrays("e", emb, emb.copy(), Tolerance(min_retrieval_agreement_pct=95.0)).as_dict()
     assert (e["retrieval_agreement_pct"], e["retrieval_k"], e["top1_agreement_pct"]) == (100.0, 5, None)
+
+
+def test_the_cosine_of_near_parallel_vectors_is_clamped_to_one() -> None:
+    """Rounding takes dot(r, t) / sqrt(dot(r, r) dot(t, t)) a hair past 1 (or -1) for vectors whose directions agree
+    to ~1e-9: found by a search; the figure stays within [-1, 1]."""
+    r = np.array([-1.2083186322821715, -0.004454133120083229])
+    t = np.array([-1.2083186330754023, -0.004454133123007255])
+    assert compare_arrays("c", r, t, Tolerance()).cosine == 1.0
+    assert compare_arrays("c", r, -t, Tolerance(min_isclose_pct=0.0)).cosine == -1.0
 
 
 @pytest.mark.parametrize("size", [3, 1000, 64_000])
