@@ -190,8 +190,8 @@ class OnnxRuntimeRunner:
         """Another feed of the same shapes copied into the bound input values in place (a CUDA graph replays at the
         addresses it captured: ``OrtValue.update_inplace`` exists for it), between two timed runs."""
         check_feed(feed, self.input_names)
-        _, _, values = self._bound[path]
-        for name, value in zip(self.input_names, values, strict=True):
+        _, _, values = self._bound[path]  # the inputs, then the outputs (_bind)
+        for name, value in zip(self.input_names, values[:len(self.input_names)], strict=True):
             value.update_inplace(np.ascontiguousarray(as_input_dtype(feed[name], self._dtypes[name], name,
                                                                      self.label)))
 
