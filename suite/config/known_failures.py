@@ -136,7 +136,8 @@ class KnownFailure:
         for output, metric, value in values:
             bound = self.bound(metric)
             if bound is None:
-                return f"it has failed figure {metric} of output {output!r}, for which the entry declares no value and margin"
+                return (f"it has failed figure {metric} of output {output!r}, for which the entry declares no value "
+                        "and margin")
             if value is None or not math.isfinite(value):
                 return f"it has no recorded value of {metric} of output {output!r} to hold to the declared one"
             ceiling = metric in CEILING_METRICS

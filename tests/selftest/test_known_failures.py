@@ -90,7 +90,8 @@ ACCURACY = "accuracy over n=64: top-1 60.00% < 70.00% required"
 @pytest.mark.accuracy
 def test_accuracy_declared(accuracy_cell, suite):  # judged on the model's first output
     if accuracy_cell.engine == "onnxruntime":
-        suite.record("accuracy", accuracy_cell, dataset="d", n=64, top1=0.6, failures=["top-1 60.00% < 70.00% required"])
+        suite.record("accuracy", accuracy_cell, dataset="d", n=64, top1=0.6,
+                     failures=["top-1 60.00% < 70.00% required"])
         assert False, f"{accuracy_cell.id} on d: {ACCURACY}"
 
 
@@ -126,7 +127,8 @@ def test_further_gone(cell, suite):  # issue 43: the declared figure, below the 
 @pytest.mark.accuracy
 def test_accuracy_further_gone(accuracy_cell, suite):
     if accuracy_cell.engine == "onnxruntime":
-        suite.record("accuracy", accuracy_cell, dataset="d", n=64, top1=0.5, failures=["top-1 50.00% < 70.00% required"])
+        suite.record("accuracy", accuracy_cell, dataset="d", n=64, top1=0.5,
+                     failures=["top-1 50.00% < 70.00% required"])
         assert False, f"{accuracy_cell.id} on d: accuracy over n=64: top-1 50.00% < 70.00% required"
 '''
 
@@ -166,5 +168,6 @@ def test_only_the_declared_assertion_is_absorbed(tmp_path: Path) -> None:
                 "this failure has failed figures the entry does not declare (output 'out': top5;",
                 "this failure has isclose_pct of output 'out' at 4, beyond the declared 10 - 5 (the entry's floor 5): "
                 "it failed further than the known failure",
-                "this failure has top1 of output 'out' at 0.5, beyond the declared 0.6 - 0.05 (the entry's floor 0.55)"):
+                "this failure has top1 of output 'out' at 0.5, beyond the declared 0.6 - 0.05 (the entry's floor "
+                "0.55)"):
         assert why in out, f"{why!r} not said\n{explain(done)}"
