@@ -89,7 +89,7 @@ def _drifted(item: pytest.Item, report: pytest.TestReport, records: list[dict[st
         if component is not None:
             report.user_properties.append((verdict.USER_PROPERTY, component.as_dict()))
         if message:
-            drifted.append(message.splitlines()[0])
+            drifted.append(" ".join(message.split()))
     if not drifted:
         return None
     return (f"drifted beyond --accuracy-drift against the accuracy baseline ({'; '.join(drifted)}): a known failure "
