@@ -127,12 +127,14 @@ class VerdictPlugin:
             records = suite.records
             if ledger.interrupted:  # xdist workers stopped before sending theirs: what they streamed survives
                 records = merge_streamed(records, Path(f"{path}.partial.jsonl"))
+            document = results_document(
+                environment=environment, records=records, engines=suite.engine_facts(),
+                verdict=config.stash[VERDICT_KEY], complete=ledger.interrupted is None,
+                incomplete_reason=ledger.interrupted, run=info, baseline_environment=difference,
+                self_test_knobs=knobs)
             with _unwritten(config, ledger, "--suite-results", path):
-                write_json_atomic(path, results_document(
-                    environment=environment, records=records, engines=suite.engine_facts(),
-                    verdict=config.stash[VERDICT_KEY], complete=ledger.interrupted is None,
-                    incomplete_reason=ledger.interrupted, run=info, baseline_environment=difference,
-                    self_test_knobs=knobs))
+                write_json_atomic(path, document)
+                config.stash[RUN_KEY].results_written = (path, document)
         for what, where, error in benchmark_files.unwritten_benchmark_files(config):
             _file_not_written(config, ledger, what, where, error)
         session.exitstatus = ledger.exit_status(int(session.exitstatus))  # a file not written fails the run
@@ -183,10 +185,31 @@ def _file_not_written(config: pytest.Config, ledger: verdict.Ledger, what: str, 
     ledger.add(f"{what} written", verdict.FAILED, detail=text)
     config.stash[VERDICT_KEY] = ledger.as_dict()  # the report says so too
     config.stash[RUN_KEY].unwritten.append(text)
+    lines = [text, *_results_settled_again(config.stash[RUN_KEY], config.stash[VERDICT_KEY])]
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         reporter.ensure_newline()
-        reporter.write_line(f"suite: {text}", red=True)
+        for line in lines:
+            reporter.write_line(f"suite: {line}", red=True)
+
+
+def _results_settled_again(state: RunState, settled: dict[str, Any]) -> list[str]:
+    """A file that failed after the --suite-results file was written (the HTML report on a full disk) changed the
+    verdict that file holds: it is written again with the final verdict, or, where that fails too, removed (a results
+    file saying 'passed' of a failed run would become tomorrow's baseline). What happened, in words, if anything."""
+    if state.results_written is None:
+        return []
+    path, document = state.results_written
+    try:
+        write_json_atomic(path, {**document, "verdict": settled})
+    except OSError as exc:
+        state.results_written = None
+        with contextlib.suppress(OSError):
+            Path(path).unlink()
+        return [f"--suite-results {path} could not take the final verdict ({exc.strerror or exc}), so it was removed "
+                "rather than left saying the run's earlier verdict"]
+    state.results_written = (path, {**document, "verdict": settled})
+    return []
 
 
 def _interrupted_while_writing(config: pytest.Config, why: str) -> None:
