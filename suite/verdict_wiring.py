@@ -90,8 +90,9 @@ class VerdictPlugin:
         if is_worker(config):
             config.workeroutput["suite"] = plugin.worker_output()  # type: ignore[attr-defined]
             return
-        if config.option.collectonly:
-            return  # --collect-only judges nothing, by request: pytest's status stands
+        if config.option.collectonly:  # --collect-only judges nothing, by request: pytest's status stands
+            _no_results_file(config)
+            return
         ledger = ledger_of(config)
         stopped = {pytest.ExitCode.INTERRUPTED: "interrupted", pytest.ExitCode.USAGE_ERROR: "stopped by a usage error",
                    pytest.ExitCode.INTERNAL_ERROR: "stopped by an internal error"}.get(exitstatus)  # type: ignore[call-overload]
@@ -138,6 +139,29 @@ class VerdictPlugin:
         for what, where, error in benchmark_files.unwritten_benchmark_files(config):
             _file_not_written(config, ledger, what, where, error)
         session.exitstatus = ledger.exit_status(int(session.exitstatus))  # a file not written fails the run
+
+
+def _no_results_file(config: pytest.Config) -> None:
+    """--collect-only writes no --suite-results file: an earlier run's file there would read as this run's (the
+    summary once said 'suite results written to X' over yesterday's X), so it is removed, saying so."""
+    path = config.getoption("--suite-results")
+    if not path:
+        return
+    state = config.stash[RUN_KEY]
+    stream = Path(f"{path}.partial.jsonl")  # the record stream configure opened: this run streamed nothing
+    if stream.is_file() and not stream.stat().st_size:
+        stream.unlink()
+    if not Path(path).exists():
+        state.results_note = f"suite results: none written to {path} (--collect-only judges nothing)"
+        return
+    try:
+        Path(path).unlink()
+    except OSError as exc:
+        state.results_note = (f"suite results: none written to {path} (--collect-only judges nothing), and the earlier "
+                              f"run's file there could not be removed ({exc.strerror or exc}): it is not this run's")
+        return
+    state.results_note = (f"suite results: none written to {path} (--collect-only judges nothing); the earlier run's "
+                          "file there was removed, so that nothing reads it as this run's")
 
 
 def finish(session: pytest.Session) -> Generator[None, Any, Any]:
