@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from suite.results import incompleteness
+from suite.results import ACCEPTED_KEY, incompleteness
 
 LatencyKey = tuple[str, str, str, str, str]
 RecordKey = tuple[str, ...]
@@ -395,10 +395,11 @@ def load_results_baseline(path: Path, accept_incomplete: bool = False) -> Result
         raise BaselineError(f"accuracy baseline {path}: not a --suite-results file (no 'records' list)")
     _refuse_incomplete(Path(path), data, accept_incomplete, "accuracy baseline")
     verdict = (data.get("verdict") or {}).get("verdict") if isinstance(data.get("verdict"), dict) else None
-    if "verdict" in data and verdict != "passed":
+    if "verdict" in data and verdict != "passed" and not isinstance(data.get(ACCEPTED_KEY), dict):
         raise BaselineError(f"accuracy baseline {path}: its run's verdict was {verdict or 'missing'}, not passed: "
                             "figures that failed (or were not judged) would become the standard a later run is held "
-                            "to; use the results of a run that passed")
+                            "to; use the results of a run that passed (or one accepted as a baseline: "
+                            "suite.results.accept_as_baseline)")
     records = RecordsByCase()
     memory: dict[str, dict[str, Any]] = {}
     for record in data["records"]:

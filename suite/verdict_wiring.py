@@ -90,8 +90,9 @@ class VerdictPlugin:
         if is_worker(config):
             config.workeroutput["suite"] = plugin.worker_output()  # type: ignore[attr-defined]
             return
-        if config.option.collectonly:
-            return  # --collect-only judges nothing, by request: pytest's status stands
+        if config.option.collectonly:  # --collect-only judges nothing, by request: pytest's status stands
+            _no_results_file(config)
+            return
         ledger = ledger_of(config)
         stopped = {pytest.ExitCode.INTERRUPTED: "interrupted", pytest.ExitCode.USAGE_ERROR: "stopped by a usage error",
                    pytest.ExitCode.INTERNAL_ERROR: "stopped by an internal error"}.get(exitstatus)  # type: ignore[call-overload]
@@ -127,15 +128,40 @@ class VerdictPlugin:
             records = suite.records
             if ledger.interrupted:  # xdist workers stopped before sending theirs: what they streamed survives
                 records = merge_streamed(records, Path(f"{path}.partial.jsonl"))
+            document = results_document(
+                environment=environment, records=records, engines=suite.engine_facts(),
+                verdict=config.stash[VERDICT_KEY], complete=ledger.interrupted is None,
+                incomplete_reason=ledger.interrupted, run=info, baseline_environment=difference,
+                self_test_knobs=knobs)
             with _unwritten(config, ledger, "--suite-results", path):
-                write_json_atomic(path, results_document(
-                    environment=environment, records=records, engines=suite.engine_facts(),
-                    verdict=config.stash[VERDICT_KEY], complete=ledger.interrupted is None,
-                    incomplete_reason=ledger.interrupted, run=info, baseline_environment=difference,
-                    self_test_knobs=knobs))
+                write_json_atomic(path, document)
+                config.stash[RUN_KEY].results_written = (path, document)
         for what, where, error in benchmark_files.unwritten_benchmark_files(config):
             _file_not_written(config, ledger, what, where, error)
         session.exitstatus = ledger.exit_status(int(session.exitstatus))  # a file not written fails the run
+
+
+def _no_results_file(config: pytest.Config) -> None:
+    """--collect-only writes no --suite-results file: an earlier run's file there would read as this run's (the
+    summary once said 'suite results written to X' over yesterday's X), so it is removed, saying so."""
+    path = config.getoption("--suite-results")
+    if not path:
+        return
+    state = config.stash[RUN_KEY]
+    stream = Path(f"{path}.partial.jsonl")  # the record stream configure opened: this run streamed nothing
+    if stream.is_file() and not stream.stat().st_size:
+        stream.unlink()
+    if not Path(path).exists():
+        state.results_note = f"suite results: none written to {path} (--collect-only judges nothing)"
+        return
+    try:
+        Path(path).unlink()
+    except OSError as exc:
+        state.results_note = (f"suite results: none written to {path} (--collect-only judges nothing), and the earlier "
+                              f"run's file there could not be removed ({exc.strerror or exc}): it is not this run's")
+        return
+    state.results_note = (f"suite results: none written to {path} (--collect-only judges nothing); the earlier run's "
+                          "file there was removed, so that nothing reads it as this run's")
 
 
 def finish(session: pytest.Session) -> Generator[None, Any, Any]:
@@ -183,10 +209,31 @@ def _file_not_written(config: pytest.Config, ledger: verdict.Ledger, what: str, 
     ledger.add(f"{what} written", verdict.FAILED, detail=text)
     config.stash[VERDICT_KEY] = ledger.as_dict()  # the report says so too
     config.stash[RUN_KEY].unwritten.append(text)
+    lines = [text, *_results_settled_again(config.stash[RUN_KEY], config.stash[VERDICT_KEY])]
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         reporter.ensure_newline()
-        reporter.write_line(f"suite: {text}", red=True)
+        for line in lines:
+            reporter.write_line(f"suite: {line}", red=True)
+
+
+def _results_settled_again(state: RunState, settled: dict[str, Any]) -> list[str]:
+    """A file that failed after the --suite-results file was written (the HTML report on a full disk) changed the
+    verdict that file holds: it is written again with the final verdict, or, where that fails too, removed (a results
+    file saying 'passed' of a failed run would become tomorrow's baseline). What happened, in words, if anything."""
+    if state.results_written is None:
+        return []
+    path, document = state.results_written
+    try:
+        write_json_atomic(path, {**document, "verdict": settled})
+    except OSError as exc:
+        state.results_written = None
+        with contextlib.suppress(OSError):
+            Path(path).unlink()
+        return [f"--suite-results {path} could not take the final verdict ({exc.strerror or exc}), so it was removed "
+                "rather than left saying the run's earlier verdict"]
+    state.results_written = (path, {**document, "verdict": settled})
+    return []
 
 
 def _interrupted_while_writing(config: pytest.Config, why: str) -> None:

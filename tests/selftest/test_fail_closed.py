@@ -520,6 +520,7 @@ engines = ["torch", "onnxruntime"]
 reason = "the export scales outputs by 1.05 (test model)"
 outputs = ["{declared}"]
 metrics = ["isclose_pct"]
+expected = {{ isclose_pct = {{ value = 0.0, margin = 0.0 }} }}  # seen at 0-0.31 %: its bottom
 match = "isclose [0-9.]+% < "
 checks = ["parity"]
 """
@@ -546,11 +547,14 @@ def test_a_known_failure_excuses_only_the_failure_it_declares(tmp_path: Path, fa
     done = run_suite(tmp_path, "--suite-config", str(config), "-k", "uniform or dataset",
                      tests=(str(ROOT / "tests" / "parity" / "test_parity.py"),))
     tail = _tail(done.stdout)
-    if outcome == "as declared":
-        assert done.returncode == 0 and "2 known failures (as declared)" in tail, explain(done)
+    if outcome == "as declared":  # absorbed; and as nothing else ran, nothing passed: not judged (issue 43)
+        assert done.returncode == verdict.EXIT_NOT_JUDGED and "2 known failures (as declared)" in tail, explain(done)
+        assert "nothing passed: every judged check (2) is a known failure, so nothing was shown right" in tail, \
+            explain(done)
     elif outcome == "other failure":
         assert done.returncode == 1 and "XFAIL" not in done.stdout, explain(done)
-        assert ("declared as isclose_pct on output(s) out in parity, matching /isclose [0-9.]+% < /; this failure is "
+        assert ("declared as isclose_pct on output(s) out in parity (expected isclose_pct 0 +- 0), matching "
+                "/isclose [0-9.]+% < /; this failure is "
                 "an exception (EngineBuildError), not a check's failed figures") in done.stdout, explain(done)
         assert "EngineBuildError" in tail or "export" in tail, explain(done)
     elif outcome == "other output":
