@@ -48,6 +48,10 @@ PATTERNS = [
     "engines.inductor.backend.x_cache_parts__mutmut_*", "engines.inductor.backend.x__device_identity__mutmut_*",
     "engines.inductor.backend.x__compiler_identity__mutmut_*",
     f"{R}trt_cache_dir__mutmut_*", "engines.onnxrt.backend.x_trt_profile_options__mutmut_*",
+    # the latency gate's statistics and rules (issue 43: every function that decides a verdict)
+    "metrics.clocks.*", "metrics.latency.x_two_modes__mutmut_*",
+    "suite.bound.x_classify__mutmut_*", "suite.bound.x_class_noise__mutmut_*", "suite.bound.x_between_half__mutmut_*",
+    "suite.bound.x_gate_rule__mutmut_*",
 ]
 
 _NAMED = re.compile(r"^(?P<module>[\w.]+?)\.x(?:ǁ(?P<cls>\w+)ǁ|_)(?P<func>\w+?)__mutmut_\*$")
