@@ -534,3 +534,23 @@ def test_bad_gate_options_are_usage_errors(suite_baseline: Path) -> None:
     assert done.returncode == 4 and "ambiguous; write 5% or 0.05" in done.stderr, explain(done)
     done = run_suite(suite_baseline, "--latency-baseline", "0042", tests=LATENCY)
     assert done.returncode == 4 and "no saved pytest-benchmark run" in done.stderr, explain(done)
+
+
+@pytest.mark.parametrize("limit,refused", [("150%", True), ("1.5", True), ("-1%", True), ("100%", False),
+                                           ("0%", False), ("20%", False)])
+def test_a_busy_limit_beyond_every_cpu_is_refused(limit: str, refused: bool) -> None:
+    """Issue 43: ``--latency-busy-limit=150%`` was accepted: a share of the CPUs no interference can exceed, so it
+    silently judged every case. Out of [0%, 100%] it is one usage error."""
+    from suite.gate.state import gate_from_options
+
+    options = {"--latency-regression": "5%", "--latency-confidence": "99%", "--latency-busy-limit": limit,
+               "--accuracy-drift": DriftTolerances().describe(), "--latency-busy-retries": 2, "--device": "cpu"}
+    config = SimpleNamespace(getoption=lambda name, default=None: options.get(name, default))
+    if not refused:
+        assert gate_from_options(config).busy_limit == pytest.approx(float(limit.rstrip("%")) / 100)  # type: ignore[arg-type]
+        return
+    with pytest.raises(pytest.UsageError, match=r"^--latency-busy-limit:? '?(150%|1\.5|-1%)") as refusal:
+        gate_from_options(config)  # type: ignore[arg-type]
+    if limit == "150%":
+        assert str(refusal.value) == ("--latency-busy-limit 150%: a share of the CPUs must be in [0%, 100%] (100% "
+                                      "judges every case)")
