@@ -57,7 +57,7 @@ class DriftTolerances:
     top5_pts: float = 0.5
     isclose_pts: float = 1.0
     mae_factor: float = 2.0
-    #: a cell's peak GPU memory may grow by this factor, and by MEMORY_SLACK_MIB at least, before it drifted
+    #: a cell's GPU memory may grow by this factor, and by metrics.drift.MEMORY_SLACK_MIB at least, before it drifted
     memory_factor: float = 1.5
 
     def describe(self) -> str:
