@@ -21,9 +21,9 @@ from suite.config.model import _parse_model
 from suite.config.overrides import _check_engine_options, _merge_precision, _parse_int8
 from suite.config.schema import (
     ENGINES,
+    MAX_ROUNDS,
     REQUIREMENTS,
     ConfigError,
-    MAX_ROUNDS,
     LatencyOptions,
     ModelConfig,
     SuiteConfig,
