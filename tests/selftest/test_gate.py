@@ -27,7 +27,7 @@ from suite.baselines import (
 )
 from suite.gate.coverage import latency_key_of_nodeid
 from suite.gate.cpu_meter import CpuMeter
-from suite.gate.latency import LOAD_MOST_EXPLAINED, load_can_explain
+from suite.gate.latency import HOST_LOAD_MOST, load_can_explain
 from suite.gate.state import Gate
 from suite.inject import SlowedCall, busy_wait, flip_top1
 from tests.selftest.suite_runs import ROOT, explain, run_suite
@@ -159,17 +159,16 @@ def test_the_load_explains_only_the_cpu_time_others_took() -> None:
     assert load_can_explain(1.5, 0.0) == pytest.approx(0.001)  # a share beyond every CPU is every CPU: bounded
 
 
-def test_the_load_explains_no_more_than_the_hog_study_saw_per_class() -> None:
+def test_the_load_explains_no_more_than_the_hog_study_saw() -> None:
     """Issue 43: (1 - baseline share) / (1 - current share) allowed 6.25x at 84 % against a quiet baseline, and a
     real 2.1x slowdown was excused. With every CPU busy (others' share above 90 %) host-bound cases moved +87.9 % at
-    most and device-bound ones 0.8 % (the hog study, docs/gating.md "Launch-bound cases"): no more is excused."""
-    assert LOAD_MOST_EXPLAINED == {"device": 1.008, "host": 1.879}
-    assert load_can_explain(0.0, 0.84) == 1.879 and load_can_explain(0.0, 0.84, "host") == 1.879
-    assert load_can_explain(0.0, 0.84, "device") == 1.008 and load_can_explain(0.0, 1.0, "device") == 1.008
-    assert load_can_explain(0.0, 0.84, "tpu") == 1.879  # a class the study never saw: the host-bound figure
-    assert load_can_explain(0.0, 0.4, "host") == pytest.approx(1 / 0.6)  # below the ceiling: the CPU time lost
-    assert load_can_explain(0.0, 0.004, "device") == pytest.approx(1 / 0.996)
-    assert load_can_explain(0.9, 0.0, "host") == pytest.approx(0.1)  # the ceiling never raises a bound
+    most (the hog study, docs/gating.md "Launch-bound cases"): no more is excused. (Device-bound cases moved 0.8 %:
+    busy never excuses them, test_a_busy_baseline_fails_a_regression_but_cannot_judge_an_improvement_or_no_change.)"""
+    assert HOST_LOAD_MOST == 1.879
+    assert load_can_explain(0.0, 0.84) == 1.879 and load_can_explain(0.0, 1.0) == 1.879
+    assert load_can_explain(0.0, 0.4) == pytest.approx(1 / 0.6)  # below the ceiling: the CPU time lost
+    assert load_can_explain(0.1, 0.5) == pytest.approx(1.8)
+    assert load_can_explain(0.9, 0.0) == pytest.approx(0.1)  # the ceiling never raises a bound
 
 
 @pytest.mark.parametrize("base_share,share,slowdown,status", [

@@ -1062,7 +1062,8 @@ CASES: list[Case] = [
                  r"one run: counted twice it would make the run-to-run spread zero; name each run once",)),
     _usage("latency-busy-limit-150", "`--latency-busy-limit=150%` (main: accepted, judging every case)", config(),
            "--latency-busy-limit=150%", tests=(LATENCY,),
-           says=(r"--latency-busy-limit 150%: a share of the CPUs must be in \[0%, 100%\] \(100% judges every case\)",)),
+           says=(r"--latency-busy-limit 150%: a share of the CPUs must be in \[0%, 100%\] "
+                 r"\(100% judges every case\)",)),
     _usage("latency-rounds-a-billion", "`[latency] rounds = 1000000000` (main: ran until killed)",
            config(head={"latency": "rounds = 1000000000\nwarmup_fraction = 0.25"}), tests=(LATENCY,),
            says=(r"\[latency\]\.rounds: expected an integer in \[2, 10000\], got 1000000000",)),
