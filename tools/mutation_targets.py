@@ -36,6 +36,7 @@ PATTERNS = [
     "metrics.parity_report.*",
     f"{L}LatencyOutcomeǁcomponent__mutmut_*", f"{L}LatencyChecksǁcheck_latency__mutmut_*",
     f"{L}LatencyChecksǁbusy_matters__mutmut_*", f"{G}Gateǁgated__mutmut_*", f"{L}LatencyChecksǁungated__mutmut_*",
+    "suite.gate.latency.x_load_can_explain__mutmut_*",
     "engines.versions.x_version_of__mutmut_*", "engines.artifacts.x__onnx_stage__mutmut_*",
     f"{A}onnx_path__mutmut_*", f"{A}onnx_key__mutmut_*", f"{A}export_options_for__mutmut_*",
     f"{A}_export_parts__mutmut_*", f"{A}_fused_stage__mutmut_*", f"{A}_stage__mutmut_*",
