@@ -283,7 +283,7 @@ def _refuse_copy(path: Path, data: dict[str, Any], seen: dict[str, Path]) -> Non
     """Two baseline files whose cases are the same to the last bit are one run saved twice (a copy, renamed or
     re-dated or not): as several runs they would give every case a run-to-run spread of zero, so that any move
     between nights reads as significant. Two real runs never time the same rounds."""
-    cases = json.dumps(data["benchmarks"], sort_keys=True, default=str)
+    cases = json.dumps(data["benchmarks"], sort_keys=True)
     if cases in seen:
         raise BaselineError(f"--latency-baseline: {path} holds the same cases and rounds as {seen[cases]}, a copy of "
                             "one run: counted twice it would make the run-to-run spread zero; name each run once")

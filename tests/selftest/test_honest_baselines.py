@@ -63,7 +63,8 @@ def test_copies_of_one_run_are_not_several_runs(tmp_path: Path) -> None:
     with pytest.raises(BaselineError, match=r"--latency-baseline: \S+0002_night.json holds the same cases and rounds "
                        r"as \S+0001_night.json, a copy of one run: .*name each run once"):
         load_latency_baselines(paths)
-    paths[1].write_text(json.dumps({**run, "datetime": "2026-11-29"}, indent=1))  # re-dated, written otherwise
+    reordered = {"datetime": "2026-11-29", "benchmarks": [{"extra_info": dict(reversed(extra.items())), "name": "b"}]}
+    paths[1].write_text(json.dumps(reordered, indent=1))  # re-dated, its keys written in another order
     with pytest.raises(BaselineError, match="a copy of one run"):
         load_latency_baselines(paths[:2])
     other = {**extra, "samples_s": [*extra["samples_s"][:-1], 1.03e-3]}
