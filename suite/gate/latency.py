@@ -34,8 +34,9 @@ BENCHMARK_COMPARE_NOTE = (
 
 #: The largest slowdown a neighbour's load was seen to cause a host-bound case: +87.9 % (ResNet-50 ONNX Runtime fp16
 #: batch 32, eager) with every CPU busy (16 busy loops on 16 vCPUs, others' share above 90 %) against 5 quiet
-#: processes, in the hog study (docs/gating.md "Launch-bound cases", docs/results/2026-11-23-h100/study.md). The other
-#: class, device-bound, moved 0.8 % at most there, under what the gate flags: busy never excuses it (check_latency).
+#: processes, in the hog study (docs/gating.md "Launch-bound cases", study.md in docs/results/2026-11-23-h100/). The
+#: other class, device-bound, moved 0.8 % at most there, under what the gate flags: busy never excuses it
+#: (check_latency).
 HOST_LOAD_MOST = 1.879
 
 
