@@ -155,9 +155,11 @@ BROKEN = [
     (_with(latency_batch_sizes=[1.0]), rf"^{M}\.latency_batch_sizes\[0\]: expected a batch size"),
     (_with(parity_samples=0), rf"^{M}\.parity_samples: expected an integer >= 1, got 0$"),
     (_with(parity_samples="64"), rf"^{M}\.parity_samples: expected an integer >= 1, got '64'$"),
-    (_top(latency={"rounds": 1}), r"^\[latency\]\.rounds: expected an integer >= 2, got 1$"),
-    (_top(latency={"rounds": 2.5}), r"^\[latency\]\.rounds: expected an integer >= 2, got 2\.5$"),
-    (_top(latency={"rounds": "30"}), r"^\[latency\]\.rounds: expected an integer >= 2, got '30'$"),
+    (_top(latency={"rounds": 1}), r"^\[latency\]\.rounds: expected an integer in \[2, 10000\], got 1$"),
+    (_top(latency={"rounds": 2.5}), r"^\[latency\]\.rounds: expected an integer in \[2, 10000\], got 2\.5$"),
+    (_top(latency={"rounds": "30"}), r"^\[latency\]\.rounds: expected an integer in \[2, 10000\], got '30'$"),
+    (_top(latency={"rounds": 1_000_000_000}),  # issue 43: ran until killed
+     r"^\[latency\]\.rounds: expected an integer in \[2, 10000\], got 1000000000$"),
     (_top(latency={"warmup_fraction": 1.0}), r"^\[latency\]\.warmup_fraction: expected a finite number in \[0, 1\)"),
     (_top(latency={"warmup_fraction": -0.1}), r"^\[latency\]\.warmup_fraction: expected a finite number"),
     (_top(latency={"min_time_s": 1.0}), r"^\[latency\]: min_time_s was removed: it was never read"),
@@ -700,8 +702,10 @@ def test_latency_batch_sizes_option():
 
 
 def test_latency_rounds_option():
-    assert check_rounds_option(2) == 2 and check_rounds_option("30") == 30
+    assert check_rounds_option(2) == 2 and check_rounds_option("30") == 30 and check_rounds_option(10_000) == 10_000
     for value, match in ((0, r"0 rounds; a latency case needs at least 2"), (1, r"1 rounds"),
+                         ("1000000000", r"1000000000 rounds; at most 10000 timed rounds per case$"),
+                         (10_001, r"10001 rounds; at most 10000"),
                          (True, r"expected an integer >= 2, got True"), ("many", r"'many' is not an integer"),
                          (2.5, r"expected an integer >= 2, got 2\.5")):
         with pytest.raises(ConfigError, match=rf"^--latency-rounds: {match}"):

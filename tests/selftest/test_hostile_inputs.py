@@ -458,6 +458,14 @@ def _write(name: str, content: str | bytes) -> Callable[[Path, Path], None]:
     return prepare
 
 
+def _copies(names: Iterable[str], content: str) -> Callable[[Path, Path], None]:
+    """The same file under each name: copies of one run."""
+    def prepare(work: Path, root: Path) -> None:
+        for name in names:
+            (work / name).write_text(content)
+    return prepare
+
+
 def _unwritable(work: Path, root: Path) -> None:
     """WORK/ro, a directory nobody can create files in."""
     make_unwritable(work / "ro")
@@ -1066,6 +1074,23 @@ CASES: list[Case] = [
            "--latency-baseline", "{work}/base.json,{work}/base.json", tests=(LATENCY,),
            prepare=_write("base.json", _knob_baseline(knobs=False)),
            says=(r"--latency-baseline \S+ names the same run more than once",)),
+    # issue 43: a baseline of copies, a share of the CPUs beyond all of them, rounds without end
+    _usage("latency-baseline-three-copies", "`--latency-baseline` naming three byte-identical copies of one run "
+           "(main: accepted as a three-run baseline, run-to-run spread zero)", config(),
+           "--latency-baseline", "{work}/0001_a.json,{work}/0002_b.json,{work}/0003_c.json", tests=(LATENCY,),
+           prepare=_copies(("0001_a.json", "0002_b.json", "0003_c.json"), _knob_baseline(knobs=False)),
+           says=(r"--latency-baseline: \S+0002_b\.json holds the same cases and rounds as \S+0001_a\.json, a copy of "
+                 r"one run: counted twice it would make the run-to-run spread zero; name each run once",)),
+    _usage("latency-busy-limit-150", "`--latency-busy-limit=150%` (main: accepted, judging every case)", config(),
+           "--latency-busy-limit=150%", tests=(LATENCY,),
+           says=(r"--latency-busy-limit 150%: a share of the CPUs must be in \[0%, 100%\] "
+                 r"\(100% judges every case\)",)),
+    _usage("latency-rounds-a-billion", "`[latency] rounds = 1000000000` (main: ran until killed)",
+           config(head={"latency": "rounds = 1000000000\nwarmup_fraction = 0.25"}), tests=(LATENCY,),
+           says=(r"\[latency\]\.rounds: expected an integer in \[2, 10000\], got 1000000000",)),
+    _usage("latency-rounds-option-a-billion", "`--latency-rounds 1000000000` (main: ran until killed)", config(),
+           "--latency-rounds", "1000000000", tests=(LATENCY,),
+           says=(r"--latency-rounds: 1000000000 rounds; at most 10000 timed rounds per case",)),
     _usage("benchmark-compare-incomplete", "`--benchmark-compare 0001` where run 0001 did not end", config(),
            "--benchmark-compare", "0001", tests=(LATENCY,), prepare=_saved_run("0001_cut.json", complete=False),
            says=(r"--benchmark-compare: the compared run did not end \(SIGTERM\)",)),
