@@ -32,6 +32,7 @@ from core.hashing import digest
 from core.inputs import AxisRange, InputSpec
 from engines.artifacts import ModelBuild
 from engines.base import EngineRequest, ShapeProfile
+from engines.onnx.export import TracedExport
 from engines.onnxrt.backend import OnnxRuntimeBackend
 from engines.versions import version_of
 
@@ -39,6 +40,7 @@ pytestmark = pytest.mark.selftest
 
 VERSIONS = {"onnx": "1.17.0", "onnxscript": "0.5.4", "onnxruntime": "1.20.1"}
 TORCH = "2.9.0+cpu"
+GRAPH = "graph-1"
 INPUTS = (InputSpec("x", (4,)),)
 OUTPUTS = ("y",)
 
@@ -81,10 +83,13 @@ def _linear(seed: int = 0) -> Callable[[], torch.nn.Module]:
 @pytest.fixture
 def versions(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """The versions every key reads, fixed; a test changes one entry to move one field. An unknown
-    distribution is "absent", as version_of says for a missing one."""
+    distribution is "absent", as version_of says for a missing one. The traced graph's digest is fixed too
+    (GRAPH): these tests move the other fields, on inputs no module need fit; the graph's own tests (below,
+    "the traced graph") trace for real."""
     table = dict(VERSIONS)
     monkeypatch.setattr(versions_module, "version_of", lambda dist: table.get(dist, "absent"))
     monkeypatch.setattr(torch, "__version__", TORCH)
+    monkeypatch.setattr(artifacts_module, "trace_export", lambda *args: TracedExport(GRAPH))
     return table
 
 
@@ -157,7 +162,7 @@ def test_the_export_key_holds_exactly_these_fields(tmp_path: Path, versions: dic
     build = _build(tmp_path)
     parts = build.cache.parts[build.onnx_key("fp32")]  # type: ignore[attr-defined]
     assert parts == {
-        "model": "tiny", "model_digest": build.model_digest(), "export": build.export_options,
+        "model": "tiny", "model_digest": build.model_digest(), "graph": GRAPH, "export": build.export_options,
         "inputs": [INPUTS[0].as_key()], "outputs": ["y"],
         "torch": TORCH, "onnx": VERSIONS["onnx"], "onnxscript": VERSIONS["onnxscript"],
     }
@@ -182,6 +187,83 @@ def test_versions_are_read_from_the_installed_distributions() -> None:
     """The keys above monkeypatch version_of; here it is the real one."""
     assert version_of("onnx") == importlib.metadata.version("onnx") == onnx.__version__
     assert version_of("no-such-distribution-xyz") == "absent"
+
+
+# =========================================================================== the traced graph (issue 43, item 3)
+
+TWO_INPUTS = (InputSpec("image", (1, 8, 8)), InputSpec("extra", (3,), low=-1.0))
+
+
+def _route_keys(tmp_path: Path, factory: Callable[[], torch.nn.Module], exporter: str = "dynamo",
+                fusion: str | None = None) -> tuple[str, dict[str, str]]:
+    """(the model digest, every precision's key) of wrong_answer_models' two-input net, traced for real."""
+    build = ModelBuild("m", factory, TWO_INPUTS, ("out",), RecordingCache(tmp_path),  # type: ignore[arg-type]
+                       calibration=CalibrationSet, int8_options={"method": "minmax"},
+                       export_overrides={"exporter": exporter})
+    return build.model_digest(), _keys(build, fusion)
+
+
+@pytest.mark.parametrize("exporter", ["dynamo", "torchscript"])
+@pytest.mark.parametrize("route", ["partial", "closure", "global", "nested"])
+def test_what_the_factory_changes_in_the_export_changes_every_key(tmp_path: Path, route: str, exporter: str) -> None:
+    """A partial's keyword, a lambda's closure, a module global, a value five dicts deep: v2 exports 1.5x the
+    logits, eager computes the same, and the model digest stays what it was (which a warm cache matched, reusing
+    v1's file). The traced graph has the factor in it, so every key moves; the same factory twice, the same keys."""
+    import tests.selftest.wrong_answer_models as models
+
+    v1, v2 = (getattr(models, f"{route}_scaled_{v}") for v in ("v1", "v2"))
+    digest, before = _route_keys(tmp_path, v1, exporter)
+    assert _route_keys(tmp_path, v1, exporter) == (digest, before)
+    digest_v2, after = _route_keys(tmp_path, v2, exporter)
+    assert digest_v2 == digest  # what the model digest sees: nothing
+    assert all(after[p] != before[p] for p in before), (before, after)
+    if exporter == "torchscript":  # the fused chain's export (convert.FUSION_EXPORTER) is traced the same way
+        assert _route_keys(tmp_path, v2, fusion="bert")[1] != _route_keys(tmp_path, v1, fusion="bert")[1]
+
+
+def test_a_helper_edited_in_another_file_changes_every_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model's classes unchanged, a function they call edited (as between two runs): the graph moves."""
+    import importlib
+    import sys
+
+    import tests.selftest.wrong_answer_models as models
+
+    (tmp_path / "helper_model.py").write_text(models.HELPER_MODEL)
+    (tmp_path / "export_helper.py").write_text(models.helper_source(1.0))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        import helper_model  # type: ignore[import-not-found]
+
+        digest, before = _route_keys(tmp_path, helper_model.make)
+        assert _route_keys(tmp_path, helper_model.make)[1] == before
+        (tmp_path / "export_helper.py").write_text(models.helper_source(1.5))
+        importlib.reload(sys.modules["export_helper"])
+        digest_v2, after = _route_keys(tmp_path, helper_model.make)
+        assert digest_v2 == digest
+        assert all(after[p] != before[p] for p in before), (before, after)
+    finally:
+        for name in ("helper_model", "export_helper"):
+            sys.modules.pop(name, None)
+
+
+def test_the_graph_digest_is_the_same_in_every_process() -> None:
+    """A warm cache must be a hit in the next run: no address, path, line or hash seed in the digest."""
+    import subprocess
+    import sys
+
+    code = ("from engines.artifacts import ModelBuild\n"
+            "from core.inputs import InputSpec\n"
+            "from tests.selftest.wrong_answer_models import nested_scaled_v2\n"
+            "inputs = (InputSpec('image', (1, 8, 8)), InputSpec('extra', (3,), low=-1.0))\n"
+            "b = ModelBuild('m', nested_scaled_v2, inputs, ('out',), None)\n"
+            "print(b.traced(b.export_options).digest, b.traced(b.export_options_for(4)).digest)\n"
+            "b = ModelBuild('m', nested_scaled_v2, inputs, ('out',), None)\n"
+            "print(b.traced({**b.export_options, 'exporter': 'torchscript'}).digest)\n")
+    digests = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                              env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2")}
+    assert len(digests) == 1, digests
+    (out,) = digests
+    assert len(set(out.split())) == 3, out  # dynamic, static batch 4 and torchscript: three graphs
 
 
 # =========================================================================== fp16 / bf16 conversion
@@ -476,7 +558,7 @@ def test_each_stage_builds_what_its_key_describes(tmp_path: Path, versions: dict
     fp32 = build.onnx_path("fp32")
     assert fp32 == tmp_path / "onnx" / build.onnx_key("fp32") / "model.onnx"
     assert builders == [("export", (build.torch_module(), "tiny", INPUTS, OUTPUTS, fp32, cache.parts[fp32.parent.name]
-                                    ["export"]))]
+                                    ["export"], TracedExport(GRAPH)))]
     assert cache.parts[fp32.parent.name]["export"]["opset"] == 17
     for precision in ("fp16", "bf16"):
         builders.clear()
@@ -508,7 +590,8 @@ def test_the_fused_stage_exports_and_fuses_as_its_key_says(tmp_path: Path, versi
         fused = build.onnx_path("fp32", "bert")
     assert "bert: fused {'Attention': 1}" in caplog.messages  # what the optimizer fused, in the run's log
     parts = cache.parts[fused.parent.name]
-    (export, (module, name, inputs, outputs, exported, options)), (fuse, args) = builders
+    (export, (module, name, inputs, outputs, exported, options, traced)), (fuse, args) = builders
+    assert traced == TracedExport(GRAPH)
     assert (export, fuse) == ("export", "fuse")
     assert (module, name, inputs, outputs) == (build.torch_module(), "bert", INPUTS, OUTPUTS)
     assert options == parts["source_export"]["export"] and options["exporter"] == convert.FUSION_EXPORTER
