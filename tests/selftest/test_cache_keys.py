@@ -183,10 +183,42 @@ def test_a_static_batch_export_is_keyed_per_batch(tmp_path: Path, versions: dict
         build.onnx_key("int8", batch=4)
 
 
-def test_versions_are_read_from_the_installed_distributions() -> None:
-    """The keys above monkeypatch version_of; here it is the real one."""
+def test_versions_are_read_from_the_imported_modules() -> None:
+    """The keys above monkeypatch version_of; here it is the real one: the version of the module as imported."""
+    import onnxruntime
+
     assert version_of("onnx") == importlib.metadata.version("onnx") == onnx.__version__
-    assert version_of("no-such-distribution-xyz") == "absent"
+    assert version_of("onnxruntime") == onnxruntime.__version__
+    assert version_of("no_such_module_xyz") == "absent"
+
+
+def test_an_onnxruntime_upgrade_moves_its_keys_whichever_distribution_installed_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """onnxruntime-gpu installs the module onnxruntime with no distribution of that name: the keys read the
+    distribution's version, "absent" before and after every upgrade, and reused the old converter's and quantizer's
+    files (issue 43). They read the imported module's now: the fp16, bf16, int8 and fused keys move with it."""
+    import onnxruntime
+
+    real = importlib.metadata.version
+
+    def without_a_cpu_distribution(dist: str) -> str:  # as where onnxruntime-gpu is installed
+        if dist == "onnxruntime":
+            raise importlib.metadata.PackageNotFoundError(dist)
+        return real(dist)
+
+    monkeypatch.setattr(importlib.metadata, "version", without_a_cpu_distribution)
+    monkeypatch.setattr(artifacts_module, "trace_export", lambda *args: TracedExport(GRAPH))
+    monkeypatch.setattr(onnxruntime, "__version__", "1.20.1")
+    old = _build(tmp_path)
+    before = {**_keys(old), "fused": old.onnx_key("fp32", "bert"), "fused-fp16": old.onnx_key("fp16", "bert")}
+    assert old.cache.parts[before["int8"]]["onnxruntime"] == "1.20.1"  # type: ignore[attr-defined]
+    monkeypatch.setattr(onnxruntime, "__version__", "1.21.0")
+    new = _build(tmp_path)
+    after = {**_keys(new), "fused": new.onnx_key("fp32", "bert"), "fused-fp16": new.onnx_key("fp16", "bert")}
+    assert after["fp32"] == before["fp32"]  # the export does not depend on onnxruntime
+    assert [k for k in before if k != "fp32" and after[k] == before[k]] == []
+    for key in ("fp16", "bf16", "int8", "fused"):
+        assert new.cache.parts[after[key]]["onnxruntime"] == "1.21.0", key  # type: ignore[attr-defined]
 
 
 # =========================================================================== the traced graph (issue 43, item 3)
