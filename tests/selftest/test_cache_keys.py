@@ -531,14 +531,29 @@ def test_the_tensorrt_ep_engine_directory_is_per_configuration(tmp_path: Path, m
     cache = RecordingCache(tmp_path)
     backend = OnnxRuntimeBackend()
     monkeypatch.setattr(onnxruntime, "__version__", "1.20.1")
-    before = backend.trt_cache_dir(request, cache)  # type: ignore[arg-type]
+    before = backend.trt_cache_dir(request, cache, "onnx-1")  # type: ignore[arg-type]
     assert before.is_dir() and before.parent == tmp_path / "ort-tensorrt"
-    assert backend.trt_cache_dir(request, cache) == before  # type: ignore[arg-type]
+    assert backend.trt_cache_dir(request, cache, "onnx-1") == before  # type: ignore[arg-type]
     for change in ({"precision": "fp16"}, {"device": "cuda:1"}, {"profile": ShapeProfile(1, 8, 8)},
                    {"model": "other"}, {"inputs": (InputSpec("x", (5,)),)}):
-        assert backend.trt_cache_dir(dataclasses.replace(request, **change), cache) != before, change  # type: ignore[arg-type]
+        assert backend.trt_cache_dir(dataclasses.replace(request, **change), cache, "onnx-1") != before, change  # type: ignore[arg-type]
+    # another ONNX file (new weights, another export): the EP's own engine names need not tell them apart (issue 43)
+    assert backend.trt_cache_dir(request, cache, "onnx-2") != before  # type: ignore[arg-type]
     monkeypatch.setattr(onnxruntime, "__version__", "1.21.0")
-    assert backend.trt_cache_dir(request, cache) != before  # type: ignore[arg-type]
+    assert backend.trt_cache_dir(request, cache, "onnx-1") != before  # type: ignore[arg-type]
+
+
+def test_the_tensorrt_ep_is_given_the_directory_of_the_file_its_session_runs(tmp_path: Path) -> None:
+    """providers() names the engine directory by the ONNX file's key, and refuses to guess one."""
+    request = dataclasses.replace(REQUEST, engine="onnxruntime", device="cuda:0",
+                                  options={"execution_provider": "tensorrt"})
+    cache = RecordingCache(tmp_path)
+    backend = OnnxRuntimeBackend()
+    (trt, options), _ = backend.providers(request, cache, "onnx-1")  # type: ignore[arg-type,misc]
+    assert trt == "TensorrtExecutionProvider"
+    assert options["trt_engine_cache_path"] == str(backend.trt_cache_dir(request, cache, "onnx-1"))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="the TensorRT EP's engine cache needs the ONNX file's key"):
+        backend.providers(request, cache)  # type: ignore[arg-type]
 
 
 # =========================================================================== what is built is what the key says
@@ -659,9 +674,10 @@ def test_the_tensorrt_ep_directory_is_named_by_exactly_these_fields(tmp_path: Pa
     shapes = {"trt_profile_min_shapes": "ids:1x4,mask:1x4", "trt_profile_opt_shapes": "ids:8x16,mask:8x16",
               "trt_profile_max_shapes": "ids:16x32,mask:16x32"}
     assert trt_profile_options(request) == shapes
-    directory = OnnxRuntimeBackend().trt_cache_dir(request, RecordingCache(tmp_path))  # type: ignore[arg-type]
+    directory = OnnxRuntimeBackend().trt_cache_dir(request, RecordingCache(tmp_path), "onnx-abc")  # type: ignore[arg-type]
     assert directory == tmp_path / "ort-tensorrt" / digest({
         "ort": "1.20.1", "precision": "fp16", "device": "cuda:0", "model": "bert", "profile_shapes": shapes,
+        "onnx": "onnx-abc",
         "profile": {"min": 1, "opt": 8, "max": 16, "axes": {"seq": {"min": 4, "opt": 16, "max": 32}}}})
 
 
