@@ -23,6 +23,7 @@ import torch
 
 from core.cache import ArtifactCache
 from core.factory import make_module
+from core.hashing import canonical_json
 from core.inputs import InputSpec
 from engines import versions
 from engines.onnx.export import ONNX_FILE, TracedExport, export_onnx, export_options, trace_export
@@ -117,7 +118,7 @@ class ModelBuild:
         """The module traced as the export with ``options`` traces it, once per options and session: its graph's
         digest is in the export's key, so a cached file proves it was made from the graph this module exports
         today, whatever in Python changed it (issue 43); a build exports that very trace."""
-        key = json.dumps(options, sort_keys=True)
+        key = canonical_json(options)
         if key not in self._traces:
             self._traces[key] = trace_export(self.torch_module(), self.name, self.inputs, self.outputs, options)
         return self._traces[key]

@@ -97,6 +97,11 @@ def with_configured_outputs(module: torch.nn.Module, args: tuple[torch.Tensor, .
         shapes = [f"{tuple(a.shape)} {a.dtype}" for a in args]
         raise EngineBuildError(f"{where}: forward on sample inputs {shapes} failed: "
                                f"{type(exc).__name__}: {exc}") from exc
+    return fit_outputs(module, out, outputs, where)
+
+
+def fit_outputs(module: torch.nn.Module, out: Any, outputs: tuple[str, ...], where: str) -> torch.nn.Module:
+    """with_configured_outputs' decision and checks, on what the module returned (``out``)."""
     try:
         picked = pick_outputs(out, outputs, where)
     except ValueError as exc:
@@ -156,19 +161,28 @@ def trace_export(module: torch.nn.Module, model_name: str, inputs: tuple[InputSp
                  outputs: tuple[str, ...], options: dict[str, Any]) -> TracedExport:
     """Trace ``module`` as the export with ``options`` would: the dynamo exporter's capture (torch.export, its
     strategies in its order, with the ONNX-export flag set, as ``torch.onnx.is_in_onnx_export()`` reads it), or the
-    torchscript exporter's trace (with its own flag). Raise EngineBuildError naming the model where it fails, with
-    the message the export gave."""
+    torchscript exporter's trace (with its own flag), of the module whose outputs are the configured ones
+    (with_configured_outputs' rule). Raise EngineBuildError naming the model where it fails, with the message the
+    export or the start-up check gives."""
     static = options.get("static_batch")
     args = sample_inputs(inputs, static or options["sample_batch"])
     where = f"model {model_name!r}"
-    module = with_configured_outputs(module.eval(), args, outputs, where)
-    if options["exporter"] == "dynamo":  # before the exporter: a forward() that does not fit is said as such
-        dims = export_dims(inputs, 1, 4096)
-        if static:
-            dims[BATCH_AXIS] = torch.export.Dim.STATIC
-        shapes = input_dynamic_shapes(module, inputs, dims, where)
-        program = _capture(module, args, shapes, model_name, options)
-        return TracedExport(program_digest(program), program, shapes)
+    module = module.eval()
+    if options["exporter"] == "dynamo":
+        return _dynamo_trace(module, args, inputs, outputs, static, model_name, options)
+    try:  # the trace runs the forward: what it returned decides the outputs, with no forward of its own
+        graph, out = _script_graph(module, args, model_name, options)
+        fitted = fit_outputs(module, out, outputs, where)
+    except EngineBuildError:
+        fitted, graph = with_configured_outputs(module, args, outputs, where), None
+    if graph is None or fitted is not module:
+        graph, _ = _script_graph(fitted, args, model_name, options)
+    return TracedExport(script_graph_digest(graph))
+
+
+def _script_graph(module: torch.nn.Module, args: tuple[torch.Tensor, ...], model_name: str,
+                  options: dict[str, Any]) -> tuple[Any, Any]:
+    """The torchscript exporter's trace (graph, what the module returned), with its ONNX-export flag set."""
     from torch.onnx._internal.torchscript_exporter._globals import GLOBALS
 
     flag = GLOBALS.in_onnx_export
@@ -176,12 +190,48 @@ def trace_export(module: torch.nn.Module, model_name: str, inputs: tuple[InputSp
     try:
         with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")
-            graph, _ = torch.jit._get_trace_graph(module, args, strict=False, _force_outplace=False)
+            return torch.jit._get_trace_graph(module, args, strict=False, _force_outplace=False)
     except Exception as exc:
         raise _export_error(model_name, options, exc) from None
     finally:
         GLOBALS.in_onnx_export = flag
-    return TracedExport(script_graph_digest(graph))
+
+
+def _dynamo_trace(module: torch.nn.Module, args: tuple[torch.Tensor, ...], inputs: tuple[InputSpec, ...],
+                  outputs: tuple[str, ...], static: int | None, model_name: str,
+                  options: dict[str, Any]) -> TracedExport:
+    """The dynamo exporter's program of ``module`` as export_onnx exports it (its outputs bound to the configured
+    names). The outputs are read from the captured graph, so a warm run pays no eager forward for them (about half
+    of a trace's time); a capture that fails is taken again after with_configured_outputs' eager forward, whose
+    errors (a forward that fails, a configured name not returned) are the start-up check's."""
+    where = f"model {model_name!r}"
+    dims = export_dims(inputs, 1, 4096)
+    if static:
+        dims[BATCH_AXIS] = torch.export.Dim.STATIC
+    try:  # before the exporter: a forward() that does not fit is said as such
+        shapes = input_dynamic_shapes(module, inputs, dims, where)
+        program = _capture(module, args, shapes, model_name, options)
+        fitted = fit_outputs(module, _returned(program), outputs, where)
+    except EngineBuildError:
+        fitted = with_configured_outputs(module, args, outputs, where)
+        program = None
+    if program is None or fitted is not module:
+        shapes = input_dynamic_shapes(fitted, inputs, dims, where)
+        program = _capture(fitted, args, shapes, model_name, options)
+    return TracedExport(program_digest(program), program, shapes)
+
+
+def _returned(program: Any) -> Any:
+    """What the captured module returns, as its forward returned it (a tensor, tuple, dict, named tuple), with the
+    graph's fake tensors for values; buffer mutations, which the graph returns too, left out."""
+    from torch.export.graph_signature import OutputKind
+    from torch.utils import _pytree
+
+    (node,) = [n for n in program.graph.nodes if n.op == "output"]
+    values = [a.meta.get("val") if isinstance(a, torch.fx.Node) else a
+              for a, spec in zip(node.args[0], program.graph_signature.output_specs, strict=True)
+              if spec.kind == OutputKind.USER_OUTPUT]
+    return _pytree.tree_unflatten(values, program.call_spec.out_spec)
 
 
 def _capture(module: torch.nn.Module, args: tuple[torch.Tensor, ...], shapes: dict[str, Any], model_name: str,

@@ -208,6 +208,43 @@ def test_versions_are_read_from_the_imported_modules() -> None:
     assert version_of("no_such_module_xyz") == "absent"
 
 
+def test_a_version_is_the_modules_then_its_distributions_then_absent(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A module with no (or an empty) ``__version__`` is its distribution's version; with neither, "absent"."""
+    import sys
+    import types
+
+    real = importlib.metadata.version
+
+    def version(dist: str) -> str:
+        if dist == "fake_mod_with_dist":
+            return "1.2.3"
+        if dist in ("fake_mod_bare", "fake_mod_empty"):
+            raise importlib.metadata.PackageNotFoundError(dist)
+        return real(dist)
+
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    for name, attrs in (("fake_mod_with_dist", {}), ("fake_mod_bare", {}), ("fake_mod_empty", {"__version__": ""}),
+                        ("fake_mod_own", {"__version__": "4.5.6"})):
+        module = types.ModuleType(name)
+        for key, value in attrs.items():
+            setattr(module, key, value)
+        monkeypatch.setitem(sys.modules, name, module)
+    assert version_of("fake_mod_own") == "4.5.6"
+    assert version_of("fake_mod_with_dist") == "1.2.3"
+    assert version_of("fake_mod_bare") == "absent"
+    assert version_of("fake_mod_empty") == "absent"  # an empty __version__ says nothing
+
+
+def test_onnxruntimes_version_is_read_through_the_backends_import(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every import of onnxruntime goes through import_onnxruntime (telemetry off), the version's too."""
+    import types
+
+    import engines.onnxrt.backend as ort_backend
+
+    monkeypatch.setattr(ort_backend, "import_onnxruntime", lambda: types.SimpleNamespace(__version__="7.7.7-seen"))
+    assert version_of("onnxruntime") == "7.7.7-seen"
+
+
 def test_an_onnxruntime_upgrade_moves_its_keys_whichever_distribution_installed_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, traces: list[tuple[Any, ...]]) -> None:
     """onnxruntime-gpu installs the module onnxruntime with no distribution of that name: the keys read the
