@@ -570,7 +570,8 @@ def builders(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[Any, ...]
 
 
 def test_each_stage_builds_what_its_key_describes(tmp_path: Path, versions: dict[str, str],
-                                                  builders: list[tuple[str, tuple[Any, ...]]]) -> None:
+                                                  builders: list[tuple[str, tuple[Any, ...]]],
+                                                  traces: list[tuple[Any, ...]]) -> None:
     """The export runs with the options its key holds; the converter and the quantizer read the fp32 file whose
     key they chain from and write into their own entry, at the precision, with the options, their keys hold."""
     data = CalibrationSet("data-3", 8)
@@ -599,11 +600,14 @@ def test_each_stage_builds_what_its_key_describes(tmp_path: Path, versions: dict
     assert cache.labels[static.parent.name] == "export tiny to ONNX at batch 4"
     assert cache.labels[fp16_static.parent.name] == "convert tiny ONNX at batch 4 to fp16"
     assert builders[-1] == ("convert", (static, fp16_static, "fp16", "tiny"))
+    # the trace each export was handed is the one of its key's options: traced for those, and for nothing else
+    assert [options for *_, options in traces] == [cache.parts[p.parent.name]["export"] for p in (fp32, static)]
 
 
 def test_the_fused_stage_exports_and_fuses_as_its_key_says(tmp_path: Path, versions: dict[str, str],
                                                            builders: list[tuple[str, tuple[Any, ...]]],
-                                                           caplog: pytest.LogCaptureFixture) -> None:
+                                                           caplog: pytest.LogCaptureFixture,
+                                                           traces: list[tuple[Any, ...]]) -> None:
     build = ModelBuild("bert", lambda: (torch.manual_seed(0), _Configured(2, 4))[1], INPUTS, OUTPUTS,
                        BuildingCache(tmp_path), calibration=CalibrationSet,  # type: ignore[arg-type]
                        int8_options={"method": "minmax"})
@@ -631,6 +635,8 @@ def test_the_fused_stage_exports_and_fuses_as_its_key_says(tmp_path: Path, versi
     assert cache.labels[int8.parent.name] == "calibrate bert (bert-fused) int8 (minmax)"
     static = build.onnx_path("fp32", "bert", batch=2)
     assert cache.parts[static.parent.name]["source_export"]["export"]["static_batch"] == 2
+    assert [options for *_, options in traces] == [cache.parts[p.parent.name]["source_export"]["export"]
+                                                   for p in (fused, static)]
 
 
 def test_the_tensorrt_ep_directory_is_named_by_exactly_these_fields(tmp_path: Path,
