@@ -1307,6 +1307,54 @@ CASES += [
          shows=r"nothing passed: every judged check"),
 ]
 
+#: Issue 43, item 3: five ways a factory changes the export and nothing the model digest reads, one model each
+#: (wrong_answer_models: v1 exports the right logits, v2 1.5x them, eager the same). One run of the five on the
+#: cache of a run of their v1s, after which the fifth's helper file (export_helper.py, beside the model's file in
+#: the run's directory) is edited. Before the traced graph was in the export's key: 10 hits, 0 builds, passed.
+_STALE_ROUTES = {
+    "partial": "a `functools.partial` keyword (`factor=1.5`)",
+    "closure": "a lambda's closure (`lambda: factor`)",
+    "global": "a module global the factory sets",
+    "nested": "a config value five dicts deep",
+    "helper": "an edit, between the runs, of a helper function in another file",
+}
+
+
+def _routes_config(version: str) -> str:
+    factories = {f"r_{route}": f'"{W}:{route}_scaled_{version}"' for route in _STALE_ROUTES if route != "helper"}
+    factories["r_helper"] = '"helper_model:make"'
+    (first, factory), *rest = factories.items()
+    return (config(name=first, factory=factory, parity_dataset=TINY_DATA)
+            + "".join(model_table(name, factory=f, parity_dataset=TINY_DATA) for name, f in rest))
+
+
+def _cache_of_the_v1_factories(work: Path, root: Path) -> None:
+    """The engine cache of a run of the five models as v1 (their exports right), then the helper edited to v2."""
+    from tests.selftest import wrong_answer_models as models
+
+    (work / "helper_model.py").write_text(models.HELPER_MODEL)
+    (work / "export_helper.py").write_text(models.helper_source(1.0))
+    (work / "v1.toml").write_text(_routes_config("v1"))
+    code, stdout, _, _ = suite_run(work, "--suite-config", str(work / "v1.toml"), tests=(str(ROOT / PARITY_DATASET),))
+    if code != 0:
+        raise RuntimeError(f"the run of the v1 factories failed (exit {code}): {stdout[-2000:]}")
+    (work / "export_helper.py").write_text(models.helper_source(1.5))
+
+
+_STALE_RUN = Run("export-changed-where-the-digest-does-not-look", _routes_config("v2"), tests=(PARITY_DATASET,),
+                 prepare=_cache_of_the_v1_factories)
+
+CASES += [
+    Case(f"export-changed-by-{route}",
+         f"{what} makes the export 1.5x wrong (eager unchanged), on the cache of a run where it did not",
+         _STALE_RUN, 1,
+         (r"VERDICT: FAILED", rf"r_{route}-onnxruntime-fp32 on \S+tiny_data\[:64\]: output 'out' \(64, 5\): "
+                              r"isclose 0\.00%", r"engine cache: \d+ hits, [1-9]\d* builds"),
+         lines=failing(len(_STALE_ROUTES)) + 40,  # five models: the engines table, cache and memory lines
+         shows=rf"^tests/parity/test_parity.py::test_parity_on_dataset\[r_{route}-onnxruntime-fp32\]: ")
+    for route, what in _STALE_ROUTES.items()
+]
+
 _BY_ID = {case.id: case for case in CASES}
 assert len(_BY_ID) == len(CASES), "case ids must be unique"
 # green_today names the problem of a known gap: on a case without its xfail it would only take the case out of
