@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from suite import benchmark_compare, benchmark_files, fleet, junit, run_identity, scheduling, verdict
+from suite import benchmark_compare, benchmark_files, census_record, fleet, junit, run_identity, scheduling, verdict
 from suite.baseline_environment import current_fingerprint, difference_block
 from suite.config import ENGINES, SuiteConfig
 from suite.gate.state import gate_of, self_test_knobs
@@ -121,6 +121,10 @@ class VerdictPlugin:
             scheduling.save_durations(suite.cache.root, plugin.clock.per_unit)
         except OSError as exc:  # only the next run's scheduling order needs it
             log.warning("the per-cell durations for the next run's scheduling were not saved: %s", exc)
+        try:  # what the next run's collection leaves out (suite/census_record.py)
+            census_record.save(suite, suite.engine_facts())
+        except OSError as exc:  # the next run then collects those cells, and judges them as this one did
+            log.warning("the cells' precision census for the next run's collection was not saved: %s", exc)
         path = config.getoption("--suite-results")
         if path:
             records = suite.records
