@@ -15,10 +15,9 @@ from typing import Any
 
 import pytest
 
-from suite import benchmark_files, fleet, junit, run_identity, scheduling, verdict
+from suite import benchmark_compare, benchmark_files, census_record, fleet, junit, run_identity, scheduling, verdict
 from suite.baseline_environment import current_fingerprint, difference_block
 from suite.config import ENGINES, SuiteConfig
-from suite.gate.coverage import benchmark_compared
 from suite.gate.state import gate_of, self_test_knobs
 from suite.known_failures_runtime import KNOWN_PROPERTY
 from suite.results import merge_streamed, results_document, write_json_atomic
@@ -98,7 +97,7 @@ class VerdictPlugin:
                    pytest.ExitCode.INTERNAL_ERROR: "stopped by an internal error"}.get(exitstatus)  # type: ignore[call-overload]
         if ledger.interrupted or stopped:
             ledger.mark_interrupted(ledger.interrupted or str(stopped), config.stash[RUN_KEY].collected)
-        _take_benchmark_regressions(config, ledger)
+        benchmark_compare.take_regressions(config, ledger)
         _required_engines_judged(config.stash[RUN_KEY], ledger)
         self._strict_known_failures(ledger)
         _count_as_the_verdict(config, ledger)
@@ -123,6 +122,10 @@ class VerdictPlugin:
             scheduling.save_durations(suite.cache.root, plugin.clock.per_unit)
         except OSError as exc:  # only the next run's scheduling order needs it
             log.warning("the per-cell durations for the next run's scheduling were not saved: %s", exc)
+        try:  # what the next run's collection leaves out (suite/census_record.py)
+            census_record.save(suite, suite.engine_facts())
+        except OSError as exc:  # the next run then collects those cells, and judges them as this one did
+            log.warning("the cells' precision census for the next run's collection was not saved: %s", exc)
         path = config.getoption("--suite-results")
         if path:
             records = suite.records
@@ -298,24 +301,3 @@ def _engine_of(nodeid: str, config: SuiteConfig) -> str | None:
             engine = param[len(model) + 1:].partition("-")[0]
             return engine if engine in ENGINES else None
     return None
-
-
-def _take_benchmark_regressions(config: pytest.Config, ledger: verdict.Ledger) -> None:
-    """pytest-benchmark's --benchmark-compare-fail raises a bare PerformanceRegression from its terminal
-    summary (a traceback, and no 'N passed' line). Its findings become failed checks of the verdict
-    instead, listed with the rest; see docs/gating.md 'Two gates' for how it compares with --latency-baseline.
-    A case it had nothing to compare with is not judged (no-baseline), as with the suite's own gate."""
-    bench = getattr(config, "_benchmarksession", None)
-    if bench is None or not getattr(bench, "compare_fail", None):
-        return
-    compared = benchmark_compared(bench)
-    for case in bench.benchmarks:
-        if case and case.fullname not in compared:
-            ledger.add_component(case.fullname, verdict.Component(
-                "pytest-benchmark --benchmark-compare-fail", verdict.NOT_JUDGED, "no-baseline",
-                f"the compared run ({config.getoption('benchmark_compare')}) has no case named {case.fullname}"))
-    found = list(bench.performance_regressions or [])
-    bench.performance_regressions.clear()
-    for name, failure in found:
-        ledger.add(f"pytest-benchmark --benchmark-compare-fail: {name}", verdict.FAILED,
-                   detail=f"Performance has regressed: {failure}")
