@@ -42,16 +42,20 @@ RANK_TABLE_DEPTH = 10
 def compare_arrays(name: str, ref: npt.ArrayLike, test: npt.ArrayLike, tol: Tolerance) -> ParityReport:
     """Compare one engine output against its reference and judge it against ``tol``.
 
-    Raises ValueError on a shape mismatch or an empty array: those are
-    harness bugs, not numerical drift, and must not be reported as a
-    percentage.
+    Raises ValueError on a shape mismatch: a harness bug, not numerical
+    drift, never to be reported as a percentage. An empty output (``(B, 0)``)
+    of the reference's shape is compared by that shape alone and passes.
+    An integer or boolean reference output is compared exactly, unless
+    ``tol.approximate_outputs`` names it.
     """
     r = _as_float64(ref, f"reference output {name!r}")
     t = _as_float64(test, f"engine output {name!r}")
     if r.shape != t.shape:
         raise ValueError(f"output {name!r}: shape mismatch: reference {r.shape} vs engine {t.shape}")
     if r.size == 0:
-        raise ValueError(f"output {name!r}: empty array {r.shape}; nothing to compare")
+        return _empty_report(name, r.shape, tol)
+    kind = np.asarray(ref).dtype
+    exact = kind.kind in "biu" and name not in tol.approximate_outputs
 
     finite_r = np.isfinite(r)
     finite_t = np.isfinite(t)
@@ -60,6 +64,9 @@ def compare_arrays(name: str, ref: npt.ArrayLike, test: npt.ArrayLike, tol: Tole
     both = finite_r & finite_t
 
     isclose_pct, mae, max_abs, max_rel, cosine = _elementwise_stats(r[both], t[both], tol)
+
+    exact_pct = _exact_match_pct(ref, test) if exact else None
+    worst_rel, worst_rel_row = _worst_row_rel_error(r, t, both, tol.atol) if r.ndim >= 1 else (None, None)
 
     top1: float | None = None
     topk: dict[int, float] = {}
@@ -114,6 +121,14 @@ def compare_arrays(name: str, ref: npt.ArrayLike, test: npt.ArrayLike, tol: Tole
             and not (retrieval >= tol.min_retrieval_agreement_pct)):
         m, th = _fmt_pct_pair(retrieval, tol.min_retrieval_agreement_pct)
         failures.append(f"retrieval agreement {m} < {th} required ({retrieval_k} nearest rows)")
+    if exact_pct is not None and not (exact_pct >= 100.0):
+        m, th = _fmt_pct_pair(exact_pct, 100.0)
+        failures.append(f"exact match {m} < {th} required ({kind} output: integers and booleans are compared "
+                        "exactly; [precision.P] parity.approximate_outputs names those to compare within rtol/atol)")
+    if (tol.max_row_rel_error is not None and exact_pct is None and worst_rel is not None
+            and not (worst_rel <= tol.max_row_rel_error)):
+        failures.append(f"worst row relative error {_fmt_sci(worst_rel)} > {_fmt_sci(tol.max_row_rel_error)} "
+                        f"allowed (row {worst_rel_row})")
 
     return ParityReport(
         name=name,
@@ -134,7 +149,19 @@ def compare_arrays(name: str, ref: npt.ArrayLike, test: npt.ArrayLike, tol: Tole
         worst_row_cosine=worst_row,
         retrieval_agreement_pct=retrieval,
         retrieval_k=retrieval_k,
+        exact_match_pct=exact_pct,
+        worst_row_rel_error=worst_rel,
+        worst_row=worst_rel_row,
     )
+
+
+def _empty_report(name: str, shape: tuple[int, ...], tol: Tolerance) -> ParityReport:
+    """An output with no element (``(B, 0)``): its shape, equal to the reference's, is all there is to compare; every
+    figure is NaN (None in JSON), and nothing fails."""
+    nan = math.nan
+    return ParityReport(name=name, shape=tuple(int(d) for d in shape), n_elements=0, nonfinite_ref=0,
+                        nonfinite_test=0, isclose_pct=nan, mae=nan, max_abs_error=nan, max_rel_error=nan, cosine=nan,
+                        top1_agreement_pct=None, topk_agreement_pct={}, ranks=(), tolerance=tol, failures=())
 
 
 def compare_outputs(
@@ -190,6 +217,36 @@ def _as_float64(a: npt.ArrayLike, what: str) -> FloatArray:
         return arr.astype(np.float64)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{what}: cannot convert dtype {arr.dtype} to float64") from exc
+
+
+def _exact_match_pct(ref: npt.ArrayLike, test: npt.ArrayLike) -> float:
+    """% of elements equal to the reference's, compared as given (an int64 id beyond 2**53 is not rounded)."""
+    equal = np.asarray(ref) == np.asarray(test)
+    return 100.0 * int(np.count_nonzero(equal)) / equal.size
+
+
+def _worst_row_rel_error(r: FloatArray, t: FloatArray, both: npt.NDArray[np.bool_],
+                         atol: float) -> tuple[float, int | None]:
+    """(the largest ``|t - r| / |r|`` of a row, L2 norms over the row, and that row's index) over the rows finite in
+    both; NaN, None when none is. The denominator is at least atol per element (``atol x sqrt(columns)``), so a row
+    of near-zero values is judged by atol, as isclose judges its elements. Each row is scaled by its largest
+    magnitude first: the norms of huge values do not overflow (scaling does not change the ratio)."""
+    n = r.shape[0]
+    rr, tt = r.reshape(n, -1), t.reshape(n, -1)
+    rows = np.flatnonzero(both.reshape(n, -1).all(axis=1))
+    if rows.size == 0:
+        return math.nan, None
+    rr, tt = rr[rows], tt[rows]
+    scale = np.maximum(np.max(np.abs(rr), axis=1), np.max(np.abs(tt), axis=1))
+    zero = scale == 0.0
+    scale[zero] = 1.0
+    rs, ts = rr / scale[:, None], tt / scale[:, None]
+    err = np.linalg.norm(ts - rs, axis=1)
+    den = np.maximum(np.linalg.norm(rs, axis=1), atol * math.sqrt(rr.shape[1]) / scale)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = np.where(err == 0.0, 0.0, err / den)
+    worst = int(np.argmax(rel))
+    return float(rel[worst]), int(rows[worst])
 
 
 def _positive_int(k: Any, what: str) -> int:

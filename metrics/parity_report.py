@@ -23,7 +23,8 @@ __all__ = [
 #: failed, and what a known failure may declare (suite/config/known_failures.py). NaN/Inf is no figure
 #: (``NONFINITE``): nothing may excuse it.
 PARITY_METRICS: tuple[str, ...] = ("isclose_pct", "max_abs_error", "cosine", "top1_agreement_pct",
-                                   "worst_row_cosine", "retrieval_agreement_pct")
+                                   "worst_row_cosine", "retrieval_agreement_pct", "exact_match_pct",
+                                   "worst_row_rel_error")
 NONFINITE = "nonfinite"
 #: How each entry of ``ParityReport.failures`` starts (metrics/parity.py's compare_arrays writes them), and the
 #: figure it is about.
@@ -36,6 +37,8 @@ _FAILURE_STARTS: tuple[tuple[str, str], ...] = (
     ("top-1 agreement ", "top1_agreement_pct"),
     ("worst row cosine ", "worst_row_cosine"),
     ("retrieval agreement ", "retrieval_agreement_pct"),
+    ("exact match ", "exact_match_pct"),
+    ("worst row relative error ", "worst_row_rel_error"),
 )
 
 
@@ -58,6 +61,14 @@ class Tolerance:
     agree this much with the reference's; an embedding's largest coordinate
     is no decision, so top-1/top-k agreement and the rank table are not
     computed for it.
+    ``max_row_rel_error`` bounds the worst row's relative error, ``|t - r| /
+    |r|`` over the row (L2 norms, the denominator at least atol per element):
+    scaling one row by 1.05 keeps its direction (its cosine) and, among many
+    rows, the isclose %, but not this figure.
+    Integer and boolean outputs (the reference's dtype) are compared exactly
+    (``exact_match_pct`` must be 100): rtol x a token id of 30000 would let
+    every row be one id off. ``approximate_outputs`` names the outputs of those
+    kinds to compare within rtol/atol instead, as floats are.
     """
 
     rtol: float = 1e-3
@@ -68,6 +79,8 @@ class Tolerance:
     min_top1_agreement_pct: float | None = None
     min_row_cosine: float | None = None
     min_retrieval_agreement_pct: float | None = None
+    max_row_rel_error: float | None = None
+    approximate_outputs: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # Written as `not (lo <= x)` so that NaN thresholds are rejected too.
@@ -88,14 +101,24 @@ class Tolerance:
         if self.min_retrieval_agreement_pct is not None and not (0.0 <= self.min_retrieval_agreement_pct <= 100.0):
             raise ValueError(f"min_retrieval_agreement_pct must be in [0, 100], "
                              f"got {self.min_retrieval_agreement_pct!r}")
+        if self.max_row_rel_error is not None and not (0.0 <= self.max_row_rel_error < math.inf):
+            raise ValueError(f"max_row_rel_error must be finite and >= 0, got {self.max_row_rel_error!r}")
+        names = self.approximate_outputs
+        if isinstance(names, str) or not all(isinstance(n, str) and n for n in names):
+            raise ValueError(f"approximate_outputs must be a list of output names, got {names!r}")
+        object.__setattr__(self, "approximate_outputs", tuple(names))
 
     def as_dict(self) -> dict[str, object]:
         """Plain dict for JSON reports; the embedding thresholds only where set, so that the tolerance of every
         other output reads as it always did."""
         out = dict(asdict(self))
-        for key in ("min_row_cosine", "min_retrieval_agreement_pct"):
+        for key in ("min_row_cosine", "min_retrieval_agreement_pct", "max_row_rel_error"):
             if out[key] is None:
                 del out[key]
+        if out["approximate_outputs"]:
+            out["approximate_outputs"] = list(out["approximate_outputs"])
+        else:
+            del out["approximate_outputs"]
         return out
 
 
@@ -139,6 +162,12 @@ class ParityReport:
     Tolerance) of at least metrics.embedding.RETRIEVAL_MIN_ROWS rows, the
     share of each row's ``retrieval_k`` nearest neighbours the engine finds
     among the reference's; None otherwise.
+    ``exact_match_pct``: for an integer or boolean output compared exactly
+    (Tolerance), the share of elements equal to the reference's; None otherwise.
+    ``worst_row_rel_error`` / ``worst_row``: the largest relative error of a
+    row (Tolerance.max_row_rel_error) and that row's index; None for an empty output.
+    An empty output (``n_elements`` 0, e.g. ``(B, 0)``) is compared by its
+    shape alone: its figures are NaN and it passes when the shapes agree.
     """
 
     name: str
@@ -159,6 +188,9 @@ class ParityReport:
     worst_row_cosine: float | None = None
     retrieval_agreement_pct: float | None = None
     retrieval_k: int | None = None
+    exact_match_pct: float | None = None
+    worst_row_rel_error: float | None = None
+    worst_row: int | None = None
 
     @property
     def passed(self) -> bool:
@@ -170,6 +202,9 @@ class ParityReport:
         tol = self.tolerance
         verdict = "; ".join(self.failures) if self.failures else "passed"
         lines = [f"output {self.name!r} {self.shape}: {verdict}"]
+        if self.n_elements == 0:
+            lines.append("  an empty output: compared by its shape alone (no element to compare)")
+            return "\n".join(lines)
 
         isclose = (
             f"isclose {_fmt_pct(self.isclose_pct)} (>= {_fmt_pct(tol.min_isclose_pct)} "
@@ -189,6 +224,14 @@ class ParityReport:
             f"  {isclose}; MAE {_fmt_sci(self.mae)}; {max_abs}; "
             f"max rel {_fmt_sci(self.max_rel_error)} (where |ref| > atol); {cosine}"
         )
+        if self.exact_match_pct is not None:
+            lines.append(f"  exact match {_fmt_pct(self.exact_match_pct)} (integer/boolean output: 100% required)")
+        if self.worst_row_rel_error is not None:
+            row_rel = f"  worst row relative error {_fmt_sci(self.worst_row_rel_error)}"
+            row_rel += "" if self.worst_row is None else f" (row {self.worst_row})"
+            if tol.max_row_rel_error is not None and self.exact_match_pct is None:
+                row_rel += f" (<= {_fmt_sci(tol.max_row_rel_error)} allowed)"
+            lines.append(row_rel)
         lines.append(
             f"  non-finite values: reference {self.nonfinite_ref}, "
             f"engine {self.nonfinite_test} (of {self.n_elements} elements)"
@@ -241,6 +284,10 @@ class ParityReport:
             "retrieval_agreement_pct": (None if self.retrieval_agreement_pct is None
                                         else _json_float(self.retrieval_agreement_pct)),
             "retrieval_k": self.retrieval_k,
+            "exact_match_pct": None if self.exact_match_pct is None else _json_float(self.exact_match_pct),
+            "worst_row_rel_error": (None if self.worst_row_rel_error is None
+                                    else _json_float(self.worst_row_rel_error)),
+            "worst_row": self.worst_row,
         }
 
 

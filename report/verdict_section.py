@@ -41,6 +41,7 @@ def verdict_section(verdict: Mapping[str, Any] | None, gate: Mapping[str, Any] |
     if stopped:
         parts.append(_error_box(verdict, error))
     parts.append(_counts(verdict))
+    parts.append(thresholds_html(verdict))
     if not stopped:
         parts.append(not_tested_html(verdict, records))
     parts.append(gate_warnings(gate))
@@ -94,6 +95,21 @@ def gate_warnings(gate: Mapping[str, Any] | None) -> str:
     return (f'<div class="gate-warnings"><h3>Gate warnings ({len(found)})</h3><p class="note">What the gates say '
             "about their own evidence (the terminal prints these as WARNING lines): read them before trusting a "
             'pass.</p><ul class="gate-warnings">' + "".join(f"<li>{escape(w)}</li>" for w in found) + "</ul></div>")
+
+
+def thresholds_html(verdict: Mapping[str, Any]) -> str:
+    """``verdict["thresholds_not_default"]``: each model and precision judged against thresholds its config sets apart
+    from the precision's defaults (looser ones first to the eye): a pass means what these let through."""
+    changed = verdict.get("thresholds_not_default") or {}
+    if not changed:
+        return ""
+    rows = "".join(f"<li><b>{escape(str(cell))}</b>: "
+                   + ", ".join(f'<span class="{"not-accepted" if "looser" in str(c) else "accepted"}">{escape(str(c))}'
+                               "</span>" for c in changes) + "</li>"
+                   for cell, changes in sorted(changed.items()))
+    return ('<div class="thresholds"><h3>Thresholds other than the precision\'s defaults</h3><p class="note">The '
+            "config sets these apart from README's &quot;Defaults per precision&quot;; a check passed against "
+            f'them, not the defaults.</p><ul class="thresholds">{rows}</ul></div>')
 
 
 def _counts(verdict: Mapping[str, Any]) -> str:

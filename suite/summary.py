@@ -39,6 +39,8 @@ def print_verdict(config: pytest.Config) -> None:
                   + (f", {counts['known_failures']} known failures (as declared)" if counts["known_failures"] else ""))
     for line in why:
         tr.write_line(f"  {line}", **colour)
+    for line in threshold_lines(ledger.thresholds):
+        tr.write_line(line, yellow="looser" in line)
     failed = ledger.by_state(verdict.FAILED)
     if failed:
         tr.write_line("failed:", red=True)
@@ -62,6 +64,15 @@ def print_verdict(config: pytest.Config) -> None:
     if unaccepted and not failed:
         names = ",".join(ledger.accepted + tuple(unaccepted))
         tr.write_line(f"to accept these reasons by name: --accept-not-judged={names} (or [run] accept_not_judged)")
+
+
+def threshold_lines(thresholds: dict[str, list[str]]) -> list[str]:
+    """The thresholds the config sets apart from each precision's defaults, one line per model and precision: a
+    pass read against loosened thresholds says so where the verdict is read."""
+    if not thresholds:
+        return []
+    return ["judged against thresholds other than the precision's defaults (README 'Defaults per precision'):",
+            *(f"  {cell}: {', '.join(changes)}" for cell, changes in sorted(thresholds.items()))]
 
 
 def _more(tr: Any, n: int, config: pytest.Config) -> None:

@@ -40,7 +40,8 @@ REASONS: dict[str, str] = {
     "unsupported": "the engine has no such path by design (torch int8; TF32, bf16 or device-resident latency "
                    "where the device has none)",
     "unavailable": "a library, execution provider or device the check needs is missing on this machine",
-    "no-data": "the model declares no data set for this check (e.g. no accuracy_dataset)",
+    "no-data": "the model declares no data set for this check (e.g. no accuracy_dataset), or no accuracy floor "
+               "(min_top1) to judge the fp32 reference's own accuracy by",
     "precision-not-run": "the engine computes nothing, or almost nothing, in the precision the cell is named for "
                          "(the precision census of what it runs): its figures check another precision",
     "no-baseline": "nothing to compare with: no latency baseline was given (--latency-baseline, "
@@ -185,6 +186,9 @@ class Ledger:
     error: str | None = None  # what ended the run before any test: a start-up usage error, an internal error
     #: engines the config requires that this run left out in the open (--engines, --models), and how
     left_out: dict[str, str] = field(default_factory=dict)
+    #: "MODEL PRECISION" -> the thresholds its config sets apart from the precision's defaults (suite/config/defaults.py
+    #: threshold_changes): a pass is read against them, so the verdict names them
+    thresholds: dict[str, list[str]] = field(default_factory=dict)
 
     # ---- reporting --------------------------------------------------------------------------------
     def add(self, check_id: str, state: str, reason: str | None = None, detail: str = "",
@@ -332,6 +336,7 @@ class Ledger:
                        for i, c in sorted(self.checks.items())},
             **({"error": self.error} if self.error else {}),
             **({"required_engines_left_out": dict(sorted(self.left_out.items()))} if self.left_out else {}),
+            **({"thresholds_not_default": dict(sorted(self.thresholds.items()))} if self.thresholds else {}),
         }
 
 

@@ -8,6 +8,7 @@ and the verdict block printed last (suite/summary.py). VerdictPlugin is register
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Generator
 from pathlib import Path
@@ -17,7 +18,7 @@ import pytest
 
 from suite import benchmark_compare, benchmark_files, census_record, fleet, junit, run_identity, scheduling, verdict
 from suite.baseline_environment import current_fingerprint, difference_block
-from suite.config import ENGINES, SuiteConfig
+from suite.config import ENGINES, SuiteConfig, threshold_changes
 from suite.gate.state import gate_of, self_test_knobs
 from suite.known_failures_runtime import KNOWN_PROPERTY
 from suite.results import merge_streamed, results_document, write_json_atomic
@@ -99,6 +100,7 @@ class VerdictPlugin:
             ledger.mark_interrupted(ledger.interrupted or str(stopped), config.stash[RUN_KEY].collected)
         benchmark_compare.take_regressions(config, ledger)
         _required_engines_judged(config.stash[RUN_KEY], ledger)
+        ledger.thresholds = thresholds_not_default(config.stash[RUN_KEY].config)
         self._strict_known_failures(ledger)
         _count_as_the_verdict(config, ledger)
         junit.settle(config, ledger)  # before pytest's junitxml writes its file (a plain hook, after this one)
@@ -289,6 +291,18 @@ def _required_engines_judged(state: RunState, ledger: verdict.Ledger) -> None:
                               "them all out); to leave a required engine out, name the engines to run with --engines")
             continue
         ledger.require(f"engine {engine}", ids, f"{engine} is required ({why})")
+
+
+def thresholds_not_default(config: SuiteConfig) -> dict[str, list[str]]:
+    """Each selected model's precisions whose thresholds differ from the precision's defaults, and how."""
+    out = {}
+    for model in config.models.values():
+        for precision in model.precisions:
+            changes = threshold_changes(precision, model.tolerance(precision).as_dict(),
+                                        dataclasses.asdict(model.accuracy_threshold(precision)))
+            if changes:
+                out[f"{model.name} {precision}"] = changes
+    return out
 
 
 def _engine_of(nodeid: str, config: SuiteConfig) -> str | None:

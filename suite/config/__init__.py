@@ -11,7 +11,7 @@ keeps working. They import one way (no cycle), and none of them imports from thi
 - ``known_failures``: ``KnownFailure`` and the rules of which failure it may absorb.
 - ``schema``: the dataclasses a checked config is (``SuiteConfig``, ``ModelConfig``...), ``ConfigError``.
 - ``validate``: the typed-value readers (``read_int``, ``check_keys``...) every TOML table goes through.
-- ``defaults``: the thresholds each precision starts from.
+- ``defaults``: the thresholds each precision starts from, and which of a model's differ from them.
 - ``user_code``: importing a ``package.module:callable`` the config names, blaming the user's line.
 - ``options``: command-line values checked against the config (``--latency-batch-sizes``, ``--latency-rounds``).
 - ``parse``: ``load_config``/``parse_config``, the file's layout: TOML in, ``SuiteConfig`` out.
@@ -21,6 +21,7 @@ keeps working. They import one way (no cycle), and none of them imports from thi
 - ``overrides``: ``[precision.P]``, ``[int8]``, ``[engine_options.ENGINE]``, at the top and in a model.
 """
 
+from suite.config.defaults import threshold_changes
 from suite.config.known_failures import (
     ACCURACY_METRICS,
     KNOWN_FAILURE_CANARIES,
@@ -83,5 +84,6 @@ __all__ = [
     "parse_config",
     "resolve",
     "short_path",
+    "threshold_changes",
     "where_in_user_code",
 ]

@@ -39,7 +39,7 @@ ACCURACY_METRICS: tuple[str, ...] = ("top1", "top5")
 KNOWN_FAILURE_METRICS: dict[str, tuple[str, ...]] = {"accuracy": ACCURACY_METRICS, "parity": PARITY_METRICS}
 #: The figures whose failure is a value too high (a ceiling: the lower the better); every other figure fails by being
 #: too low (a floor). A known failure's declared value and margin bound its figure on that side.
-CEILING_METRICS: frozenset[str] = frozenset({"max_abs_error", "max_rel_error", "mae"})
+CEILING_METRICS: frozenset[str] = frozenset({"mae", *(m for m in PARITY_METRICS if m.endswith("_error"))})
 #: How each entry of ``AccuracyVerdict.failures`` starts (metrics.accuracy.judge_accuracy writes them).
 _ACCURACY_FAILURE_STARTS: tuple[tuple[str, str], ...] = (
     ("engine logits have ", NONFINITE), ("reference logits have ", NONFINITE), ("top-1 ", "top1"), ("top-5 ", "top5"))

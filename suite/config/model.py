@@ -152,6 +152,9 @@ def _parse_model(
     min_top1 = read_number(f"{where}.min_top1", entry["min_top1"], 0.0, 1.0) if "min_top1" in entry else None
     min_top5 = read_number(f"{where}.min_top5", entry["min_top5"], 0.0, 1.0) if "min_top5" in entry else None
     for key in ("min_top1", "min_top5"):
+        if key in entry and entry[key] == 0:
+            raise ConfigError(f"{where}.{key}: 0 cannot fail (any model's accuracy is >= 0): a floor that passes any "
+                              "model judges nothing; set the accuracy the model must reach")
         if key in entry and datasets["accuracy_dataset"] is None:
             raise ConfigError(f"{where}.{key}: set, but the model has no accuracy_dataset, so it would never "
                               "be checked")
@@ -161,7 +164,7 @@ def _parse_model(
     tables = copy.deepcopy(dict(precision_defaults))
     for prec, table in read_table(f"{where}.precision", entry.get("precision", {})).items():
         check_choice(f"{where}.precision", prec, PRECISIONS)
-        _merge_precision(tables[prec], table, f"{where}.precision.{prec}")
+        _merge_precision(tables[prec], table, f"{where}.precision.{prec}", prec)
     try:
         tolerances = {p: Tolerance(**tables[p]["parity"]) for p in PRECISIONS}
         generated = {p: tuple(tables[p].get("generated", DISTRIBUTIONS)) for p in PRECISIONS}
@@ -169,6 +172,11 @@ def _parse_model(
                     for p in PRECISIONS}
     except (TypeError, ValueError) as exc:  # unreachable after the per-key checks; kept as a clear error
         raise ConfigError(f"{where}: bad threshold ({exc})") from exc
+    for prec, tol in tolerances.items():
+        unknown = [n for n in tol.approximate_outputs if n not in outputs]
+        if unknown:
+            raise ConfigError(f"{where}: precision {prec}'s parity.approximate_outputs names {unknown}, not among the "
+                              f"model's outputs {list(outputs)}")
 
     int8 = _parse_int8(f"{where}.int8", entry.get("int8", {}), int8_defaults)
     if "int8" in entry and "int8" not in precisions:

@@ -8,11 +8,13 @@ that a value is checked, and blamed, where it is written; every threshold is che
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from core.inputs import DISTRIBUTIONS
 from engines.base import PRECISIONS
 from metrics import AccuracyThreshold, Tolerance
+from suite.config.defaults import default_precision_tables
 from suite.config.schema import (
     CALIBRATION_METHODS,
     EXECUTION_PROVIDERS,
@@ -26,6 +28,7 @@ from suite.config.validate import (
     read_bool,
     read_choice_list,
     read_int,
+    read_list,
     read_number,
     read_string,
     read_table,
@@ -46,22 +49,59 @@ _ENGINE_OPTION_KEYS = {
 }
 
 
-def _merge_precision(target: dict[str, Any], table: Any, where: str) -> None:
+def _merge_precision(target: dict[str, Any], table: Any, where: str, precision: str) -> None:
     table = read_table(where, table)
     check_keys(where, table, _PRECISION_KEYS)
-    parity = read_table(f"{where}.parity", table.get("parity", {}))
+    parity = dict(read_table(f"{where}.parity", table.get("parity", {})))
     accuracy = read_table(f"{where}.accuracy", table.get("accuracy", {}))
     check_keys(f"{where}.parity", parity, _PARITY_KEYS)
     check_keys(f"{where}.accuracy", accuracy, _ACCURACY_KEYS)
+    if "approximate_outputs" in parity:
+        at = f"{where}.parity.approximate_outputs"
+        parity["approximate_outputs"] = tuple(read_string(f"{at}[{i}]", name)
+                                              for i, name in enumerate(read_list(at, parity["approximate_outputs"])))
     # Each threshold is checked alone by the class that enforces it, so its error names this key.
+    defaults = default_precision_tables()[precision]
     for key, value in parity.items():
-        _threshold(f"{where}.parity.{key}", Tolerance, key, value)
+        if key != "approximate_outputs":
+            _threshold(f"{where}.parity.{key}", Tolerance, key, value)
+            _refuse_vacuous(f"{where}.parity.{key}", key, value, defaults["parity"].get(key))
     for key, value in accuracy.items():
         _threshold(f"{where}.accuracy.{key}", AccuracyThreshold, key, value)
+        _refuse_vacuous(f"{where}.accuracy.{key}", key, value, defaults["accuracy"].get(key))
     if "generated" in table:
         target["generated"] = list(read_choice_list(f"{where}.generated", table["generated"], DISTRIBUTIONS))
     target["parity"].update(parity)
     target["accuracy"].update(accuracy)
+
+
+#: Values past which a threshold passes any output (or any output short of a sign flip), with what makes it so. Such
+#: a threshold judges nothing while the run reads green (issue 43: rtol = atol = 1e9, min_cosine = -1 and
+#: min_isclose_pct = 0 passed a sign-flipped engine), so it is refused where it is written.
+_VACUOUS: dict[str, tuple[Callable[[float], bool], str]] = {
+    "rtol": (lambda v: v >= 1.0, "an element within 100% of the reference's magnitude is 'close': a zero output, "
+                                 "or one of twice the value, passes"),
+    "atol": (lambda v: v >= 1.0, "every element within 1 of the reference's is 'close', whatever its scale"),
+    "min_isclose_pct": (lambda v: v <= 0.0, "0% of elements close is met by any output"),
+    "min_cosine": (lambda v: v <= -1.0, "every cosine is >= -1"),
+    "min_row_cosine": (lambda v: v <= -1.0, "every cosine is >= -1"),
+    "min_top1_agreement_pct": (lambda v: v <= 0.0, "0% agreement is met by any output"),
+    "min_retrieval_agreement_pct": (lambda v: v <= 0.0, "0% agreement is met by any output"),
+    "max_top1_drop": (lambda v: v >= 1.0, "top-1 cannot drop by more than 100%"),
+    "max_top5_drop": (lambda v: v >= 1.0, "top-5 cannot drop by more than 100%"),
+}
+
+
+def _refuse_vacuous(where: str, key: str, value: Any, default: Any) -> None:
+    """A threshold that cannot fail is a usage error, unless it is the precision's own default (int8's isclose 0%:
+    reported, not gated, README "Defaults per precision"), which a table may repeat."""
+    rule = _VACUOUS.get(key)
+    if rule is None or value == default or not rule[0](float(value)):
+        return
+    instead = f"delete it for the precision's default ({default:g})" if default is not None else \
+        "delete it: by default there is no such check"
+    raise ConfigError(f"{where}: {value:g} cannot fail ({rule[1]}): a threshold that passes any output judges "
+                      f"nothing; tighten it, or {instead}")
 
 
 def _threshold(where: str, cls: Any, key: str, value: Any) -> None:

@@ -70,7 +70,7 @@ def parse_config(raw: Mapping[str, Any], path: Path = Path("<memory>")) -> Suite
     precision_defaults = default_precision_tables()
     for prec, table in read_table("[precision]", raw.get("precision", {})).items():
         check_choice("[precision]", prec, PRECISIONS)
-        _merge_precision(precision_defaults[prec], table, f"[precision.{prec}]")
+        _merge_precision(precision_defaults[prec], table, f"[precision.{prec}]", prec)
     int8_defaults = _parse_int8("[int8]", raw.get("int8", {}))
     latency = _parse_latency(raw.get("latency", {}))
     engine_defaults = read_table("[engine_options]", raw.get("engine_options", {}))

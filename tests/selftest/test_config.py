@@ -1,6 +1,7 @@
 """suite.toml parsing: the shipped config is valid; every broken entry is one clear error naming its key."""
 
 import copy
+import dataclasses
 import re
 from pathlib import Path
 
@@ -16,7 +17,9 @@ from suite.config import (
     parse_batch_sizes_option,
     parse_config,
     resolve,
+    threshold_changes,
 )
+from suite.config.defaults import default_precision_tables
 
 pytestmark = pytest.mark.selftest
 
@@ -99,6 +102,93 @@ def test_per_precision_override_merges_over_defaults():
     m = parse_config(raw).models["m"]
     assert m.tolerance("fp16").rtol == 0.05 and m.tolerance("fp16").atol == 1e-2
     assert m.tolerance("fp32").rtol == 1e-3
+
+
+@pytest.mark.parametrize("where,key,value,why", [
+    ("parity", "rtol", 1e9, r"an element within 100% of the reference's magnitude is 'close'"),
+    ("parity", "rtol", 1.0, r"[^)]*a zero output, or one of twice the value, passes"),
+    ("parity", "atol", 1e9, r"every element within 1 of the reference's is 'close'"),
+    ("parity", "min_isclose_pct", 0.0, r"0% of elements close is met by any output"),
+    ("parity", "min_cosine", -1.0, r"every cosine is >= -1"),
+    ("parity", "min_row_cosine", -1.0, r"every cosine is >= -1"),
+    ("parity", "min_top1_agreement_pct", 0.0, r"0% agreement is met by any output"),
+    ("parity", "min_retrieval_agreement_pct", 0, r"0% agreement is met by any output"),
+    ("accuracy", "max_top1_drop", 1.0, r"top-1 cannot drop by more than 100%"),
+    ("accuracy", "max_top5_drop", 1, r"top-5 cannot drop by more than 100%"),
+])
+def test_a_threshold_that_cannot_fail_is_refused_where_it_is_written(where, key, value, why):
+    """Issue 43 item 7: rtol = atol = 1e9, min_cosine = -1 and min_isclose_pct = 0 let a sign-flipped engine pass in
+    silence. Each is one line naming the key, at the model's table or the top's."""
+    default = default_precision_tables()["fp32"][where].get(key)
+    instead = (rf"delete it for the precision's default \({default:g}\)" if default is not None
+               else "delete it: by default there is no such check")
+    shown = re.escape(f"{value:g}")
+    for raw, at in ((_with(precision={"fp32": {where: {key: value}}}), r"\[models\.m\]\.precision\.fp32"),
+                    (_top(precision={"fp32": {where: {key: value}}}), r"\[precision\.fp32\]")):
+        with pytest.raises(ConfigError, match=rf"^{at}\.{where}\.{key}: {shown} cannot fail \({why}.*\): a "
+                                              rf"threshold that passes any output judges nothing; tighten it, or "
+                                              rf"{instead}$"):
+            parse_config(raw)
+
+
+@pytest.mark.parametrize("where,key,value", [
+    ("parity", "rtol", 0.999), ("parity", "atol", 0.5), ("parity", "min_isclose_pct", 0.1),
+    ("parity", "min_cosine", -0.999), ("parity", "min_row_cosine", -0.5), ("parity", "min_top1_agreement_pct", 1.0),
+    ("parity", "max_row_rel_error", 10.0), ("accuracy", "max_top1_drop", 0.999),
+])
+def test_a_loose_threshold_that_can_still_fail_is_taken(where, key, value):
+    parse_config(_with(precision={"fp32": {where: {key: value}}}))
+
+
+def test_a_precision_may_repeat_its_own_default_even_where_it_cannot_fail():
+    """int8's isclose is reported, not gated (README 'Defaults per precision'): writing its default says nothing
+    new; the same 0 at fp32 is refused."""
+    m = parse_config(_with(precision={"int8": {"parity": {"min_isclose_pct": 0.0}}})).models["m"]
+    assert m.tolerance("int8").min_isclose_pct == 0.0
+    with pytest.raises(ConfigError, match=r"fp32\.parity\.min_isclose_pct: 0 cannot fail"):
+        parse_config(_with(precision={"fp32": {"parity": {"min_isclose_pct": 0.0}}}))
+
+
+@pytest.mark.parametrize("key", ["min_top1", "min_top5"])
+def test_an_accuracy_floor_of_zero_is_refused(key):
+    with pytest.raises(ConfigError, match=rf"^{M}\.{key}: 0 cannot fail \(any model's accuracy is >= 0\)"):
+        parse_config(_with(accuracy_dataset=DATA, **{key: 0}))
+    assert getattr(parse_config(_with(accuracy_dataset=DATA, **{key: 0.01})).models["m"], key) == 0.01
+
+
+def test_approximate_outputs_names_the_models_outputs():
+    m = parse_config(_with(precision={"int8": {"parity": {"approximate_outputs": ["logits"]}}})).models["m"]
+    assert m.tolerance("int8").approximate_outputs == ("logits",) and m.tolerance("fp32").approximate_outputs == ()
+    with pytest.raises(ConfigError, match=rf"^{M}: precision int8's parity.approximate_outputs names \['ids'\], not "
+                                          r"among the model's outputs \['logits'\]$"):
+        parse_config(_with(precision={"int8": {"parity": {"approximate_outputs": ["ids"]}}}))
+    for bad, match in (("logits", r"expected a list"), ([], r"must not be empty"), ([1], r"\[0\]: expected a non-empty "
+                                                                                         "string")):
+        with pytest.raises(ConfigError, match=rf"^{M}\.precision\.int8\.parity\.approximate_outputs.*{match}"):
+            parse_config(_with(precision={"int8": {"parity": {"approximate_outputs": bad}}}))
+
+
+def test_thresholds_apart_from_the_defaults_are_named_looser_or_tighter():
+    """Issue 43 item 7: what the verdict block and the report's first section list (suite/summary.py,
+    report/verdict_section.py), from threshold_changes."""
+    raw = _with(accuracy_dataset=DATA, min_top1=0.5, precision={"fp32": {
+        "parity": {"rtol": 0.5, "min_cosine": 0.99, "min_isclose_pct": 99.5, "max_row_rel_error": 1e-6,
+                   "approximate_outputs": ["logits"]},
+        "accuracy": {"max_top1_drop": 0.001, "max_top5_drop": 0.005}}})
+    m = parse_config(raw).models["m"]
+    changes = threshold_changes("fp32", m.tolerance("fp32").as_dict(), dataclasses.asdict(m.accuracy_threshold("fp32")))
+    assert changes == ["parity.rtol 0.5 (default 0.001, looser)", "parity.min_isclose_pct 99.5 (default 99, tighter)",
+                       "parity.min_cosine 0.99 (default 0.99999, looser)",
+                       "parity.max_row_rel_error 1e-06 (default 0.0001, tighter)",
+                       "approximate_outputs ['logits'] (default none: integers compared exactly, looser)",
+                       "accuracy.max_top1_drop 0.001 (default 0.005, tighter)"]
+    plain = parse_config(_with()).models["m"]
+    for precision in ("fp32", "tf32", "fp16", "bf16", "int8"):
+        assert threshold_changes(precision, plain.tolerance(precision).as_dict(),
+                                 dataclasses.asdict(plain.accuracy_threshold(precision))) == []
+    off = threshold_changes("fp32", {"min_cosine": None, "min_row_cosine": 0.5}, {"max_top1_drop": None})
+    assert off == ["parity.min_cosine off (default 0.99999, looser)", "parity.min_row_cosine 0.5 (default off, "
+                   "tighter)", "accuracy.max_top1_drop off (default 0.005, looser)"]
 
 
 def test_input_dtype_is_normalized_and_bounds_are_floats():
@@ -350,6 +440,7 @@ _KEY_PATHS = [
 ] + [("latency", "rounds"), ("latency", "warmup_fraction"), ("int8", "method"), ("int8", "samples"),
      ("int8", "percentile"), ("int8", "per_channel"), ("run", "requires"), ("run", "accept_not_judged"),
      ("precision", "fp16", "parity", "rtol"), ("precision", "fp16", "accuracy", "max_top1_drop"),
+     ("precision", "fp16", "parity", "approximate_outputs"), ("precision", "fp16", "parity", "max_row_rel_error"),
      ("precision", "fp16", "generated"), ("models", "m", "known_failures", "torch-fp32"),
      ("engine_options", "torch", "channels_last"), ("engine_options", "onnxruntime", "execution_provider"),
      ("engine_options", "onnxruntime", "intra_op_threads"), ("engine_options", "inductor", "precisions"),
@@ -521,7 +612,15 @@ def test_every_failure_the_metrics_write_names_its_figure():
     embedding = compare_arrays("e", ref, rng.normal(size=ref.shape), Tolerance(min_isclose_pct=0.0,
                                                                                 min_retrieval_agreement_pct=99.0))
     assert [failed_metric(f) for f in embedding.failures] == ["retrieval_agreement_pct"], embedding.failures
-    assert set(named) | {"retrieval_agreement_pct"} == {*PARITY_METRICS, NONFINITE}
+    scaled = ref.copy()
+    scaled[3] *= 1.05
+    row = compare_arrays("r", ref, scaled, Tolerance(min_isclose_pct=90.0, max_row_rel_error=1e-5))
+    assert [failed_metric(f) for f in row.failures] == ["worst_row_rel_error"], row.failures
+    ids = np.arange(64) + 30000
+    exact = compare_arrays("ids", ids, ids + 1, Tolerance())
+    assert [failed_metric(f) for f in exact.failures] == ["exact_match_pct"], exact.failures
+    assert set(named) | {"retrieval_agreement_pct", "worst_row_rel_error", "exact_match_pct"} == {
+        *PARITY_METRICS, NONFINITE}
     assert failed_metric("output 'x' changed") is None
     labels = np.arange(64) % 8
     logits = np.eye(8)[labels]
@@ -555,8 +654,8 @@ KF = rf"^{M}\.known_failures\.onnxruntime-fp32"
     ({"reason": "x", "match": "cosine 0"}, KF + r": missing 'outputs' and 'metrics': a known failure names the outputs "
      r"and the figures that fail on them, and absorbs no other failure of the cell \(its match alone once absorbed "
      r"another output's garbage\); add outputs = \[one or more of \['logits'\]\], metrics = \[one or more of "
-     r"isclose_pct, max_abs_error, cosine, top1_agreement_pct, worst_row_cosine, retrieval_agreement_pct, top1, "
-     r"top5\]$"),
+     r"isclose_pct, max_abs_error, cosine, top1_agreement_pct, worst_row_cosine, retrieval_agreement_pct, "
+     r"exact_match_pct, worst_row_rel_error, top1, top5\]$"),
     ({"reason": "x", "match": "cosine 0", "outputs": ["logits"]}, KF + r": missing 'metrics': "),
     ({**KNOWN, "outputs": ["probs"]}, KF + r"\.outputs\[0\]: unknown 'probs'; valid: logits$"),
     ({**KNOWN, "outputs": []}, KF + r"\.outputs: must not be empty"),

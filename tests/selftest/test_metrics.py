@@ -149,13 +149,105 @@ def test_all_nan_output_fails_every_check_and_serialises() -> None:
     assert "n/a" in rep.explain()
 
 
-def test_shape_mismatch_and_empty_raise() -> None:
+def test_shape_mismatch_raises() -> None:
     with pytest.raises(ValueError, match=r"\(2, 3\).*\(3, 2\)"):
         compare_arrays("x", np.zeros((2, 3)), np.zeros((3, 2)), Tolerance())
-    with pytest.raises(ValueError, match="empty"):
-        compare_arrays("x", np.zeros((0, 3)), np.zeros((0, 3)), Tolerance())
+    with pytest.raises(ValueError, match=r"\(4, 0\).*\(4, 1\)"):
+        compare_arrays("x", np.zeros((4, 0)), np.zeros((4, 1)), Tolerance())
     with pytest.raises(ValueError, match="complex"):
         compare_arrays("x", np.zeros(2, dtype=complex), np.zeros(2), Tolerance())
+
+
+@pytest.mark.parametrize("shape", [(4, 0), (0, 3), (2, 0, 5)])
+def test_an_empty_output_is_compared_by_its_shape(shape: tuple[int, ...]) -> None:
+    """Issue 43: an output (B, 0) of the reference's shape failed as "nothing to compare"; it passes, its figures
+    n/a, the message saying it was compared by shape alone (a shape mismatch still raises, above)."""
+    tol = Tolerance(min_cosine=0.99999, min_top1_agreement_pct=99.0, min_row_cosine=0.9, max_row_rel_error=1e-5)
+    rep = compare_arrays("empty", np.zeros(shape), np.zeros(shape, dtype=np.float32), tol)
+    assert rep.passed and rep.failures == () and rep.n_elements == 0 and rep.shape == shape
+    assert math.isnan(rep.isclose_pct) and math.isnan(rep.cosine) and rep.worst_row_rel_error is None
+    assert "compared by its shape alone" in rep.explain()
+    d = _json_roundtrip(rep.as_dict())
+    assert d["passed"] is True and d["isclose_pct"] is None and d["n_elements"] == 0
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint8, np.bool_])
+def test_integer_and_boolean_outputs_are_compared_exactly(dtype: type) -> None:
+    """Issue 43: token ids (argmax + 30000) one id off in every row passed as floats (isclose 100%: rtol 1e-3 x
+    30000 = 30). An integer or boolean output must equal the reference's, element for element."""
+    ref = (np.arange(24).reshape(6, 4) % 2).astype(dtype) if dtype is np.bool_ else \
+        (np.arange(24).reshape(6, 4) + (30000 if dtype in (np.int64, np.int32) else 0)).astype(dtype)
+    assert compare_arrays("ids", ref, ref.copy(), Tolerance()).exact_match_pct == 100.0
+    assert compare_arrays("ids", ref, ref.copy(), Tolerance()).passed
+    wrong = ref.copy()
+    wrong[5, 3] = ~wrong[5, 3] if dtype is np.bool_ else wrong[5, 3] + 1
+    rep = compare_arrays("ids", ref, wrong, Tolerance(min_isclose_pct=0.0 + 95.0))
+    assert rep.exact_match_pct == pytest.approx(100.0 * 23 / 24)
+    assert rep.failures[-1].startswith("exact match 95.83% < 100.00% required"), rep.failures
+    assert "exact match 95.83%" in rep.explain()
+    assert _json_roundtrip(rep.as_dict())["exact_match_pct"] == rep.exact_match_pct
+
+
+def test_an_id_off_by_one_in_every_row_fails_though_isclose_reads_100() -> None:
+    ids = np.arange(256, dtype=np.int64) % 10 + 30000
+    rep = compare_arrays("token", ids, ids + 1, Tolerance())
+    assert rep.isclose_pct == 100.0 and rep.cosine > 0.999999
+    assert [f.split(" (")[0] for f in rep.failures] == ["exact match 0.00% < 100.00% required"]
+
+
+def test_approximate_outputs_compares_named_integer_outputs_within_tolerance() -> None:
+    """The config's way out (``parity.approximate_outputs``): the named integer outputs are judged as floats are;
+    others still exactly."""
+    ids = np.arange(256, dtype=np.int64) % 10 + 30000
+    loose = Tolerance(approximate_outputs=("token",))
+    rep = compare_arrays("token", ids, ids + 1, loose)
+    assert rep.passed and rep.exact_match_pct is None
+    assert not compare_arrays("other", ids, ids + 1, loose).passed
+    assert loose.as_dict()["approximate_outputs"] == ["token"] and "approximate_outputs" not in Tolerance().as_dict()
+    assert Tolerance(approximate_outputs=["a"]).approximate_outputs == ("a",)  # type: ignore[arg-type]
+    for bad in ("token", ("",), (1,)):
+        with pytest.raises(ValueError, match="approximate_outputs must be a list of output names"):
+            Tolerance(approximate_outputs=bad)  # type: ignore[arg-type]
+
+
+def test_one_row_five_percent_off_fails_the_row_relative_error() -> None:
+    """Issue 43: at batch 256 one row scaled by 1.05 kept isclose at 99.61%, cosine 0.9999956 and the row's cosine
+    at 1 (scaling keeps a direction); the worst row's relative error (5e-2) is gated."""
+    ref = np.random.default_rng(0).normal(size=(256, 10))
+    test = ref.copy()
+    test[17] *= 1.05
+    tol = Tolerance(min_cosine=0.99999, min_row_cosine=0.99999, max_row_rel_error=1e-5)
+    rep = compare_arrays("logits", ref, test, tol)
+    assert rep.isclose_pct > 99.0 and rep.cosine > 0.99999 and rep.worst_row_cosine == pytest.approx(1.0)
+    assert rep.worst_row_rel_error == pytest.approx(0.05) and rep.worst_row == 17
+    assert rep.failures == ("worst row relative error 5.000e-02 > 1.000e-05 allowed (row 17)",)
+    assert compare_arrays("logits", ref, test, dataclasses.replace(tol, max_row_rel_error=0.0500001)).passed
+    assert compare_arrays("logits", ref, test, dataclasses.replace(tol, max_row_rel_error=None)).passed
+    assert "worst row relative error 5.000e-02 (row 17) (<= 1.000e-05 allowed)" in rep.explain()
+    assert _json_roundtrip(rep.as_dict())["worst_row"] == 17
+
+
+def test_the_row_relative_error_is_floored_at_atol_and_exact_for_known_rows() -> None:
+    ref = np.array([[3.0, 4.0], [0.0, 0.0], [1e-9, 0.0], [1e300, -1e300]])
+    test = np.array([[3.0, 4.5], [0.0, 0.0], [2e-9, 0.0], [1e300, -1e300]])
+    rep = compare_arrays("x", ref, test, Tolerance(atol=1e-5, min_isclose_pct=50.0, max_row_rel_error=0.1001))
+    # Row 0: |(0, 0.5)| / |(3, 4)| = 0.1; row 2's error 1e-9 against atol x sqrt(2), not against |ref| = 1e-9.
+    assert rep.worst_row_rel_error == pytest.approx(0.1) and rep.worst_row == 0 and rep.passed
+    tight = Tolerance(atol=1e-5, min_isclose_pct=50.0, max_row_rel_error=0.0999)
+    assert compare_arrays("x", ref, test, tight).failures == (
+        "worst row relative error 1.000e-01 > 9.990e-02 allowed (row 0)",)
+    zero_floor = compare_arrays("x", ref[1:3], test[1:3], Tolerance(atol=0.0, max_row_rel_error=0.5))
+    assert zero_floor.worst_row_rel_error == pytest.approx(1.0) and zero_floor.worst_row == 1
+    one_d = compare_arrays("y", np.array([2.0, 4.0]), np.array([2.0, 5.0]),
+                           Tolerance(min_isclose_pct=50.0, max_row_rel_error=0.3))
+    assert one_d.worst_row_rel_error == pytest.approx(0.25) and one_d.worst_row == 1 and one_d.passed
+    nan_rows = compare_arrays("n", np.array([[np.nan, 1.0]]), np.array([[1.0, 1.0]]), Tolerance(max_row_rel_error=1.0))
+    assert math.isnan(nan_rows.worst_row_rel_error) and nan_rows.worst_row is None
+    assert any(f.startswith("worst row relative error n/a") for f in nan_rows.failures)
+    with pytest.raises(ValueError, match="max_row_rel_error must be finite and >= 0"):
+        Tolerance(max_row_rel_error=-1.0)
+    with pytest.raises(ValueError, match="max_row_rel_error must be finite and >= 0"):
+        Tolerance(max_row_rel_error=math.inf)
 
 
 def test_compare_outputs_checks_names() -> None:
@@ -788,6 +880,7 @@ def test_the_report_explains_every_figure_and_threshold() -> None:
         "  isclose 75.00% (>= 80.00% required, rtol=0, atol=0); MAE 2.500e-01; max abs 1.000e+00 (<= 5.000e-01 "
         "allowed); max rel 3.333e-01 (where |ref| > atol); cosine 0.983333333 (>= 0.99 required); worst row cosine "
         "0.966666667 (>= 0.97 required)\n"
+        "  worst row relative error 2.582e-01 (row 1)\n"
         "  non-finite values: reference 0, engine 0 (of 8 elements)\n"
         "  top-1 agreement 50.00% (>= 75.00% required); top-4 overlap 100.00%\n"
         "  rank MAE/disagreement: r1 5.000e-01/50.00%, r2 5.000e-01/50.00%, r3 0.000e+00/0.00%, r4 0.000e+00/0.00%")
@@ -796,13 +889,20 @@ def test_the_report_explains_every_figure_and_threshold() -> None:
         "output 'v' (2,): passed\n"
         "  isclose 100.00% (>= 99.00% required, rtol=0.001, atol=1e-05); MAE 0.000e+00; max abs 0.000e+00; "
         "max rel 0.000e+00 (where |ref| > atol); cosine 1\n"
+        "  worst row relative error 0.000e+00 (row 0)\n"
         "  non-finite values: reference 0, engine 0 (of 2 elements)")
+    gated = compare_arrays("v", np.array([1.0, 2.0]), np.array([1.0, 2.0]), Tolerance(max_row_rel_error=1e-4))
+    assert gated.explain().splitlines()[2] == "  worst row relative error 0.000e+00 (row 0) (<= 1.000e-04 allowed)"
+    ids = compare_arrays("i", np.array([1, 2]), np.array([1, 2]), Tolerance(max_row_rel_error=1e-4))
+    assert ids.explain().splitlines()[2:4] == ["  exact match 100.00% (integer/boolean output: 100% required)",
+                                              "  worst row relative error 0.000e+00 (row 0)"]
     nan = compare_arrays("n", np.full((2, 3), np.nan), np.full((2, 3), np.nan), Tolerance())
     assert nan.explain().splitlines()[1:3] == [
         "  isclose n/a (>= 99.00% required, rtol=0.001, atol=1e-05); MAE n/a; max abs n/a; max rel n/a "
         "(where |ref| > atol); cosine n/a; worst row cosine n/a",
-        "  non-finite values: reference 6, engine 6 (of 6 elements)"]
-    assert nan.explain().splitlines()[3] == "  top-1 agreement n/a; top-3 overlap n/a"
+        "  worst row relative error n/a"]
+    assert nan.explain().splitlines()[3:5] == ["  non-finite values: reference 6, engine 6 (of 6 elements)",
+                                               "  top-1 agreement n/a; top-3 overlap n/a"]
 
 
 def test_an_embeddings_explanation_shows_retrieval_not_top1() -> None:
@@ -812,7 +912,7 @@ def test_an_embeddings_explanation_shows_retrieval_not_top1() -> None:
     rep = compare_arrays("e", emb, emb.copy(), Tolerance(min_row_cosine=0.9, min_retrieval_agreement_pct=95.0))
     lines = rep.explain().splitlines()
     assert lines[1].endswith("cosine 1; worst row cosine 1 (>= 0.9 required)")
-    assert lines[3:] == ["  retrieval agreement 100.00% (5 nearest rows) (>= 95.00% required)"]
+    assert lines[4:] == ["  retrieval agreement 100.00% (5 nearest rows) (>= 95.00% required)"]
     without = compare_arrays("e", emb, emb.copy(), Tolerance(min_retrieval_agreement_pct=95.0))
     assert without.explain().splitlines()[1].endswith("cosine 1; worst row cosine 1")
 
@@ -832,7 +932,8 @@ def test_the_report_as_data_holds_every_figure_by_its_name() -> None:
                   {"rank": 3, "mae": 0.0, "disagreement_pct": 0.0}, {"rank": 4, "mae": 0.0, "disagreement_pct": 0.0}],
         "tolerance": Tolerance(min_isclose_pct=0.0).as_dict(), "failures": ["engine output has 1 NaN/Inf values"],
         "passed": False, "worst_row_cosine": pytest.approx(29 / 30), "retrieval_agreement_pct": None,
-        "retrieval_k": None,
+        "retrieval_k": None, "exact_match_pct": None, "worst_row_rel_error": pytest.approx(math.sqrt(2 / 30)),
+        "worst_row": 1,
     }
     nan = compare_arrays("n", np.full((2, 3), np.nan), np.full((2, 3), np.nan), Tolerance()).as_dict()
     assert (nan["worst_row_cosine"], nan["top1_agreement_pct"], nan["ranks"]) == (None, None, [])

@@ -71,8 +71,10 @@ parity_samples = 16
 [models.emb.axes]
 seq = { min = 4, opt = 12, max = 24 }
 """
-_LOOSE = ('accuracy = { max_top1_drop = 1.0, max_top5_drop = 1.0, min_top1_ratio = 0.01 }\n'
-          'parity = { min_isclose_pct = 0.0, min_cosine = 0.0, min_top1_agreement_pct = 0.0, max_abs_error = 1e9 }\n'
+# As loose as a threshold that can still fail may be (one that cannot is refused: issue 43).
+_LOOSE = ('accuracy = { max_top1_drop = 0.99, max_top5_drop = 0.99, min_top1_ratio = 0.01 }\n'
+          'parity = { min_isclose_pct = 0.01, min_cosine = 0.0, min_top1_agreement_pct = 0.01, max_abs_error = 1e9, '
+          'max_row_rel_error = 0.99 }\n'
           'generated = ["uniform"]\n')
 CONFIG += "".join(f"\n[models.tiny.precision.{p}]\n{_LOOSE}" for p in ("fp32", "fp16", "int8"))
 

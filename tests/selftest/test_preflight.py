@@ -597,6 +597,7 @@ outputs = ["logits"]
 batch_sizes = [2, 4]
 engines = ["torch"]
 accuracy_dataset = "{M}:data_ok"
+min_top1 = 0.25
 
 [models.broken]
 factory = "{M}:forward_raises"
@@ -605,6 +606,7 @@ outputs = ["logits"]
 batch_sizes = [2, 4]
 engines = ["torch"]
 accuracy_dataset = "{M}:data_ok"
+min_top1 = 0.25
 """
 BROKEN_LINE = ("model broken failed its start-up check, so this check cannot run: [models.broken].inputs: the smoke "
                "forward on a synthetic batch of 2 failed: ValueError: Wrong shape for input_ids (shape "

@@ -462,6 +462,31 @@ def test_the_verdict_file_names_the_required_engines_a_run_left_out() -> None:
         ("onnxruntime", "no selected model lists it"), ("tensorrt", "left out by --engines torch")]
 
 
+def test_the_verdict_names_thresholds_other_than_the_defaults_in_the_block_and_the_report() -> None:
+    """Issue 43 item 7: a model's loosened thresholds are named in the verdict (results.json), in the terminal's
+    verdict block (suite/summary.py) and in the report's first section (report/verdict_section.py); a run without
+    any has no such key, line or box."""
+    from report.verdict_section import verdict_section
+    from suite.summary import threshold_lines
+
+    ledger = verdict.Ledger()
+    ledger.add("a", verdict.PASSED)
+    assert "thresholds_not_default" not in ledger.as_dict() and threshold_lines(ledger.thresholds) == []
+    assert "Thresholds other than" not in verdict_section(ledger.as_dict(), None)
+    ledger.thresholds = {"m int8": ["parity.min_cosine 0.99 (default 0.98, tighter)"],
+                         "m fp32": ["parity.rtol 0.5 (default 0.001, looser)", "accuracy.max_top1_drop off (default "
+                                    "0.005, looser)"]}
+    assert list(ledger.as_dict()["thresholds_not_default"]) == ["m fp32", "m int8"]
+    assert threshold_lines(ledger.thresholds) == [
+        "judged against thresholds other than the precision's defaults (README 'Defaults per precision'):",
+        "  m fp32: parity.rtol 0.5 (default 0.001, looser), accuracy.max_top1_drop off (default 0.005, looser)",
+        "  m int8: parity.min_cosine 0.99 (default 0.98, tighter)"]
+    html = verdict_section(ledger.as_dict(), None)
+    assert html.index("Thresholds other than the precision's defaults") < html.index("</section>")
+    assert ('<li><b>m fp32</b>: <span class="not-accepted">parity.rtol 0.5 (default 0.001, looser)</span>' in html)
+    assert '<span class="accepted">parity.min_cosine 0.99 (default 0.98, tighter)</span>' in html
+
+
 def test_a_settled_check_reads_back_whole_and_a_merge_keeps_the_worse() -> None:
     """suite-merge (tools/merge.py) reads each shard's settled checks back (Check.from_dict) and absorbs them into one
     ledger: every field kept, an unknown state or reason refused, and of one id made by two shards the worse stands."""
