@@ -54,6 +54,51 @@ def test_a_replay_timed_on_the_host_is_device_bound_only_where_the_device_time_o
     assert classify(_record("model", 0.82), [{**_record("graph", 0.8), "bound": DEVICE}])[0] == DEVICE
 
 
+def test_each_rule_of_the_classification_says_why_at_both_sides_of_its_line() -> None:
+    """Every answer of suite.bound.classify with its reason, pinned at its thresholds (a median of exactly 2 ms on the
+    host clock, eager exactly 1.05x its replay, NVML exactly 90 %) and one step beyond each."""
+    assert classify({"path": "graph", "median_ms": 0.9}, []) == (HOST, "CPU: the host runs the model")  # no device
+    assert classify({"path": "graph", "median_ms": 0.9, "device": "cpu"}, []) == (HOST, "CPU: the host runs the model")
+    assert classify({"path": "all", "device": "cuda"}, []) == (HOST, "host arrays: copies and Python in every round")
+    assert classify(_record("graph", 0.9), []) == (DEVICE, "CUDA graph replay: one launch, the device runs the rest")
+    assert classify({**_record("graph", 2), "clock": ORT_CLOCK}, []) == (
+        DEVICE, "CUDA graph replay timed on the host, 2 ms >= 2 ms: the device's time outweighs the engine's per-run "
+                "host path")
+    assert classify({**_record("graph", 1.9994), "clock": ORT_CLOCK}, []) == (
+        HOST, "CUDA graph replay timed on the host, 2 ms < 2 ms: the engine's per-run host path (a stream "
+              "synchronization every run) is a share of it")
+    assert classify({**_record("graph", "12.3456"), "clock": ORT_CLOCK}, [])[1].startswith(
+        "CUDA graph replay timed on the host, 12.3 ms >= 2 ms")  # a median read back as text is a number
+    graph = _record("graph", 2.0)
+    assert classify(_record("model", 2.1), [graph]) == (DEVICE, "eager 1.05x its CUDA-graph replay (<= 1.05x)")
+    assert classify(_record("model", "2.1"), [{**graph, "median_ms": "2.0"}])[0] == DEVICE
+    assert classify(_record("model", 2.1002), [graph]) == (
+        HOST, "eager 1.05x its CUDA-graph replay (> 1.05x): launch-bound")
+    assert classify(_record("model", 2.5), [graph]) == (HOST, "eager 1.25x its CUDA-graph replay (> 1.05x): "
+                                                              "launch-bound")
+    # NVML decides where the run has no replay of the same cell, batch and shape, or only a host-bound one
+    util = {"gpu": {"mean_sm_util_pct": 90}}
+    assert classify({**_record("model", 5.0), **util}, []) == (DEVICE, "NVML utilisation 90% >= 90% over the case")
+    assert classify({**_record("model", 5.0), "gpu": {"mean_sm_util_pct": "89.9"}}, []) == (
+        HOST, "NVML utilisation 90% < 90% over the case")
+    nothing = (HOST, "no CUDA-graph replay and no NVML figure to tell: counted host-bound")
+    assert classify({**_record("model", 5.0), "gpu": None}, []) == nothing
+    assert classify({"device": "cuda:1", "median_ms": 5.0}, [graph]) == nothing  # no path: not a replay's eager case
+    model = {**_record("model", 5.0), "shape": "s1", **util}
+    replay = {**graph, "shape": "s1"}
+    assert classify(model, [replay])[0] == HOST  # 2.5x its replay: the replay decides, not NVML
+    for other in ({**replay, "kind": "accuracy"}, {**replay, "kind": None}, {**replay, "path": "model"},
+                  {**replay, "cell": "other"}, {**replay, "batch_size": 2}, {**replay, "shape": "s2"},
+                  {**replay, "bound": HOST}, graph):
+        assert classify(model, [other])[1] == "NVML utilisation 90% >= 90% over the case", other
+    assert classify(model, [{**replay, "bound": DEVICE}])[0] == HOST
+    # the first matching replay decides; the records that do not match are passed over on the way to it
+    later = {**replay, "median_ms": 5.0}
+    assert classify(model, [{**replay, "cell": "other"}, later, replay]) == (
+        DEVICE, "eager 1.00x its CUDA-graph replay (<= 1.05x)")
+    assert classify(model, [replay, later])[0] == HOST
+
+
 def _load_study():
     spec = importlib.util.spec_from_file_location("bound_study", ROOT / "tools" / "bound_study.py")
     module = importlib.util.module_from_spec(spec)
