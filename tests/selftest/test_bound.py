@@ -156,6 +156,35 @@ def test_a_host_bound_gpu_case_is_judged_only_with_its_classs_between_night_mode
         assert gate_rule({**host, "device": "cpu"}, one, modeled=False) is one  # CPU cases: the plain rule
 
 
+def test_the_host_bound_rule_says_what_it_set_aside_and_leaves_an_inconclusive_comparison_alone() -> None:
+    """gate_rule's reason, whole, with the record's own why and without one; a comparison already inconclusive is
+    returned as it is (its own reason kept), modeled or not."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from metrics.regression import MIN_POOLED, compare_latency
+    from suite.bound import gate_rule
+
+    rng = np.random.default_rng(1)
+    one = compare_latency([list(5e-3 * (1 + 0.002 * rng.standard_normal(200)))],
+                          list(9e-3 * (1 + 0.002 * rng.standard_normal(200))), 0.05, 0.99)
+    assert one.verdict == "regression"
+    tail = (f"change against 1 baseline run(s) with no between-night model of its class cannot be told from the "
+            f"launch speed of one process; judged once 2 or more kept nights give its class {MIN_POOLED} deviations "
+            f"(--latency-baseline last:K; docs/gating.md 'Launch-bound cases')")
+    host = {"bound": "host", "device": "cuda:0"}
+    ruled = gate_rule(host, one, modeled=False)
+    assert ruled.verdict == "inconclusive" and ruled.reason == (
+        f"host-bound on the GPU (launch-bound): a {one.change_pct:+.1f}% " + tail)
+    assert gate_rule({**host, "bound_why": "eager 5.78x"}, one, modeled=False).reason == (
+        f"host-bound on the GPU (eager 5.78x): a {one.change_pct:+.1f}% " + tail)
+    assert replace(ruled, verdict=one.verdict, reason=one.reason) == one  # only the verdict and the reason change
+    unsure = replace(one, verdict="inconclusive", reason="too few rounds")
+    assert gate_rule(host, unsure, modeled=False) is unsure
+    assert gate_rule({"bound": "host"}, one, modeled=False) is one  # no device named: not a GPU case
+
+
 def test_the_between_night_model_is_pooled_by_class_and_falls_back_to_the_coarser_one() -> None:
     """suite.bound.class_noise: every case of a class with 2+ kept nights gives each night's deviation from its other
     nights; a class's half-width is their 99 % quantile; a class of too few cases falls back to (device kind, bound)."""
@@ -184,3 +213,33 @@ def test_the_between_night_model_is_pooled_by_class_and_falls_back_to_the_coarse
     assert between_half(models, record, key)[1] == ("cuda", "host")  # the coarser class
     assert between_half(models, {**record, "bound": "device"}, key) is None  # no device-bound case was kept
     assert between_half(models, {**record, "device": "cpu"}, key) is None
+
+
+def test_a_case_without_a_class_or_a_second_night_is_passed_over_not_the_rest() -> None:
+    """class_noise skips a case with one kept night, or with no class (a record from before classes were kept), and
+    goes on to the cases after it; between_half reads a record without a bound as host-bound (the cautious answer)
+    and finds CPU cases' classes by their kind, ``cpu``."""
+    from metrics.regression import MIN_POOLED
+    from suite.baselines import LatencyBaseline
+    from suite.bound import between_half, class_noise
+
+    samples, classes = {}, {}
+    first = ("m", "torch", "fp32", "bs1", "model")
+    samples[first], classes[first] = [[1e-3] * 8], ("cpu", "host")  # one night: nothing to deviate from
+    unclassed = ("m", "torch", "fp32", "bs2", "model")
+    samples[unclassed] = [[1e-3] * 8, [2e-3] * 8]  # two nights, no class
+    for i in range(MIN_POOLED // 2):
+        key = (f"m{i}", "torch", "fp32", "bs4", "model")
+        samples[key], classes[key] = [[1e-3] * 8, [1.1e-3] * 8], ("cpu", "host")
+    base = LatencyBaseline(sources=(), environment={}, datetime=None, samples=samples, interference={},
+                           classes=classes)
+    models = class_noise(base, 0.99)
+    assert set(models) == {("cpu", "host", "torch", "model"), ("cpu", "host")}
+    assert models[("cpu", "host")][1] == MIN_POOLED  # neither the one-night case nor the unclassed one counted
+    key = ("x", "torch", "fp32", "bs1", "model")
+    assert between_half(models, {"device": "cpu"}, key) == (models[("cpu", "host", "torch", "model")][0],
+                                                            ("cpu", "host", "torch", "model"))
+    assert between_half(models, {"device": "cpu", "bound": "device"}, key) is None
+    cuda = {("cuda", "host"): (0.5, MIN_POOLED)}
+    assert between_half(cuda, {"device": "cuda:0"}, key) == (0.5, ("cuda", "host"))  # no bound: host-bound
+    assert between_half(cuda, {"bound": "host"}, key) is None  # no device: a CPU case
