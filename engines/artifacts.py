@@ -23,9 +23,10 @@ import torch
 
 from core.cache import ArtifactCache
 from core.factory import make_module
+from core.hashing import canonical_json
 from core.inputs import InputSpec
 from engines import versions
-from engines.onnx.export import ONNX_FILE, export_onnx, export_options
+from engines.onnx.export import ONNX_FILE, TracedExport, export_onnx, export_options, trace_export
 from engines.pytorch import model_digest
 
 log = logging.getLogger(__name__)
@@ -69,6 +70,7 @@ class ModelBuild:
         self._digest: str | None = None
         self._paths: dict[tuple[str, str | None, int | None], Path] = {}
         self._keys: dict[tuple[str, str | None, int | None], str] = {}
+        self._traces: dict[str, TracedExport] = {}  # export options (JSON) -> the module's trace for them
 
     def torch_module(self) -> torch.nn.Module:
         if self._module is None:
@@ -106,11 +108,20 @@ class ModelBuild:
 
     def _export_parts(self, options: dict[str, Any]) -> dict[str, Any]:
         return {
-            "model": self.name, "model_digest": self.model_digest(), "export": options,
-            "inputs": [i.as_key() for i in self.inputs], "outputs": list(self.outputs),
+            "model": self.name, "model_digest": self.model_digest(), "graph": self.traced(options).digest,
+            "export": options, "inputs": [i.as_key() for i in self.inputs], "outputs": list(self.outputs),
             "torch": torch.__version__, "onnx": versions.version_of("onnx"),
             "onnxscript": versions.version_of("onnxscript"),
         }
+
+    def traced(self, options: dict[str, Any]) -> TracedExport:
+        """The module traced as the export with ``options`` traces it, once per options and session: its graph's
+        digest is in the export's key, so a cached file proves it was made from the graph this module exports
+        today, whatever in Python changed it (issue 43); a build exports that very trace."""
+        key = canonical_json(options)
+        if key not in self._traces:
+            self._traces[key] = trace_export(self.torch_module(), self.name, self.inputs, self.outputs, options)
+        return self._traces[key]
 
     def _fused_stage(self, fusion: str, batch: int | None) -> tuple[dict[str, Any], Callable[[Path], None], str]:
         """The fp32 graph ONNX Runtime's transformer optimizer fused: exported with the exporter whose graphs
@@ -126,7 +137,8 @@ class ModelBuild:
         def build(d: Path) -> None:
             with tempfile.TemporaryDirectory() as tmp:
                 exported = Path(tmp) / ONNX_FILE
-                export_onnx(self.torch_module(), self.name, self.inputs, self.outputs, exported, options)
+                export_onnx(self.torch_module(), self.name, self.inputs, self.outputs, exported, options,
+                            self.traced(options))
                 stats = fuse_transformer(exported, d / ONNX_FILE, fusion, heads, hidden, self.name)
             log.info("%s: fused %s", self.name, stats)
 
@@ -142,7 +154,8 @@ class ModelBuild:
             parts = self._export_parts(options)
 
             def build(d: Path) -> None:
-                export_onnx(self.torch_module(), self.name, self.inputs, self.outputs, d / ONNX_FILE, options)
+                export_onnx(self.torch_module(), self.name, self.inputs, self.outputs, d / ONNX_FILE, options,
+                            self.traced(options))
 
             return parts, build, f"export {self.name} to ONNX{at}"
         from engines.onnx.convert import convert_parts, convert_precision

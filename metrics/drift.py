@@ -19,6 +19,7 @@ __all__ = [
     "MemoryComparison",
     "compare_accuracy",
     "compare_memory",
+    "has_memory_figure",
     "compare_parity",
 ]
 
@@ -163,9 +164,13 @@ def _delta(d: float, unit: str) -> str:
     return f"{d:+.3g}"
 
 
-#: A peak GPU memory figure must grow by at least this much, besides the factor, to have drifted: the CUDA
-#: context, cuDNN's and cuBLAS's workspaces move by tens of MiB between driver and library versions.
-MEMORY_SLACK_MIB = 256.0
+#: A GPU memory figure must grow by more than this, besides the factor, to have drifted: what a cell's figure holds
+#: or not by where it ran, not by what it is. The figures are what the cell added over its window's start (the CUDA
+#: context and the cells before it are not in them); what remains is whether the cell is the first to run cuBLAS and
+#: cuBLASLt on its stream (a CUDA-graph capture runs on a stream of its own), which then allocate a workspace each:
+#: 32 MiB on Hopper, NVIDIA's recommended size (cublasSetWorkspace), 64 MiB together. It was 256 MiB (the CUDA
+#: context's size, from when the figures were peaks), under which a cell adding 100 MiB could add 350 (issue 43).
+MEMORY_SLACK_MIB = 64.0
 
 
 @dataclass(frozen=True)
@@ -207,9 +212,18 @@ def compare_memory(baseline: Mapping[str, Any], current: Mapping[str, Any], fact
     out = []
     for figures in MEMORY_FIGURES:
         for figure in figures:
-            base, now = baseline.get(figure), current.get(figure)
-            if isinstance(base, int | float) and isinstance(now, int | float) and math.isfinite(base) \
-                    and math.isfinite(now):
-                out.append(MemoryComparison(figure, float(base), float(now), factor))
+            base, now = _mib(baseline, figure), _mib(current, figure)
+            if base is not None and now is not None:
+                out.append(MemoryComparison(figure, base, now, factor))
                 break
     return out
+
+
+def has_memory_figure(record: Mapping[str, Any]) -> bool:
+    """Whether the record holds any GPU memory figure (MEMORY_FIGURES) at all."""
+    return any(_mib(record, figure) is not None for figures in MEMORY_FIGURES for figure in figures)
+
+
+def _mib(record: Mapping[str, Any], figure: str) -> float | None:
+    value = record.get(figure)
+    return float(value) if isinstance(value, int | float) and math.isfinite(value) else None

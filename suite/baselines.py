@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from suite.results import incompleteness
+from suite.results import ACCEPTED_KEY, incompleteness
 
 LatencyKey = tuple[str, str, str, str, str]
 RecordKey = tuple[str, ...]
@@ -57,7 +57,7 @@ class DriftTolerances:
     top5_pts: float = 0.5
     isclose_pts: float = 1.0
     mae_factor: float = 2.0
-    #: a cell's peak GPU memory may grow by this factor, and by MEMORY_SLACK_MIB at least, before it drifted
+    #: a cell's GPU memory may grow by this factor, and by metrics.drift.MEMORY_SLACK_MIB at least, before it drifted
     memory_factor: float = 1.5
 
     def describe(self) -> str:
@@ -235,6 +235,7 @@ def load_latency_baselines(paths: list[Path], accept_incomplete: bool = False) -
     without: list[str] = []
     environment: dict[str, Any] = {}
     fingerprints: list[dict[str, Any]] = []
+    runs_seen: dict[str, Path] = {}
     when = None
     for path in paths:
         try:
@@ -244,6 +245,7 @@ def load_latency_baselines(paths: list[Path], accept_incomplete: bool = False) -
         if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
             raise BaselineError(f"latency baseline {path}: not a pytest-benchmark file (no 'benchmarks' list)")
         _refuse_incomplete(Path(path), data, accept_incomplete, "latency baseline")
+        _refuse_copy(Path(path), data, runs_seen)
         for bench in data["benchmarks"]:
             extra = (bench.get("extra_info") if isinstance(bench, dict) else None) or {}
             key = latency_key(extra)
@@ -275,6 +277,17 @@ def load_latency_baselines(paths: list[Path], accept_incomplete: bool = False) -
                            fingerprints=tuple(fingerprints),
                            sm_clock={k: float(statistics.median(v)) for k, v in clocks.items()}, methods=methods,
                            classes=classes)
+
+
+def _refuse_copy(path: Path, data: dict[str, Any], seen: dict[str, Path]) -> None:
+    """Two baseline files whose cases are the same to the last bit are one run saved twice (a copy, renamed or
+    re-dated or not): as several runs they would give every case a run-to-run spread of zero, so that any move
+    between nights reads as significant. Two real runs never time the same rounds."""
+    cases = json.dumps(data["benchmarks"], sort_keys=True)
+    if cases in seen:
+        raise BaselineError(f"--latency-baseline: {path} holds the same cases and rounds as {seen[cases]}, a copy of "
+                            "one run: counted twice it would make the run-to-run spread zero; name each run once")
+    seen[cases] = path
 
 
 def saved_fingerprint(data: Mapping[str, Any]) -> dict[str, Any]:
@@ -395,10 +408,11 @@ def load_results_baseline(path: Path, accept_incomplete: bool = False) -> Result
         raise BaselineError(f"accuracy baseline {path}: not a --suite-results file (no 'records' list)")
     _refuse_incomplete(Path(path), data, accept_incomplete, "accuracy baseline")
     verdict = (data.get("verdict") or {}).get("verdict") if isinstance(data.get("verdict"), dict) else None
-    if "verdict" in data and verdict != "passed":
+    if "verdict" in data and verdict != "passed" and not isinstance(data.get(ACCEPTED_KEY), dict):
         raise BaselineError(f"accuracy baseline {path}: its run's verdict was {verdict or 'missing'}, not passed: "
                             "figures that failed (or were not judged) would become the standard a later run is held "
-                            "to; use the results of a run that passed")
+                            "to; use the results of a run that passed (or one accepted as a baseline: "
+                            "suite.results.accept_as_baseline)")
     records = RecordsByCase()
     memory: dict[str, dict[str, Any]] = {}
     for record in data["records"]:

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from engines import get_backend
-from suite import options
+from suite import census_record, options
+from suite.config import ModelConfig
 from suite.lifetime import HARNESS_TEST, cell_of, model_of_nodeid, run_order
 from suite.session import Cell
 from suite.state import NOT_COLLECTED_KEY, RUN_KEY, suite_session
@@ -21,16 +22,33 @@ _ROOT = Path(__file__).resolve().parent.parent
 #: Why the harness-overhead check cannot run off CUDA (also its skip where --overhead-model asks for it anyway).
 HARNESS_ON_CPU = "the harness-overhead check compares CUDA-event loops; run with --device cuda:N"
 
+#: The padding-invariance check (tests/parity/test_embeddings.py) and why it is left out for other models' cells.
+PADDING_TEST = "test_embeddings.py::test_padding_does_not_change_embeddings["
+PADDING_NOT_EMBEDDING = ("not sentence-embedding models (an input with role = \"attention_mask\" and a "
+                         "parity_dataset): the padding-invariance check has nothing to pad")
+
 #: pytest-benchmark's --benchmark-only / --benchmark-skip mark what they leave out with these skips.
 _BENCHMARK_FILTERS = ("Skipping non-benchmark (--benchmark-only active).",
                       "Skipping benchmark (--benchmark-skip active).")
+
+
+def embedding_model_reason(model: ModelConfig) -> str | None:
+    """Why ``model`` is not a sentence-embedding model the padding-invariance check can judge, or None."""
+    if model.attention_mask is None:
+        return f"{model.name} declares no input with role = \"attention_mask\": not a sentence-embedding model"
+    if model.parity_dataset is None:
+        return f"{model.name} declares no parity_dataset: no real sentences to pad"
+    return None
 
 
 def cannot_run_here(config: pytest.Config) -> dict[Cell, str]:
     """The selected cells that cannot run on this run's device by design, each with the engine's own reason
     (its ``unsupported_reason``: TensorRT or TF32 on a CPU, torch int8), which are not collected: on a CPU a
     config's GPU cells would otherwise be dozens of 'not judged' skips burying the judgements. A missing library
-    or device (``skip_reason``: unavailable) is never left out: that is a broken machine, not a design.
+    or device (``skip_reason``: unavailable) is never left out: that is a broken machine, not a design. Nor are the
+    cells whose precision census, recorded by an earlier run under this run's key (suite/census_record.py), says
+    they compute nothing, or almost nothing, in their precision here: every check of theirs would end 'not judged
+    (precision-not-run)'.
 
     Never hidden: a cell whose engine is named by --engines or whose precision is named by --precisions is
     collected and reported as before (not judged, or failed where required); so are all the cells of a required
@@ -39,11 +57,12 @@ def cannot_run_here(config: pytest.Config) -> dict[Cell, str]:
     named = (set(options.split_list(config.getoption("--engines")) or ())
              | set(options.split_list(config.getoption("--precisions")) or ()))
     cells = session.cells()
+    census = census_record.precision_not_run(session)
     out: dict[Cell, str] = {}
     for cell in cells:
         if cell.engine in named or cell.precision in named:
             continue
-        reason = get_backend(cell.engine).unsupported_reason(session.request(cell))
+        reason = get_backend(cell.engine).unsupported_reason(session.request(cell)) or census.get(cell)
         if reason:
             out[cell] = reason
     for engine in state.required_engines:
@@ -80,9 +99,10 @@ def select_and_order(config: pytest.Config, items: list[pytest.Item]) -> None:
 
 def leave_out_what_cannot_run_here(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Deselect the checks of cells that cannot run on this device (cannot_run_here), unless named on the command
-    line by their id, and the GPU-only harness-overhead check off CUDA (harness_left_out); remember them for the
-    summary."""
+    line by their id, the GPU-only harness-overhead check off CUDA (harness_left_out) and the padding-invariance
+    check of models that are not sentence-embedding models (the config says so); remember them for the summary."""
     impossible, harness = cannot_run_here(config), harness_left_out(config)
+    session = suite_session(config)
     left: dict[str, tuple[list[str], int]] = {}
     kept: list[pytest.Item] = []
     dropped: list[pytest.Item] = []
@@ -92,6 +112,9 @@ def leave_out_what_cannot_run_here(config: pytest.Config, items: list[pytest.Ite
             reason, what = HARNESS_ON_CPU, "test_harness_overhead"
         elif cell is not None and cell in impossible and not named_on_command_line(config, item):
             reason, what = impossible[cell], cell.id
+        elif (cell is not None and PADDING_TEST in item.nodeid.replace("\\", "/")
+              and embedding_model_reason(session.model(cell.model)) and not named_on_command_line(config, item)):
+            reason, what = PADDING_NOT_EMBEDDING, cell.model
         else:
             kept.append(item)
             continue
@@ -117,6 +140,10 @@ def not_collected_lines(config: pytest.Config) -> list[str]:
         args = [(config.invocation_params.dir / arg.partition("::")[0]).resolve() for arg in config.args]
         if harness_left_out(config) and any(harness.is_relative_to(arg) for arg in args):  # it was selected
             left[HARNESS_ON_CPU] = (["test_harness_overhead"], 0)
+        padding = _ROOT / "tests" / "parity" / PADDING_TEST.partition("::")[0]
+        others = [m.name for m in suite_session(config).config.models.values() if embedding_model_reason(m)]
+        if others and any(padding.is_relative_to(arg) for arg in args):
+            left[PADDING_NOT_EMBEDDING] = (others, 0)
     if not left:
         return []
     head = (f"not collected, as they cannot run on {suite_session(config).device} (naming their engine with "

@@ -73,6 +73,9 @@ class FleetPlugin:
         return result
 
     def _start_session(self) -> None:
+        gate = gate_of(self.config)
+        if gate is not None:  # a regression's own message names a baseline spread otherwise (issue 47)
+            gate.environment = {**gate.environment, **worker_layout(self.config)}
         if self.is_worker:
             self._enable_benchmarks_in_worker()
         else:
@@ -262,8 +265,9 @@ def worker_layout(config: pytest.Config) -> dict[str, Any]:
     as every table prints it: ``worker_count``, the xdist workers that reported (1 without xdist); ``worker_gpus``,
     the CUDA_VISIBLE_DEVICES entry each worker was given (suite/workers.py BOUND_GPU), or this process's GPU, comma-
     separated ("none" on the CPU); ``worker_cores``, each worker's cores as it reported them ("gw0 16 cores (0-15);
-    gw1 16 cores (16-31)"). An xdist run whose workers sent nothing (stopped early) records what it asked for: its
-    worker count and the GPUs it handed out, no cores."""
+    gw1 16 cores (16-31)"). An xdist run whose workers sent nothing (yet: during the tests, or stopped early)
+    records what it asked for: its worker count and the GPUs it handed out, no cores; so does an xdist worker, for
+    the latency gate's comparisons made in it."""
     plugin = config.pluginmanager.get_plugin("suite-fleet")
     reported = dict(plugin.worker_environments) if plugin is not None else {}
     if reported:
@@ -273,7 +277,9 @@ def worker_layout(config: pytest.Config) -> dict[str, Any]:
                 "worker_cores": "; ".join(f"{w} {describe_cpus(plugin.worker_affinity.get(w))}"  # type: ignore[union-attr]
                                           for w in names)}
     numprocesses = config.getoption("numprocesses", None)
-    if numprocesses and not hasattr(config, "workerinput"):
+    if hasattr(config, "workerinput"):
+        numprocesses = config.workerinput.get("workercount") or numprocesses
+    if numprocesses:
         return {"worker_count": int(numprocesses), "worker_gpus": os.environ.get(WORKER_GPUS_ENV) or "none"}
     return {"worker_count": 1, "worker_gpus": _own_gpu(config.getoption("--device", "cpu")),
             "worker_cores": f"main {describe_cpus(_affinity())}"}

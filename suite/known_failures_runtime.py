@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 
 from metrics.parity_report import failed_metric
-from suite.config import accuracy_failed_metric
+from suite import verdict
+from suite.config import FailedValues, accuracy_failed_metric
+from suite.gate.state import gate_of
 from suite.session import Cell
 from suite.state import SESSION_KEY, suite_session
 
@@ -43,32 +45,66 @@ def note_records_start(item: pytest.Item) -> None:
 
 
 def failed_figures(records: list[dict[str, Any]], cell: Cell, kind: str, first_output: str) -> tuple[
-        tuple[tuple[str, str | None], ...], list[str]]:
+        tuple[tuple[str, str | None], ...], list[str], FailedValues]:
     """What this cell's check of this kind recorded as failed: ((output, figure), ...), the figure None where a
-    failure names none; and each failing record's headline, as its assertion message states it (parity:
-    ``output 'x' (64, 5): cosine ...``; accuracy, judged on the model's first output: ``accuracy over n=64: ...``)."""
+    failure names none; each failing record's headline, as its assertion message states it (parity:
+    ``output 'x' (64, 5): cosine ...``; accuracy, judged on the model's first output: ``accuracy over n=64: ...``);
+    and each named failed figure's recorded value, ((output, figure, value), ...), which the entry's declared value
+    and margin bound."""
     figures: list[tuple[str, str | None]] = []
     headlines: list[str] = []
+    values: list[tuple[str, str, float | None]] = []
     for record in records:
         failures = record.get("failures") or []
         if record.get("cell") != cell.id or record.get("kind") not in _KNOWN_RECORD_KINDS[kind] or not failures:
             continue
         if kind == "accuracy":
-            figures += [(first_output, accuracy_failed_metric(str(f))) for f in failures]
+            named = [(first_output, accuracy_failed_metric(str(f))) for f in failures]
             headlines.append(f"accuracy over n={record.get('n')}: {'; '.join(map(str, failures))}")
         else:
             name = str(record.get("name"))
-            figures += [(name, failed_metric(str(f))) for f in failures]
+            named = [(name, failed_metric(str(f))) for f in failures]
             headlines.append(f"output {name!r} {tuple(record.get('shape') or ())}: {'; '.join(map(str, failures))}")
-    return tuple(figures), headlines
+        figures += named
+        values += [(output, metric, _number(record.get(metric))) for output, metric in named if metric is not None]
+    return tuple(figures), headlines, tuple(values)
+
+
+def _number(value: Any) -> float | None:
+    """A recorded figure as a number; None where it is none (JSON null, text)."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _drifted(item: pytest.Item, report: pytest.TestReport, records: list[dict[str, Any]]) -> str | None:
+    """The drift gate on this test's records, before a known failure may absorb the test (the test's own
+    ``gate.check()`` comes after the assertion it failed): each comparison goes into the verdict with the test, and
+    a record that drifted beyond --accuracy-drift is a failure no known failure absorbs. None: nothing drifted (or
+    no accuracy baseline)."""
+    gate = gate_of(item.config)
+    if gate is None or gate.results_baseline is None:
+        return None
+    drifted = []
+    for record in records:
+        component, message = gate.check_drift(record, item.nodeid)
+        if component is not None:
+            report.user_properties.append((verdict.USER_PROPERTY, component.as_dict()))
+        if message:
+            drifted.append(" ".join(message.split()))
+    if not drifted:
+        return None
+    return (f"drifted beyond --accuracy-drift against the accuracy baseline ({'; '.join(drifted)}): a known failure "
+            "never absorbs a drift-gate failure")
 
 
 def judge(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport) -> None:
     """A known failure is expected only the way it is declared: a failure of a test it covers is the known one
     when the test's assertion is about figures it recorded (an AssertionError whose message states them), every
     failed figure is one the entry names (``metrics``) on an output it names (``outputs``), and its ``match``
-    pattern is found in the message. Any other failure of the cell fails: another output or figure, any other
-    exception (a ValueError of mismatched shapes, a failed build), a failure in setup or teardown. Strictness is
+    pattern is found in the message, each failed figure is within its declared value and margin (``expected``), and
+    none of the test's records drifted beyond --accuracy-drift against an accuracy baseline. Any other failure of the
+    cell fails: another output or figure, the same figure further gone, a drift, any other exception (a ValueError of
+    mismatched shapes, a failed build), a failure in setup or teardown (the ledger: a later plain failure of the test
+    outranks its known one). Strictness is
     per entry (suite/verdict_wiring.py's VerdictPlugin): once none of its tests fails, the run fails until the entry
     is removed."""
     known = _known_failure(item)
@@ -80,8 +116,8 @@ def judge(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestRep
         exc = call.excinfo.value if call.excinfo is not None else None
         message = call.excinfo.exconly() if call.excinfo is not None else report.longreprtext
         session = suite_session(item.config)
-        figures, headlines = failed_figures(session.records[item.stash.get(_RECORDS_BEFORE, len(session.records)):],
-                                            cell, kind, session.model(cell.model).outputs[0])
+        records = session.records[item.stash.get(_RECORDS_BEFORE, len(session.records)):]
+        figures, headlines, values = failed_figures(records, cell, kind, session.model(cell.model).outputs[0])
         if report.when != "call":
             why = f"failed in {report.when}, not in the check itself"
         elif exc is None or type(exc) is not AssertionError:
@@ -90,7 +126,7 @@ def judge(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestRep
             why = ("does not state the figures the check recorded as failed (another assertion), so it is not the "
                    "declared failure")
         else:
-            why = entry.refusal(kind, message, figures)
+            why = entry.refusal(kind, message, figures) or entry.beyond(values) or _drifted(item, report, records)
         if why is None:
             report.outcome, report.wasxfail = "skipped", f"known failure: {entry.reason}"
         else:

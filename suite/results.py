@@ -46,6 +46,18 @@ def results_document(*, environment: dict[str, Any], records: list[dict[str, Any
             "verdict": verdict, "records": records, "engines": engines}
 
 
+#: What a results file kept as a baseline although its run did not pass carries: its verdict then and who accepted it
+#: (the nightly's accept_as_baseline). The accuracy baseline's loader takes such a file; without the mark a failed
+#: night kept that way was refused by every later night (exit 4) until someone deleted it.
+ACCEPTED_KEY = "accepted_as_baseline"
+
+
+def accept_as_baseline(data: dict[str, Any], how: str) -> dict[str, Any]:
+    """``data`` (a results file) marked as accepted as a baseline by ``how``, its verdict kept as it was."""
+    verdict = data.get("verdict") if isinstance(data.get("verdict"), dict) else {}
+    return {**data, ACCEPTED_KEY: {"how": how, "verdict": verdict.get("verdict")}}
+
+
 def incompleteness(data: dict[str, Any]) -> str | None:
     """Why a saved results file (or pytest-benchmark JSON carrying the suite's ``suite`` block) is not
     a whole run, or None. Files written before the mark existed count as complete."""

@@ -37,6 +37,10 @@ class RunState:
         self.early_check: tuple[str, BaseException | None] | None = None
         self.started = time.time()
         self.unwritten: list[str] = []  # files the run could not write (suite/verdict_wiring.py _file_not_written)
+        #: the --suite-results file this run wrote, and what it wrote there: settled again when a later file fails
+        self.results_written: tuple[str, dict[str, Any]] | None = None
+        #: what became of the --suite-results file where none was written (--collect-only), for the summary
+        self.results_note: str | None = None
         #: engines the config requires that this run leaves out, and why (an explicit --engines, or --models)
         self.left_out: dict[str, str] = {}
         #: the models that failed their start-up check, each with its one line (suite/startup_check.py): set by the

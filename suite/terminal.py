@@ -88,7 +88,9 @@ def summary(tr: Any, config: pytest.Config) -> None:
         tr.write_line(memory)
     for line in collection.not_collected_lines(config):
         tr.write_line(line)
-    path = config.getoption("--suite-results")
-    if path:
-        tr.write_line(f"suite results written to {path}")
+    state = config.stash.get(RUN_KEY, None)
+    if state is not None and state.results_written is not None:  # (one that failed said so in its own line)
+        tr.write_line(f"suite results written to {state.results_written[0]}")
+    elif state is not None and state.results_note:
+        tr.write_line(state.results_note)
     tr.write_line(stats.summary_line())

@@ -157,6 +157,12 @@ class TimedCall:
             self._runner.restage_path(self.path, self.feed(wanted))  # type: ignore[attr-defined]
         self._current = wanted
 
+    def restage_current(self) -> None:
+        """The staged feed copied in again, in place: the device work ``setup`` does before a timed call, for a
+        comparison that must start from the same state (tests/latency/test_harness_overhead.py's bare call)."""
+        if self.path != "all":
+            self._runner.restage_path(self.path, self.feed(self._current))  # type: ignore[attr-defined]
+
     def _settle(self) -> None:
         """The last call's outputs kept, where the audit draws its round or it is the first timed round."""
         done = len(self.samples_s)

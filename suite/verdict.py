@@ -15,7 +15,8 @@ fact (an interruption, pytest-benchmark's own compare). Its state:
   pattern of its message) that fails as declared, and in no other way, is counted apart and does not fail the run;
 * ``not judged``: it did not produce a verdict, for one of ``REASONS``. A run with a not-judged
   check exits ``EXIT_NOT_JUDGED`` (75) unless the user accepted that reason by name (``--accept-not-judged``,
-  or ``[run] accept_not_judged`` in the config). A run that judged nothing never exits 0.
+  or ``[run] accept_not_judged`` in the config). A run that judged nothing, or in which nothing passed (every
+  judged check a known failure), never exits 0.
 
 The exit status tells CI which, without reading the output: 1 (pytest's "tests failed") for a failed run, 75 for
 one that could not judge (retry it; a failure outranks it), and pytest's own codes for the rest (``EXIT_STATUS``).
@@ -192,13 +193,14 @@ class Ledger:
     # ---- reporting --------------------------------------------------------------------------------
     def add(self, check_id: str, state: str, reason: str | None = None, detail: str = "",
             known_failure: bool = False) -> Check:
-        """Record a check's outcome; a later, worse outcome of the same check (teardown error) wins."""
+        """Record a check's outcome; a later, worse outcome of the same check (teardown error) wins, and a plain
+        failure is worse than a known one: a teardown that fails after the call's known failure fails the check."""
         if state not in (PASSED, FAILED, NOT_JUDGED):
             raise ValueError(f"unknown state {state!r}")
         if state == NOT_JUDGED and reason not in REASONS:
             raise NotJudgedReasonError(f"{check_id}: unknown not-judged reason {reason!r}")
         old = self.checks.get(check_id)
-        if old is not None and _rank(old.state) >= _rank(state):
+        if old is not None and (_rank(old.state), not old.known_failure) >= (_rank(state), not known_failure):
             return old
         check = Check(check_id, state, reason if state == NOT_JUDGED else None, detail, known_failure,
                       old.components if old else [])
@@ -298,6 +300,9 @@ class Ledger:
         if not self.judged:
             why.append("nothing was judged: every check ended without a verdict" if self.checks
                        else "nothing was judged: the run had no checks")
+        elif not self.by_state(PASSED) and not failed:
+            known = len(self.by_state(FAILED, True))
+            why.append(f"nothing passed: every judged check ({known}) is a known failure, so nothing was shown right")
         if failed:
             return FAILED, why
         if why:

@@ -16,10 +16,9 @@ from typing import Any
 
 import pytest
 
-from suite import benchmark_files, fleet, junit, run_identity, scheduling, verdict
+from suite import benchmark_compare, benchmark_files, census_record, fleet, junit, run_identity, scheduling, verdict
 from suite.baseline_environment import current_fingerprint, difference_block
 from suite.config import ENGINES, SuiteConfig, threshold_changes
-from suite.gate.coverage import benchmark_compared
 from suite.gate.state import gate_of, self_test_knobs
 from suite.known_failures_runtime import KNOWN_PROPERTY
 from suite.results import merge_streamed, results_document, write_json_atomic
@@ -91,14 +90,15 @@ class VerdictPlugin:
         if is_worker(config):
             config.workeroutput["suite"] = plugin.worker_output()  # type: ignore[attr-defined]
             return
-        if config.option.collectonly:
-            return  # --collect-only judges nothing, by request: pytest's status stands
+        if config.option.collectonly:  # --collect-only judges nothing, by request: pytest's status stands
+            _no_results_file(config)
+            return
         ledger = ledger_of(config)
         stopped = {pytest.ExitCode.INTERRUPTED: "interrupted", pytest.ExitCode.USAGE_ERROR: "stopped by a usage error",
                    pytest.ExitCode.INTERNAL_ERROR: "stopped by an internal error"}.get(exitstatus)  # type: ignore[call-overload]
         if ledger.interrupted or stopped:
             ledger.mark_interrupted(ledger.interrupted or str(stopped), config.stash[RUN_KEY].collected)
-        _take_benchmark_regressions(config, ledger)
+        benchmark_compare.take_regressions(config, ledger)
         _required_engines_judged(config.stash[RUN_KEY], ledger)
         ledger.thresholds = thresholds_not_default(config.stash[RUN_KEY].config)
         self._strict_known_failures(ledger)
@@ -124,20 +124,49 @@ class VerdictPlugin:
             scheduling.save_durations(suite.cache.root, plugin.clock.per_unit)
         except OSError as exc:  # only the next run's scheduling order needs it
             log.warning("the per-cell durations for the next run's scheduling were not saved: %s", exc)
+        try:  # what the next run's collection leaves out (suite/census_record.py)
+            census_record.save(suite, suite.engine_facts())
+        except OSError as exc:  # the next run then collects those cells, and judges them as this one did
+            log.warning("the cells' precision census for the next run's collection was not saved: %s", exc)
         path = config.getoption("--suite-results")
         if path:
             records = suite.records
             if ledger.interrupted:  # xdist workers stopped before sending theirs: what they streamed survives
                 records = merge_streamed(records, Path(f"{path}.partial.jsonl"))
+            document = results_document(
+                environment=environment, records=records, engines=suite.engine_facts(),
+                verdict=config.stash[VERDICT_KEY], complete=ledger.interrupted is None,
+                incomplete_reason=ledger.interrupted, run=info, baseline_environment=difference,
+                self_test_knobs=knobs)
             with _unwritten(config, ledger, "--suite-results", path):
-                write_json_atomic(path, results_document(
-                    environment=environment, records=records, engines=suite.engine_facts(),
-                    verdict=config.stash[VERDICT_KEY], complete=ledger.interrupted is None,
-                    incomplete_reason=ledger.interrupted, run=info, baseline_environment=difference,
-                    self_test_knobs=knobs))
+                write_json_atomic(path, document)
+                config.stash[RUN_KEY].results_written = (path, document)
         for what, where, error in benchmark_files.unwritten_benchmark_files(config):
             _file_not_written(config, ledger, what, where, error)
         session.exitstatus = ledger.exit_status(int(session.exitstatus))  # a file not written fails the run
+
+
+def _no_results_file(config: pytest.Config) -> None:
+    """--collect-only writes no --suite-results file: an earlier run's file there would read as this run's (the
+    summary once said 'suite results written to X' over yesterday's X), so it is removed, saying so."""
+    path = config.getoption("--suite-results")
+    if not path:
+        return
+    state = config.stash[RUN_KEY]
+    stream = Path(f"{path}.partial.jsonl")  # the record stream configure opened: this run streamed nothing
+    if stream.is_file() and not stream.stat().st_size:
+        stream.unlink()
+    if not Path(path).exists():
+        state.results_note = f"suite results: none written to {path} (--collect-only judges nothing)"
+        return
+    try:
+        Path(path).unlink()
+    except OSError as exc:
+        state.results_note = (f"suite results: none written to {path} (--collect-only judges nothing), and the earlier "
+                              f"run's file there could not be removed ({exc.strerror or exc}): it is not this run's")
+        return
+    state.results_note = (f"suite results: none written to {path} (--collect-only judges nothing); the earlier run's "
+                          "file there was removed, so that nothing reads it as this run's")
 
 
 def finish(session: pytest.Session) -> Generator[None, Any, Any]:
@@ -185,10 +214,31 @@ def _file_not_written(config: pytest.Config, ledger: verdict.Ledger, what: str, 
     ledger.add(f"{what} written", verdict.FAILED, detail=text)
     config.stash[VERDICT_KEY] = ledger.as_dict()  # the report says so too
     config.stash[RUN_KEY].unwritten.append(text)
+    lines = [text, *_results_settled_again(config.stash[RUN_KEY], config.stash[VERDICT_KEY])]
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         reporter.ensure_newline()
-        reporter.write_line(f"suite: {text}", red=True)
+        for line in lines:
+            reporter.write_line(f"suite: {line}", red=True)
+
+
+def _results_settled_again(state: RunState, settled: dict[str, Any]) -> list[str]:
+    """A file that failed after the --suite-results file was written (the HTML report on a full disk) changed the
+    verdict that file holds: it is written again with the final verdict, or, where that fails too, removed (a results
+    file saying 'passed' of a failed run would become tomorrow's baseline). What happened, in words, if anything."""
+    if state.results_written is None:
+        return []
+    path, document = state.results_written
+    try:
+        write_json_atomic(path, {**document, "verdict": settled})
+    except OSError as exc:
+        state.results_written = None
+        with contextlib.suppress(OSError):
+            Path(path).unlink()
+        return [f"--suite-results {path} could not take the final verdict ({exc.strerror or exc}), so it was removed "
+                "rather than left saying the run's earlier verdict"]
+    state.results_written = (path, {**document, "verdict": settled})
+    return []
 
 
 def _interrupted_while_writing(config: pytest.Config, why: str) -> None:
@@ -265,24 +315,3 @@ def _engine_of(nodeid: str, config: SuiteConfig) -> str | None:
             engine = param[len(model) + 1:].partition("-")[0]
             return engine if engine in ENGINES else None
     return None
-
-
-def _take_benchmark_regressions(config: pytest.Config, ledger: verdict.Ledger) -> None:
-    """pytest-benchmark's --benchmark-compare-fail raises a bare PerformanceRegression from its terminal
-    summary (a traceback, and no 'N passed' line). Its findings become failed checks of the verdict
-    instead, listed with the rest; see docs/gating.md 'Two gates' for how it compares with --latency-baseline.
-    A case it had nothing to compare with is not judged (no-baseline), as with the suite's own gate."""
-    bench = getattr(config, "_benchmarksession", None)
-    if bench is None or not getattr(bench, "compare_fail", None):
-        return
-    compared = benchmark_compared(bench)
-    for case in bench.benchmarks:
-        if case and case.fullname not in compared:
-            ledger.add_component(case.fullname, verdict.Component(
-                "pytest-benchmark --benchmark-compare-fail", verdict.NOT_JUDGED, "no-baseline",
-                f"the compared run ({config.getoption('benchmark_compare')}) has no case named {case.fullname}"))
-    found = list(bench.performance_regressions or [])
-    bench.performance_regressions.clear()
-    for name, failure in found:
-        ledger.add(f"pytest-benchmark --benchmark-compare-fail: {name}", verdict.FAILED,
-                   detail=f"Performance has regressed: {failure}")

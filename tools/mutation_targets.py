@@ -36,7 +36,13 @@ PATTERNS = [
     "metrics.parity_report.*",
     f"{L}LatencyOutcomeǁcomponent__mutmut_*", f"{L}LatencyChecksǁcheck_latency__mutmut_*",
     f"{L}LatencyChecksǁbusy_matters__mutmut_*", f"{G}Gateǁgated__mutmut_*", f"{L}LatencyChecksǁungated__mutmut_*",
-    "engines.versions.x_version_of__mutmut_*", "engines.artifacts.x__onnx_stage__mutmut_*",
+    "suite.gate.latency.x_load_can_explain__mutmut_*",
+    "suite.baselines.x__refuse_copy__mutmut_*", "suite.gate.drift.xǁDriftChecksǁcheck_memory__mutmut_*",
+    "metrics.drift.x_compare_memory__mutmut_*", "metrics.drift.x_has_memory_figure__mutmut_*",
+    "metrics.drift.x__mib__mutmut_*", "metrics.drift.xǁMemoryComparisonǁfailed__mutmut_*",
+    "suite.config.options.x_check_rounds_option__mutmut_*",
+    "engines.versions.x_version_of__mutmut_*", "engines.versions.x__imported__mutmut_*",
+    "engines.artifacts.x__onnx_stage__mutmut_*", f"{A}traced__mutmut_*",
     f"{A}onnx_path__mutmut_*", f"{A}onnx_key__mutmut_*", f"{A}export_options_for__mutmut_*",
     f"{A}_export_parts__mutmut_*", f"{A}_fused_stage__mutmut_*", f"{A}_stage__mutmut_*",
     "core.inputs.xǁAxisRangeǁas_dict__mutmut_*", "core.inputs.xǁInputSpecǁas_key__mutmut_*",
@@ -48,6 +54,10 @@ PATTERNS = [
     "engines.inductor.backend.x_cache_parts__mutmut_*", "engines.inductor.backend.x__device_identity__mutmut_*",
     "engines.inductor.backend.x__compiler_identity__mutmut_*",
     f"{R}trt_cache_dir__mutmut_*", "engines.onnxrt.backend.x_trt_profile_options__mutmut_*",
+    # the latency gate's statistics and rules (issue 43: every function that decides a verdict)
+    "metrics.clocks.*", "metrics.latency.x_two_modes__mutmut_*",
+    "suite.bound.x_classify__mutmut_*", "suite.bound.x_class_noise__mutmut_*", "suite.bound.x_between_half__mutmut_*",
+    "suite.bound.x_gate_rule__mutmut_*",
 ]
 
 _NAMED = re.compile(r"^(?P<module>[\w.]+?)\.x(?:ǁ(?P<cls>\w+)ǁ|_)(?P<func>\w+?)__mutmut_\*$")

@@ -11,6 +11,7 @@ import logging
 import re
 import warnings
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ import torch
 from core.inputs import InputSpec, synthetic_feed
 from engines.base import BATCH_AXIS, ONNX_EXPORTERS, EngineBuildError, EngineFacts
 from engines.feeds import pick_outputs, returned_output_names
+from engines.onnx.graph_digest import program_digest, script_graph_digest
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +97,11 @@ def with_configured_outputs(module: torch.nn.Module, args: tuple[torch.Tensor, .
         shapes = [f"{tuple(a.shape)} {a.dtype}" for a in args]
         raise EngineBuildError(f"{where}: forward on sample inputs {shapes} failed: "
                                f"{type(exc).__name__}: {exc}") from exc
+    return fit_outputs(module, out, outputs, where)
+
+
+def fit_outputs(module: torch.nn.Module, out: Any, outputs: tuple[str, ...], where: str) -> torch.nn.Module:
+    """with_configured_outputs' decision and checks, on what the module returned (``out``)."""
     try:
         picked = pick_outputs(out, outputs, where)
     except ValueError as exc:
@@ -138,33 +145,156 @@ def input_dynamic_shapes(module: torch.nn.Module, inputs: tuple[InputSpec, ...],
     return dict(zip(forward_arg_names(module, inputs, where), per_input, strict=True))
 
 
+@dataclass(frozen=True)
+class TracedExport:
+    """The graph an export computes, traced the way its exporter traces it, and that graph's digest (part of the
+    export's cache key: engines/onnx/graph_digest.py says why). ``program``: the dynamo exporter's ExportedProgram,
+    which the export then translates, so the file is made from exactly the graph the key names; ``shapes``: the
+    dynamic shapes it was captured with, whose names the exporter gives the file's axes."""
+
+    digest: str
+    program: Any = None
+    shapes: Any = None
+
+
+def trace_export(module: torch.nn.Module, model_name: str, inputs: tuple[InputSpec, ...],
+                 outputs: tuple[str, ...], options: dict[str, Any]) -> TracedExport:
+    """Trace ``module`` as the export with ``options`` would: the dynamo exporter's capture (torch.export, its
+    strategies in its order, with the ONNX-export flag set, as ``torch.onnx.is_in_onnx_export()`` reads it), or the
+    torchscript exporter's trace (with its own flag), of the module whose outputs are the configured ones
+    (with_configured_outputs' rule). Raise EngineBuildError naming the model where it fails, with the message the
+    export or the start-up check gives."""
+    static = options.get("static_batch")
+    args = sample_inputs(inputs, static or options["sample_batch"])
+    where = f"model {model_name!r}"
+    module = module.eval()
+    if options["exporter"] == "dynamo":
+        return _dynamo_trace(module, args, inputs, outputs, static, model_name, options)
+    try:  # the trace runs the forward: what it returned decides the outputs, with no forward of its own
+        graph, out = _script_graph(module, args, model_name, options)
+        fitted = fit_outputs(module, out, outputs, where)
+    except EngineBuildError:
+        fitted, graph = with_configured_outputs(module, args, outputs, where), None
+    if graph is None or fitted is not module:
+        graph, _ = _script_graph(fitted, args, model_name, options)
+    return TracedExport(script_graph_digest(graph))
+
+
+def _script_graph(module: torch.nn.Module, args: tuple[torch.Tensor, ...], model_name: str,
+                  options: dict[str, Any]) -> tuple[Any, Any]:
+    """The torchscript exporter's trace (graph, what the module returned), with its ONNX-export flag set."""
+    from torch.onnx._internal.torchscript_exporter._globals import GLOBALS
+
+    flag = GLOBALS.in_onnx_export
+    GLOBALS.in_onnx_export = True
+    try:
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            return torch.jit._get_trace_graph(module, args, strict=False, _force_outplace=False)
+    except Exception as exc:
+        raise _export_error(model_name, options, exc) from None
+    finally:
+        GLOBALS.in_onnx_export = flag
+
+
+def _dynamo_trace(module: torch.nn.Module, args: tuple[torch.Tensor, ...], inputs: tuple[InputSpec, ...],
+                  outputs: tuple[str, ...], static: int | None, model_name: str,
+                  options: dict[str, Any]) -> TracedExport:
+    """The dynamo exporter's program of ``module`` as export_onnx exports it (its outputs bound to the configured
+    names). The outputs are read from the captured graph, so a warm run pays no eager forward for them (about half
+    of a trace's time); a capture that fails is taken again after with_configured_outputs' eager forward, whose
+    errors (a forward that fails, a configured name not returned) are the start-up check's."""
+    where = f"model {model_name!r}"
+    dims = export_dims(inputs, 1, 4096)
+    if static:
+        dims[BATCH_AXIS] = torch.export.Dim.STATIC
+    try:  # before the exporter: a forward() that does not fit is said as such
+        shapes = input_dynamic_shapes(module, inputs, dims, where)
+        program = _capture(module, args, shapes, model_name, options)
+        fitted = fit_outputs(module, _returned(program), outputs, where)
+    except EngineBuildError:
+        fitted = with_configured_outputs(module, args, outputs, where)
+        program = None
+    if program is None or fitted is not module:
+        shapes = input_dynamic_shapes(fitted, inputs, dims, where)
+        program = _capture(fitted, args, shapes, model_name, options)
+    return TracedExport(program_digest(program), program, shapes)
+
+
+def _returned(program: Any) -> Any:
+    """What the captured module returns, as its forward returned it (a tensor, tuple, dict, named tuple), with the
+    graph's fake tensors for values; buffer mutations, which the graph returns too, left out."""
+    from torch.export.graph_signature import OutputKind
+    from torch.utils import _pytree
+
+    (node,) = [n for n in program.graph.nodes if n.op == "output"]
+    values = [a.meta.get("val") if isinstance(a, torch.fx.Node) else a
+              for a, spec in zip(node.args[0], program.graph_signature.output_specs, strict=True)
+              if spec.kind == OutputKind.USER_OUTPUT]
+    return _pytree.tree_unflatten(values, program.call_spec.out_spec)
+
+
+def _capture(module: torch.nn.Module, args: tuple[torch.Tensor, ...], shapes: dict[str, Any], model_name: str,
+             options: dict[str, Any]) -> Any:
+    """The ExportedProgram torch.onnx.export(dynamo=True) would capture: its strategies, first success wins; where
+    all fail, the error it would raise (the first strategy's, as torch.export's)."""
+    from torch.onnx._internal.exporter import _capture_strategies, _core, _errors, _flags
+
+    def capture() -> Any:
+        failed: list[Exception] = []
+        for strategy in _capture_strategies.CAPTURE_STRATEGIES:
+            result = strategy(verbose=False)(module, args, {}, dynamic_shapes=shapes)
+            if result.exported_program is not None:
+                return result.exported_program
+            if result.exception is not None:
+                failed.append(result.exception)
+        first = failed[0] if failed else RuntimeError("no capture strategy")
+        raise _errors.TorchExportError(_core._STEP_ONE_ERROR_MESSAGE + _core._summarize_exception_stack(first))
+
+    try:
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            return _flags.set_onnx_exporting_flag(capture)()
+    except Exception as exc:
+        raise _export_error(model_name, options, exc) from None
+
+
+def _export_error(model_name: str, options: dict[str, Any], exc: Exception) -> EngineBuildError:
+    """The exporter raises many types; the message is what the user needs (its first lines; all of it in the log)."""
+    message = _ANSI.sub("", str(exc)).strip()
+    lines = message.splitlines()
+    if len(lines) > _MESSAGE_LINES:  # the dynamo exporter's report runs to hundreds of lines
+        log.error("ONNX export of %s failed; the exporter's whole message:\n%s", model_name, message)
+        message = "\n".join(lines[:_MESSAGE_LINES]) + f"\n... ({len(lines) - _MESSAGE_LINES} more lines in the log)"
+    # from None at the raise: the chained exporter traceback printed ~1,000 lines per test for one unsupported op
+    return EngineBuildError(f"ONNX export of model {model_name!r} failed ({options}): {type(exc).__name__}: {message}")
+
+
 def export_onnx(module: torch.nn.Module, model_name: str, inputs: tuple[InputSpec, ...],
-                outputs: tuple[str, ...], path: Path, options: dict[str, Any]) -> None:
+                outputs: tuple[str, ...], path: Path, options: dict[str, Any],
+                traced: TracedExport | None = None) -> None:
     """Export with the batch axis (fixed at ``options["static_batch"]`` where that is set) and every named axis
     dynamic and the graph's outputs in the configured order, bound by name for dict and named-tuple outputs;
-    raise EngineBuildError naming the model on any failure, or when the file's opset is not the one asked."""
+    raise EngineBuildError naming the model on any failure, or when the file's opset is not the one asked.
+    ``traced``: the module's trace for these options (trace_export), whose graph the dynamo exporter translates."""
     static = options.get("static_batch")
     args = sample_inputs(inputs, static or options["sample_batch"])
     names = [i.name for i in inputs]
-    module = with_configured_outputs(module.eval(), args, outputs, f"model {model_name!r}")
     batch_axis = f"batch fixed at {static}" if static else "dynamic batch"
     log.info("exporting %s to ONNX (opset %s, %s exporter, %s)", model_name, options["opset"], options["exporter"],
              batch_axis)
-    shapes: dict[str, Any] = {}
-    if options["exporter"] == "dynamo":  # before the exporter: a forward() that does not fit is said as such
-        dims = export_dims(inputs, 1, 4096)
-        if static:
-            dims[BATCH_AXIS] = torch.export.Dim.STATIC
-        shapes = input_dynamic_shapes(module, inputs, dims, f"model {model_name!r}")
+    if options["exporter"] == "dynamo":
+        traced = traced or trace_export(module, model_name, inputs, outputs, options)
+    else:
+        module = with_configured_outputs(module.eval(), args, outputs, f"model {model_name!r}")
     try:
         with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")
             if options["exporter"] == "dynamo":
                 placeholders = [f"{_PLACEHOLDER}{i}" for i in range(len(outputs))]
                 torch.onnx.export(
-                    module.eval(), args, str(path), input_names=names, output_names=placeholders,
-                    dynamic_shapes=shapes,
-                    opset_version=options["opset"], dynamo=True, external_data=False,
+                    traced.program, args, str(path), input_names=names, output_names=placeholders,
+                    dynamic_shapes=traced.shapes, opset_version=options["opset"], dynamo=True, external_data=False,
                     verbose=False, optimize=True,
                 )
                 _name_outputs(path, placeholders, outputs)
@@ -179,14 +309,7 @@ def export_onnx(module: torch.nn.Module, model_name: str, inputs: tuple[InputSpe
                     opset_version=options["opset"], dynamo=False,
                 )
     except Exception as exc:  # the exporter raises many types; the message is what the user needs
-        message = _ANSI.sub("", str(exc)).strip()
-        lines = message.splitlines()
-        if len(lines) > _MESSAGE_LINES:  # the dynamo exporter's report runs to hundreds of lines
-            log.error("ONNX export of %s failed; the exporter's whole message:\n%s", model_name, message)
-            message = "\n".join(lines[:_MESSAGE_LINES]) + f"\n... ({len(lines) - _MESSAGE_LINES} more lines in the log)"
-        # from None: the chained exporter traceback printed ~1,000 lines per test for one unsupported op
-        raise EngineBuildError(f"ONNX export of model {model_name!r} failed ({options}): "
-                               f"{type(exc).__name__}: {message}") from None
+        raise _export_error(model_name, options, exc) from None
     check_onnx(path, model_name, inputs, static)
     _check_output_names(path, model_name, outputs)
     _check_opset(path, model_name, options)

@@ -190,8 +190,8 @@ class OnnxRuntimeRunner:
         """Another feed of the same shapes copied into the bound input values in place (a CUDA graph replays at the
         addresses it captured: ``OrtValue.update_inplace`` exists for it), between two timed runs."""
         check_feed(feed, self.input_names)
-        _, _, values = self._bound[path]
-        for name, value in zip(self.input_names, values, strict=True):
+        _, _, values = self._bound[path]  # the inputs, then the outputs (_bind)
+        for name, value in zip(self.input_names, values[:len(self.input_names)], strict=True):
             value.update_inplace(np.ascontiguousarray(as_input_dtype(feed[name], self._dtypes[name], name,
                                                                      self.label)))
 
@@ -333,9 +333,11 @@ def _device_id(device: str) -> int:
 class OnnxRuntimeBackend:
     name = "onnxruntime"
 
-    def providers(self, request: EngineRequest, cache: ArtifactCache | None = None) -> list[Any]:
+    def providers(self, request: EngineRequest, cache: ArtifactCache | None = None,
+                  onnx_key: str | None = None) -> list[Any]:
         """TF32 is off for the fp32 reference only; other precisions keep the CUDA EP's default (on), as
-        deployed: with it off, fp16 ResNet-50 ran 5.6 % slower on an H200 (28.3 vs 26.7 ms at batch 256)."""
+        deployed: with it off, fp16 ResNet-50 ran 5.6 % slower on an H200 (28.3 vs 26.7 ms at batch 256). ``cache`` and
+        ``onnx_key`` (the cache key of the file the session runs): where the TensorRT EP keeps its engines."""
         ep = execution_provider(request)
         if ep == "cpu":
             return ["CPUExecutionProvider"]
@@ -350,19 +352,24 @@ class OnnxRuntimeBackend:
                                        "trt_int8_enable": request.precision == "int8",
                                        **trt_profile_options(request)}
         if cache is not None:
+            if onnx_key is None:
+                raise ValueError(f"{request.cell_id}: the TensorRT EP's engine cache needs the ONNX file's key")
             trt_options.update(trt_engine_cache_enable=True, trt_timing_cache_enable=True,
-                               trt_engine_cache_path=str(self.trt_cache_dir(request, cache)))
+                               trt_engine_cache_path=str(self.trt_cache_dir(request, cache, onnx_key)))
         return [("TensorrtExecutionProvider", trt_options), cuda]
 
-    def trt_cache_dir(self, request: EngineRequest, cache: ArtifactCache) -> Any:
-        """The TensorRT EP writes its own engines; give each configuration its own directory."""
+    def trt_cache_dir(self, request: EngineRequest, cache: ArtifactCache, onnx_key: str) -> Any:
+        """The TensorRT EP writes its own engines; give each configuration and each ONNX file (by its cache key) its
+        own directory. ONNX Runtime's documentation asks for the engine cache to be cleaned when the model changes:
+        the EP's engine names do not promise to tell two files apart (each is model.onnx here), so a directory per
+        configuration alone could hand a model whose weights or export changed the old file's engine (issue 43)."""
         ort = import_onnxruntime()
 
         from core.hashing import digest
 
         parts = {"ort": ort.__version__, "precision": request.precision, "device": request.device,
                  "profile": request.profile.as_dict(), "model": request.model,
-                 "profile_shapes": trt_profile_options(request)}
+                 "profile_shapes": trt_profile_options(request), "onnx": onnx_key}
         path = cache.root / "ort-tensorrt" / digest(parts)
         path.mkdir(parents=True, exist_ok=True)
         return path
@@ -446,7 +453,7 @@ class OnnxRuntimeBackend:
             return options
 
         options = session_options()
-        providers = self.providers(request, cache)
+        providers = self.providers(request, cache, path.parent.name)  # the file's entry: its key
         try:
             session = ort.InferenceSession(str(path), options, providers=providers)
         except Exception as exc:  # a missing kernel fails too: what an engine lacks by design is declared

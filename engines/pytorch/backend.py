@@ -167,6 +167,8 @@ class TorchRunner:
         with torch.inference_mode():
             for static, name in zip(self._static, self.input_names, strict=True):
                 static.copy_(self._tensor(feed[name]))
+        if self.device.type == "cuda":  # the copy done before the next timed call starts, not inside its time
+            torch.cuda.synchronize(self.device)
 
     def run_path(self, path: str) -> float:
         """One timed call. ``graph``: a spin first (engines/launch_cover.py), so that the start event fires once the

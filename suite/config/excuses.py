@@ -28,14 +28,16 @@ from suite.config.validate import (
     check_choice,
     check_keys,
     read_choice_list,
+    read_number,
     read_string,
     read_table,
 )
 from suite.timing import PATHS
 
-_KNOWN_FAILURE_KEYS = {"reason", "match", "checks", "outputs", "metrics"}
+_KNOWN_FAILURE_KEYS = {"reason", "match", "checks", "outputs", "metrics", "expected"}
 _KNOWN_FAILURE_FORM = ('{ reason = "what fails, measured how, since when", outputs = ["logits"], metrics = '
-                       '["top1_agreement_pct"], match = "REGEX over the failure message", checks = ["parity"] }')
+                       '["top1_agreement_pct"], expected = { top1_agreement_pct = { value = 64.0, margin = 4.0 } }, '
+                       'match = "REGEX over the failure message", checks = ["parity"] }')
 
 
 def _parse_known_failures(where: str, table: Any, engines: tuple[str, ...], precisions: tuple[str, ...],
@@ -92,9 +94,48 @@ def _parse_known_failures(where: str, table: Any, engines: tuple[str, ...], prec
                 raise ConfigError(f"{at}.metrics[{i}]: {metric!r} is a figure of the {kinds[0]} check, which the entry "
                                   f"does not cover (checks {list(checks)}); figures of those: "
                                   f"{', '.join(m for c in checks for m in KNOWN_FAILURE_METRICS[c])}")
+        expected = _parse_expected(f"{at}.expected", spec.get("expected"), metrics)
         out[cell_key] = KnownFailure(reason=reason, match=pattern, checks=checks, outputs=declared_outputs,
-                                     metrics=metrics)
+                                     metrics=metrics, expected=expected)
     return out
+
+
+def _parse_expected(at: str, table: Any, metrics: tuple[str, ...]) -> tuple[tuple[str, float, float], ...]:
+    """Each declared figure's value and margin: how far the known failure may fall (rise, for a ceiling) before it
+    is another failure. Required for every figure of ``metrics``: an entry without them absorbed the same figure at
+    any depth (84 % declared, 58 % absorbed)."""
+    if table is None:
+        raise ConfigError(f"{at}: missing: a known failure states how far each of its figures may fall, as the value "
+                          "seen and a margin (in the results file's units: top1/top5 as fractions); add expected = "
+                          + "{ " + ", ".join(f"{m} = {{ value = V, margin = M }}" for m in metrics) + " }")
+    table = read_table(at, table)
+    check_keys(at, table, set(metrics))
+    out = []
+    for metric in metrics:
+        if metric not in table:
+            raise ConfigError(f"{at}: {metric!r} is in metrics but has no value and margin; add {metric} = "
+                              "{ value = V, margin = M }")
+        spec = read_table(f"{at}.{metric}", table[metric])
+        check_keys(f"{at}.{metric}", spec, {"value", "margin"})
+        for key in ("value", "margin"):
+            if key not in spec:
+                raise ConfigError(f"{at}.{metric}: missing {key!r}; the form is {{ value = V, margin = M }}")
+        value = read_number(f"{at}.{metric}.value", spec["value"])
+        margin = read_number(f"{at}.{metric}.margin", spec["margin"], lo=0.0)
+        bottom = _BOTTOM.get(metric)
+        if bottom is not None and (value < bottom or (margin > 0 and value - margin <= bottom)):
+            raise ConfigError(f"{at}.{metric}: value {value:g} - margin {margin:g} = {value - margin:g}, a floor no "
+                              f"{metric} can fall below ({bottom:g}), so the entry would absorb it at any depth; "
+                              "declare the value seen and a margin of its spread (a figure seen at its bottom: "
+                              "margin = 0)")
+        out.append((metric, float(value), float(margin)))
+    return tuple(out)
+
+
+#: The lowest each floored figure can be: a margin that reaches it cannot fail (a figure seen there, margin 0, has
+#: nowhere further to fall).
+_BOTTOM: dict[str, float] = {"isclose_pct": 0.0, "top1_agreement_pct": 0.0, "retrieval_agreement_pct": 0.0,
+                               "cosine": -1.0, "worst_row_cosine": -1.0, "top1": 0.0, "top5": 0.0}
 
 
 def _metric_names() -> tuple[str, ...]:

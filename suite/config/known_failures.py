@@ -7,6 +7,7 @@ cells, long after the TOML was read; kept apart from the parser, they can be rea
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -36,6 +37,9 @@ KNOWN_FAILURE_CANARIES: tuple[str, ...] = (
 ACCURACY_METRICS: tuple[str, ...] = ("top1", "top5")
 #: The figures a known failure may name in ``metrics``, per kind of check.
 KNOWN_FAILURE_METRICS: dict[str, tuple[str, ...]] = {"accuracy": ACCURACY_METRICS, "parity": PARITY_METRICS}
+#: The figures whose failure is a value too high (a ceiling: the lower the better); every other figure fails by being
+#: too low (a floor). A known failure's declared value and margin bound its figure on that side.
+CEILING_METRICS: frozenset[str] = frozenset({"mae", *(m for m in PARITY_METRICS if m.endswith("_error"))})
 #: How each entry of ``AccuracyVerdict.failures`` starts (metrics.accuracy.judge_accuracy writes them).
 _ACCURACY_FAILURE_STARTS: tuple[tuple[str, str], ...] = (
     ("engine logits have ", NONFINITE), ("reference logits have ", NONFINITE), ("top-1 ", "top1"), ("top-5 ", "top5"))
@@ -51,6 +55,8 @@ def accuracy_failed_metric(failure: str) -> str | None:
 
 #: What failed in a check, figure by figure: (output, the figure's name, or None where it cannot be named).
 FailedFigures = tuple[tuple[str, "str | None"], ...]
+#: The values of the failed figures a check recorded: (output, the figure's name, its value or None).
+FailedValues = tuple[tuple[str, str, "float | None"], ...]
 
 
 def parity_failures_in(message: str) -> FailedFigures:
@@ -66,13 +72,16 @@ class KnownFailure:
     of ``checks``, with a message that matches ``match`` (a regular expression, searched). Only an assertion of
     failed figures, every one of them declared, is the known one; any other failure of the cell counts: another
     output or figure, an exception (a shape mismatch's ValueError, an engine that does not build), a NaN/Inf or an
-    output of the wrong shape or dtype (``NEVER_KNOWN``), whatever ``match`` says."""
+    output of the wrong shape or dtype (``NEVER_KNOWN``), whatever ``match`` says. ``expected``: each figure's
+    declared value and margin, (metric, value, margin): a failed figure further than the margin beyond its value
+    (below it; above it for ``CEILING_METRICS``) is no longer the known failure (``beyond``)."""
 
     reason: str
     match: str
     checks: tuple[str, ...] = KNOWN_FAILURE_CHECKS
     outputs: tuple[str, ...] = ()
     metrics: tuple[str, ...] = ()
+    expected: tuple[tuple[str, float, float], ...] = ()
 
     def covers(self, check: str, message: str, failed: FailedFigures | None = None,
                exception: str = "AssertionError") -> bool:
@@ -111,7 +120,36 @@ class KnownFailure:
             return f"it does not match /{self.match}/"
         return None
 
+    def bound(self, metric: str) -> float | None:
+        """How far the figure may fall (or, for a ceiling, rise): its declared value less (plus) its margin; None
+        where the entry declares none."""
+        declared = next(((value, margin) for name, value, margin in self.expected if name == metric), None)
+        if declared is None:
+            return None
+        value, margin = declared
+        return value + margin if metric in CEILING_METRICS else value - margin
+
+    def beyond(self, values: FailedValues) -> str | None:
+        """Why these failed figures are worse than the entry allows (for its report), or None where each is within
+        its declared value and margin. A known failure has a floor: the same figure failing much further (84 % once
+        absorbed 58 %) is another failure."""
+        for output, metric, value in values:
+            bound = self.bound(metric)
+            if bound is None:
+                return (f"it has failed figure {metric} of output {output!r}, for which the entry declares no value "
+                        "and margin")
+            if value is None or not math.isfinite(value):
+                return f"it has no recorded value of {metric} of output {output!r} to hold to the declared one"
+            ceiling = metric in CEILING_METRICS
+            if (value > bound) if ceiling else (value < bound):
+                declared, margin = next((v, m) for n, v, m in self.expected if n == metric)
+                return (f"it has {metric} of output {output!r} at {value:.6g}, beyond the declared {declared:g} "
+                        f"{'+' if ceiling else '-'} {margin:g} (the entry's {'ceiling' if ceiling else 'floor'} "
+                        f"{bound:.6g}): it failed further than the known failure")
+        return None
+
     def describe(self) -> str:
         """What the entry declares, for a report."""
-        return (f"{', '.join(self.metrics)} on output(s) {', '.join(self.outputs)} in {', '.join(self.checks)}, "
-                f"matching /{self.match}/")
+        declared = ", ".join(f"{m} {v:g} +- {d:g}" for m, v, d in self.expected)
+        return (f"{', '.join(self.metrics)} on output(s) {', '.join(self.outputs)} in {', '.join(self.checks)}"
+                + (f" (expected {declared})" if declared else "") + f", matching /{self.match}/")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from suite.config.schema import ConfigError, ModelConfig
+from suite.config.schema import MAX_ROUNDS, ConfigError, ModelConfig
 
 
 def parse_batch_sizes_option(text: str, models: Iterable[ModelConfig] | Mapping[str, ModelConfig],
@@ -40,7 +40,8 @@ def parse_batch_sizes_option(text: str, models: Iterable[ModelConfig] | Mapping[
 
 
 def check_rounds_option(value: Any, option: str = "--latency-rounds") -> int:
-    """``--latency-rounds``: an integer >= 2 (one round has no spread); 0 must not mean 'the default'."""
+    """``--latency-rounds``: an integer in [2, MAX_ROUNDS] (one round has no spread; a billion runs until killed);
+    0 must not mean 'the default'."""
     if isinstance(value, str):
         try:
             value = int(value.strip())
@@ -50,4 +51,6 @@ def check_rounds_option(value: Any, option: str = "--latency-rounds") -> int:
         raise ConfigError(f"{option}: expected an integer >= 2, got {value!r}")
     if value < 2:
         raise ConfigError(f"{option}: {value} rounds; a latency case needs at least 2 timed rounds")
+    if value > MAX_ROUNDS:
+        raise ConfigError(f"{option}: {value} rounds; at most {MAX_ROUNDS} timed rounds per case")
     return value

@@ -21,6 +21,7 @@ from suite.config.model import _parse_model
 from suite.config.overrides import _check_engine_options, _merge_precision, _parse_int8
 from suite.config.schema import (
     ENGINES,
+    MAX_ROUNDS,
     REQUIREMENTS,
     ConfigError,
     LatencyOptions,
@@ -112,7 +113,8 @@ def _parse_latency(table: Any) -> LatencyOptions:
     check_keys("[latency]", table, _LATENCY_KEYS)
     out = LatencyOptions()
     if "rounds" in table:
-        out = dataclasses.replace(out, rounds=read_int("[latency].rounds", table["rounds"], lo=2))
+        out = dataclasses.replace(out, rounds=read_int("[latency].rounds", table["rounds"], lo=2,
+                                                                 hi=MAX_ROUNDS))
     if "warmup_fraction" in table:
         out = dataclasses.replace(out, warmup_fraction=read_number("[latency].warmup_fraction",
                                                                    table["warmup_fraction"], 0.0, 1.0, hi_open=True))

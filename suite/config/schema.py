@@ -48,6 +48,13 @@ class Int8Options:
                 "per_channel": self.per_channel}
 
 
+#: The most timed rounds a latency case may ask for ([latency].rounds, --latency-rounds). A billion rounds ran until
+#: killed (issue 43). The gate needs no more: its interval is ten batches' medians, and the largest calibration
+#: (docs/gating.md) timed 2,000 rounds of a 0.04 ms case; 10,000 rounds of the slowest case in suite-gpu.toml
+#: (ResNet-50 fp32 batch 256 eager, 88 ms) take 15 minutes.
+MAX_ROUNDS = 10_000
+
+
 @dataclass(frozen=True)
 class LatencyOptions:
     rounds: int = 30

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from metrics.drift import DriftComparison, compare_accuracy, compare_memory, compare_parity
+from metrics.drift import DriftComparison, compare_accuracy, compare_memory, compare_parity, has_memory_figure
 from metrics.layer_drift import explain_layers
 from suite import verdict
 from suite.baselines import DriftTolerances, record_key
@@ -33,18 +33,24 @@ class DriftChecks(BaselineEnvironment):
     # ---- peak GPU memory ---------------------------------------------------------------------------
     def check_memory(self, record: dict[str, Any]) -> tuple[verdict.Component | None, str | None]:
         """A cell's GPU memory (suite/lifetime.py; what it added over its window's start, metrics.drift
-        MEMORY_FIGURES) against the accuracy baseline's record of the same cell:
-        a component only where both runs measured it (a CPU run, or a baseline from before the figure existed,
-        judges nothing here and makes no check not judged); a failure message where it grew beyond
-        ``--accuracy-drift memory=``."""
+        MEMORY_FIGURES) against the accuracy baseline's record of the same cell; a failure message where it grew
+        beyond ``--accuracy-drift memory=``. Without an accuracy baseline, nothing (None). A cell either side has no
+        figure for is not judged for memory, and says which side: no-baseline (the baseline has no record of the
+        cell, or one without a figure: a baseline from before the figure existed), unavailable (this run measured
+        none). It was skipped without a word (issue 43). A CPU run makes no such record (suite/lifetime.py)."""
         if self.results_baseline is None or record.get("kind") != "gpu_memory":
             return None, None
+        label = f"gpu memory drift gate {record.get('cell')}"
         baseline = self.results_baseline.gpu_memory.get(str(record.get("cell")))
         comparisons = compare_memory(baseline, record, self.drift.memory_factor) if baseline else []
         if not comparisons:
-            return None, None
+            if not has_memory_figure(record):
+                return verdict.Component(label, verdict.NOT_JUDGED, "unavailable",
+                                         "this run measured no GPU memory figure for the cell (NVML and torch's "
+                                         "allocator gave none)"), None
+            why = "no GPU memory record of the cell" if baseline is None else "no GPU memory figure of the cell"
+            return verdict.Component(label, verdict.NOT_JUDGED, "no-baseline", f"the accuracy baseline has {why}"), None
         grew = [c for c in comparisons if c.failed]
-        label = f"gpu memory drift gate {record.get('cell')}"
         figures = "; ".join(c.describe() for c in comparisons)
         component = verdict.Component(label, verdict.FAILED if grew else verdict.PASSED, None, figures)
         if not grew:

@@ -32,17 +32,24 @@ BENCHMARK_COMPARE_NOTE = (
     "measured false-alarm rates); the suite's gate is --latency-baseline")
 
 
+#: The largest slowdown a neighbour's load was seen to cause a host-bound case: +87.9 % (ResNet-50 ONNX Runtime fp16
+#: batch 32, eager) with every CPU busy (16 busy loops on 16 vCPUs, others' share above 90 %) against 5 quiet
+#: processes, in the hog study (docs/gating.md "Launch-bound cases", study.md in docs/results/2026-11-23-h100/). The
+#: other class, device-bound, moved 0.8 % at most there, under what the gate flags: busy never excuses it
+#: (check_latency).
+HOST_LOAD_MOST = 1.879
+
+
 def load_can_explain(baseline_interference: float | None, current_interference: float | None) -> float:
-    """The largest slowdown (current / baseline time) that the difference in interference can explain: the CPU
-    time the case had (1 - the share others used) at the baseline over what it had now. Equal interference on both
-    sides explains nothing (1.0), whatever its level: a slowdown measured at 76 % against a baseline at 75 % is a
-    regression. A share not measured counts as none (0). Checked against the hog study (docs/gating.md,
-    "Launch-bound cases"): with every CPU busy (16 loops on 16 vCPUs, others' share above 90 %) against quiet
-    runs, the largest move of any case was +88 %, within this bound (10x and more); a bound any tighter than
-    the CPU time lost would call a neighbour's slowdown a regression."""
+    """The largest slowdown (current / baseline time) that the difference in interference can explain in a
+    host-bound case: the CPU time the case had (1 - the share others used) at the baseline over what it had now,
+    and never more than load was seen to do to such a case (HOST_LOAD_MOST). Equal interference on both sides
+    explains nothing (1.0), whatever its level: a slowdown measured at 76 % against a baseline at 75 % is a
+    regression. A share not measured counts as none (0). The CPU time alone allowed 6.25x at 84 % against a quiet
+    baseline, and a real 2.1x slowdown was excused (issue 43)."""
     base = min(max(baseline_interference or 0.0, 0.0), 0.999)
     current = min(max(current_interference or 0.0, 0.0), 0.999)
-    return (1.0 - base) / (1.0 - current)
+    return min((1.0 - base) / (1.0 - current), HOST_LOAD_MOST)
 
 
 #: What judges a latency case: the suite's gate, or pytest-benchmark's own check (suite/verdict_wiring.py takes its

@@ -218,6 +218,9 @@ def gate_from_options(config: pytest.Config) -> Gate:
             raise BaselineError("--latency-regression must be above 0%")
         if not (0.5 <= gate.confidence < 1.0):
             raise BaselineError("--latency-confidence must be in [50%, 100%)")
+        if not (0.0 <= gate.busy_limit <= 1.0):  # a share of the CPUs: above 100 % would silently judge every case
+            raise BaselineError(f"--latency-busy-limit {config.getoption('--latency-busy-limit')}: a share of the "
+                                "CPUs must be in [0%, 100%] (100% judges every case)")
         if gate.busy_retries < 0:
             raise BaselineError("--latency-busy-retries must be >= 0")
         accept_incomplete = bool(config.getoption("--accept-incomplete-baseline"))

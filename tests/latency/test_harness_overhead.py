@@ -60,6 +60,7 @@ class _PairedRound:
         self.suite_host_s.append(time.perf_counter() - t0)
 
     def _bare(self) -> None:
+        self.timed.restage_current()  # the suite's call follows its setup's copy of the next feed: so does this one
         if not self.use_events:
             t0 = time.perf_counter()
             self.raw()

@@ -9,7 +9,8 @@ isclose, cosine, worst row, retrieval agreement; NaN/Inf fail).
 
 A sentence-embedding model, for this test, is one that declares an input with ``role = "attention_mask"`` (the
 padding is defined by it) and a ``parity_dataset`` (real sentences to re-pad); every output must then have one
-row per sentence (a pooled output). Other models' cells are skipped as not judged ("no-data").
+row per sentence (a pooled output). Other models' cells are not collected (suite/collection.py, one summary line),
+unless named by their id: then they are skipped as not judged ("no-data").
 
 Deterministic: ``derandomize=True`` draws the same examples every run, and there is no shrinking (each example
 runs an engine twice; the failure message names the rows, lengths and filler that reproduce it).
@@ -22,21 +23,13 @@ from hypothesis import strategies as st
 
 from metrics import compare_outputs
 from suite import verdict
+from suite.collection import embedding_model_reason
 
 pytestmark = pytest.mark.parity
 
 MAX_ROWS = 8  # sentences per example: enough for a batch with mixed lengths, cheap on a CPU
 EXAMPLES = 6
 FILLERS = ("pad", "random", "repeat")
-
-
-def embedding_model_reason(model):
-    """Why ``model`` is not a sentence-embedding model this test can judge, or None."""
-    if model.attention_mask is None:
-        return f"{model.name} declares no input with role = \"attention_mask\": not a sentence-embedding model"
-    if model.parity_dataset is None:
-        return f"{model.name} declares no parity_dataset: no real sentences to pad"
-    return None
 
 
 def repad(feeds, inputs, mask_name, rows, length, filler, rng):

@@ -37,4 +37,45 @@ def test_compare_fail_catches_a_faster_baseline_and_passes_an_honest_one(tmp_pat
     path.write_text(json.dumps(data))
     doctored = run_suite(tmp_path, *LATENCY, "--benchmark-compare=0001", "--benchmark-compare-fail=min:10%")
     assert doctored.returncode != 0, explain(doctored)
-    assert "Performance has regressed" in doctored.stdout + doctored.stderr, explain(doctored)
+    # each case fails on its own report, saying what flagged it (test_report_counts.py: one case, one outcome)
+    assert "checks: 0 passed, 2 failed, 0 not judged" in doctored.stdout, explain(doctored)
+    assert doctored.stdout.count("--benchmark-compare-fail against 0001_") >= 2, explain(doctored)
+    assert "Field 'min' has failed PercentageRegressionCheck" in doctored.stdout, explain(doctored)
+
+
+def test_a_regression_on_no_case_report_still_fails_the_run() -> None:
+    """take_regressions drops from pytest-benchmark's list only the findings already on a case's report
+    (suite/benchmark_compare.py judge); any other stays a failed check of its own, never silently lost, and the
+    list is emptied (its terminal summary would raise a bare PerformanceRegression)."""
+    from types import SimpleNamespace
+
+    from suite import benchmark_compare, verdict
+
+    found = [("test_latency[a] (0001_abc)", "Field 'median' has failed"),
+             ("test_latency[b] (0001_abc)", "Field 'median' has failed")]
+    bench = SimpleNamespace(compare_fail=["median:5%"], compared_mapping={"p": {"t::a": {}, "t::b": {}}},
+                            benchmarks=[], performance_regressions=list(found))
+    config = SimpleNamespace(_benchmarksession=bench, stash=pytest.Stash())
+    config.stash[benchmark_compare._ON_REPORTS] = {found[0]}
+    ledger = verdict.Ledger()
+    benchmark_compare.take_regressions(config, ledger)  # type: ignore[arg-type]
+    assert list(ledger.checks) == [f"{benchmark_compare.LABEL}: test_latency[b] (0001_abc)"], ledger.checks
+    assert ledger.outcome()[0] == verdict.FAILED and bench.performance_regressions == []
+
+
+def test_the_noise_model_note_names_its_verdict_and_interval() -> None:
+    """Beside a finding: the suite's model's verdict on the same pair, its interval, and --latency-baseline where
+    it is no regression; where a side kept no rounds, it says it cannot weigh it."""
+    from types import SimpleNamespace
+
+    from suite import benchmark_compare
+
+    config = SimpleNamespace(stash=pytest.Stash())  # no gate: its defaults, 5 % and 99 %
+    steady = [0.010 + 0.0001 * (i % 3) for i in range(40)]
+    same, _ = benchmark_compare.noise_model_note(config, steady, steady)  # type: ignore[arg-type]
+    assert same.startswith("the suite's noise model calls this pair unchanged (ratio 1.000, 99% CI [") and \
+        same.endswith("as likely noise; judge with --latency-baseline last:5"), same
+    slower, _ = benchmark_compare.noise_model_note(config, [s * 2 for s in steady], steady)  # type: ignore[arg-type]
+    assert slower.startswith("the suite's noise model agrees: regression (ratio 2.000, 99% CI ["), slower
+    none, model = benchmark_compare.noise_model_note(config, steady, None)  # type: ignore[arg-type]
+    assert "cannot weigh it" in none and "--latency-regression 5%, --latency-confidence 99%" in model

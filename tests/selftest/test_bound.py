@@ -54,6 +54,51 @@ def test_a_replay_timed_on_the_host_is_device_bound_only_where_the_device_time_o
     assert classify(_record("model", 0.82), [{**_record("graph", 0.8), "bound": DEVICE}])[0] == DEVICE
 
 
+def test_each_rule_of_the_classification_says_why_at_both_sides_of_its_line() -> None:
+    """Every answer of suite.bound.classify with its reason, pinned at its thresholds (a median of exactly 2 ms on the
+    host clock, eager exactly 1.05x its replay, NVML exactly 90 %) and one step beyond each."""
+    assert classify({"path": "graph", "median_ms": 0.9}, []) == (HOST, "CPU: the host runs the model")  # no device
+    assert classify({"path": "graph", "median_ms": 0.9, "device": "cpu"}, []) == (HOST, "CPU: the host runs the model")
+    assert classify({"path": "all", "device": "cuda"}, []) == (HOST, "host arrays: copies and Python in every round")
+    assert classify(_record("graph", 0.9), []) == (DEVICE, "CUDA graph replay: one launch, the device runs the rest")
+    assert classify({**_record("graph", 2), "clock": ORT_CLOCK}, []) == (
+        DEVICE, "CUDA graph replay timed on the host, 2 ms >= 2 ms: the device's time outweighs the engine's per-run "
+                "host path")
+    assert classify({**_record("graph", 1.9994), "clock": ORT_CLOCK}, []) == (
+        HOST, "CUDA graph replay timed on the host, 2 ms < 2 ms: the engine's per-run host path (a stream "
+              "synchronization every run) is a share of it")
+    assert classify({**_record("graph", "12.3456"), "clock": ORT_CLOCK}, [])[1].startswith(
+        "CUDA graph replay timed on the host, 12.3 ms >= 2 ms")  # a median read back as text is a number
+    graph = _record("graph", 2.0)
+    assert classify(_record("model", 2.1), [graph]) == (DEVICE, "eager 1.05x its CUDA-graph replay (<= 1.05x)")
+    assert classify(_record("model", "2.1"), [{**graph, "median_ms": "2.0"}])[0] == DEVICE
+    assert classify(_record("model", 2.1002), [graph]) == (
+        HOST, "eager 1.05x its CUDA-graph replay (> 1.05x): launch-bound")
+    assert classify(_record("model", 2.5), [graph]) == (HOST, "eager 1.25x its CUDA-graph replay (> 1.05x): "
+                                                              "launch-bound")
+    # NVML decides where the run has no replay of the same cell, batch and shape, or only a host-bound one
+    util = {"gpu": {"mean_sm_util_pct": 90}}
+    assert classify({**_record("model", 5.0), **util}, []) == (DEVICE, "NVML utilisation 90% >= 90% over the case")
+    assert classify({**_record("model", 5.0), "gpu": {"mean_sm_util_pct": "89.9"}}, []) == (
+        HOST, "NVML utilisation 90% < 90% over the case")
+    nothing = (HOST, "no CUDA-graph replay and no NVML figure to tell: counted host-bound")
+    assert classify({**_record("model", 5.0), "gpu": None}, []) == nothing
+    assert classify({"device": "cuda:1", "median_ms": 5.0}, [graph]) == nothing  # no path: not a replay's eager case
+    model = {**_record("model", 5.0), "shape": "s1", **util}
+    replay = {**graph, "shape": "s1"}
+    assert classify(model, [replay])[0] == HOST  # 2.5x its replay: the replay decides, not NVML
+    for other in ({**replay, "kind": "accuracy"}, {**replay, "kind": None}, {**replay, "path": "model"},
+                  {**replay, "cell": "other"}, {**replay, "batch_size": 2}, {**replay, "shape": "s2"},
+                  {**replay, "bound": HOST}, graph):
+        assert classify(model, [other])[1] == "NVML utilisation 90% >= 90% over the case", other
+    assert classify(model, [{**replay, "bound": DEVICE}])[0] == HOST
+    # the first matching replay decides; the records that do not match are passed over on the way to it
+    later = {**replay, "median_ms": 5.0}
+    assert classify(model, [{**replay, "cell": "other"}, later, replay]) == (
+        DEVICE, "eager 1.00x its CUDA-graph replay (<= 1.05x)")
+    assert classify(model, [replay, later])[0] == HOST
+
+
 def _load_study():
     spec = importlib.util.spec_from_file_location("bound_study", ROOT / "tools" / "bound_study.py")
     module = importlib.util.module_from_spec(spec)
@@ -111,6 +156,35 @@ def test_a_host_bound_gpu_case_is_judged_only_with_its_classs_between_night_mode
         assert gate_rule({**host, "device": "cpu"}, one, modeled=False) is one  # CPU cases: the plain rule
 
 
+def test_the_host_bound_rule_says_what_it_set_aside_and_leaves_an_inconclusive_comparison_alone() -> None:
+    """gate_rule's reason, whole, with the record's own why and without one; a comparison already inconclusive is
+    returned as it is (its own reason kept), modeled or not."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from metrics.regression import MIN_POOLED, compare_latency
+    from suite.bound import gate_rule
+
+    rng = np.random.default_rng(1)
+    one = compare_latency([list(5e-3 * (1 + 0.002 * rng.standard_normal(200)))],
+                          list(9e-3 * (1 + 0.002 * rng.standard_normal(200))), 0.05, 0.99)
+    assert one.verdict == "regression"
+    tail = (f"change against 1 baseline run(s) with no between-night model of its class cannot be told from the "
+            f"launch speed of one process; judged once 2 or more kept nights give its class {MIN_POOLED} deviations "
+            f"(--latency-baseline last:K; docs/gating.md 'Launch-bound cases')")
+    host = {"bound": "host", "device": "cuda:0"}
+    ruled = gate_rule(host, one, modeled=False)
+    assert ruled.verdict == "inconclusive" and ruled.reason == (
+        f"host-bound on the GPU (launch-bound): a {one.change_pct:+.1f}% " + tail)
+    assert gate_rule({**host, "bound_why": "eager 5.78x"}, one, modeled=False).reason == (
+        f"host-bound on the GPU (eager 5.78x): a {one.change_pct:+.1f}% " + tail)
+    assert replace(ruled, verdict=one.verdict, reason=one.reason) == one  # only the verdict and the reason change
+    unsure = replace(one, verdict="inconclusive", reason="too few rounds")
+    assert gate_rule(host, unsure, modeled=False) is unsure
+    assert gate_rule({"bound": "host"}, one, modeled=False) is one  # no device named: not a GPU case
+
+
 def test_the_between_night_model_is_pooled_by_class_and_falls_back_to_the_coarser_one() -> None:
     """suite.bound.class_noise: every case of a class with 2+ kept nights gives each night's deviation from its other
     nights; a class's half-width is their 99 % quantile; a class of too few cases falls back to (device kind, bound)."""
@@ -139,3 +213,33 @@ def test_the_between_night_model_is_pooled_by_class_and_falls_back_to_the_coarse
     assert between_half(models, record, key)[1] == ("cuda", "host")  # the coarser class
     assert between_half(models, {**record, "bound": "device"}, key) is None  # no device-bound case was kept
     assert between_half(models, {**record, "device": "cpu"}, key) is None
+
+
+def test_a_case_without_a_class_or_a_second_night_is_passed_over_not_the_rest() -> None:
+    """class_noise skips a case with one kept night, or with no class (a record from before classes were kept), and
+    goes on to the cases after it; between_half reads a record without a bound as host-bound (the cautious answer)
+    and finds CPU cases' classes by their kind, ``cpu``."""
+    from metrics.regression import MIN_POOLED
+    from suite.baselines import LatencyBaseline
+    from suite.bound import between_half, class_noise
+
+    samples, classes = {}, {}
+    first = ("m", "torch", "fp32", "bs1", "model")
+    samples[first], classes[first] = [[1e-3] * 8], ("cpu", "host")  # one night: nothing to deviate from
+    unclassed = ("m", "torch", "fp32", "bs2", "model")
+    samples[unclassed] = [[1e-3] * 8, [2e-3] * 8]  # two nights, no class
+    for i in range(MIN_POOLED // 2):
+        key = (f"m{i}", "torch", "fp32", "bs4", "model")
+        samples[key], classes[key] = [[1e-3] * 8, [1.1e-3] * 8], ("cpu", "host")
+    base = LatencyBaseline(sources=(), environment={}, datetime=None, samples=samples, interference={},
+                           classes=classes)
+    models = class_noise(base, 0.99)
+    assert set(models) == {("cpu", "host", "torch", "model"), ("cpu", "host")}
+    assert models[("cpu", "host")][1] == MIN_POOLED  # neither the one-night case nor the unclassed one counted
+    key = ("x", "torch", "fp32", "bs1", "model")
+    assert between_half(models, {"device": "cpu"}, key) == (models[("cpu", "host", "torch", "model")][0],
+                                                            ("cpu", "host", "torch", "model"))
+    assert between_half(models, {"device": "cpu", "bound": "device"}, key) is None
+    cuda = {("cuda", "host"): (0.5, MIN_POOLED)}
+    assert between_half(cuda, {"device": "cuda:0"}, key) == (0.5, ("cuda", "host"))  # no bound: host-bound
+    assert between_half(cuda, {"bound": "host"}, key) is None  # no device: a CPU case

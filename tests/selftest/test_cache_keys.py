@@ -32,6 +32,7 @@ from core.hashing import digest
 from core.inputs import AxisRange, InputSpec
 from engines.artifacts import ModelBuild
 from engines.base import EngineRequest, ShapeProfile
+from engines.onnx.export import TracedExport
 from engines.onnxrt.backend import OnnxRuntimeBackend
 from engines.versions import version_of
 
@@ -39,6 +40,7 @@ pytestmark = pytest.mark.selftest
 
 VERSIONS = {"onnx": "1.17.0", "onnxscript": "0.5.4", "onnxruntime": "1.20.1"}
 TORCH = "2.9.0+cpu"
+GRAPH = "graph-1"
 INPUTS = (InputSpec("x", (4,)),)
 OUTPUTS = ("y",)
 
@@ -79,9 +81,24 @@ def _linear(seed: int = 0) -> Callable[[], torch.nn.Module]:
 
 
 @pytest.fixture
-def versions(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+def traces(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
+    """The export's trace, replaced by a recorder of its arguments whose graph digest is GRAPH: these tests move
+    the other fields, on inputs no module need fit. The graph's own tests trace for real (test_graph_digest.py:
+    torch.export in a forked mutmut child hangs, so they stay out of the mutation gate's selection)."""
+    calls: list[tuple[Any, ...]] = []
+
+    def trace(*args: Any) -> TracedExport:
+        calls.append(args)
+        return TracedExport(GRAPH)
+
+    monkeypatch.setattr(artifacts_module, "trace_export", trace)
+    return calls
+
+
+@pytest.fixture
+def versions(monkeypatch: pytest.MonkeyPatch, traces: list[tuple[Any, ...]]) -> dict[str, str]:
     """The versions every key reads, fixed; a test changes one entry to move one field. An unknown
-    distribution is "absent", as version_of says for a missing one."""
+    distribution is "absent", as version_of says for a missing one. The trace is the recorder ``traces``."""
     table = dict(VERSIONS)
     monkeypatch.setattr(versions_module, "version_of", lambda dist: table.get(dist, "absent"))
     monkeypatch.setattr(torch, "__version__", TORCH)
@@ -151,13 +168,17 @@ def test_every_field_of_the_export_changes_its_key_and_every_key_after_it(
         assert after[precision] != before[precision], (change, precision)
 
 
-def test_the_export_key_holds_exactly_these_fields(tmp_path: Path, versions: dict[str, str]) -> None:
+def test_the_export_key_holds_exactly_these_fields(tmp_path: Path, versions: dict[str, str],
+                                                  traces: list[tuple[Any, ...]]) -> None:
     """What the export is keyed on, spelled out: a field dropped from the key, or a version read from the wrong
-    distribution, shows here by name."""
+    distribution, shows here by name. The graph is the trace of this module for these options, made once."""
     build = _build(tmp_path)
     parts = build.cache.parts[build.onnx_key("fp32")]  # type: ignore[attr-defined]
+    _keys(build)
+    assert traces == [(build.torch_module(), "tiny", INPUTS, OUTPUTS, build.export_options)]
+    assert build.onnx_key("fp32", batch=4) and traces[-1][-1] == build.export_options_for(4)
     assert parts == {
-        "model": "tiny", "model_digest": build.model_digest(), "export": build.export_options,
+        "model": "tiny", "model_digest": build.model_digest(), "graph": GRAPH, "export": build.export_options,
         "inputs": [INPUTS[0].as_key()], "outputs": ["y"],
         "torch": TORCH, "onnx": VERSIONS["onnx"], "onnxscript": VERSIONS["onnxscript"],
     }
@@ -178,10 +199,78 @@ def test_a_static_batch_export_is_keyed_per_batch(tmp_path: Path, versions: dict
         build.onnx_key("int8", batch=4)
 
 
-def test_versions_are_read_from_the_installed_distributions() -> None:
-    """The keys above monkeypatch version_of; here it is the real one."""
+def test_versions_are_read_from_the_imported_modules() -> None:
+    """The keys above monkeypatch version_of; here it is the real one: the version of the module as imported."""
+    import onnxruntime
+
     assert version_of("onnx") == importlib.metadata.version("onnx") == onnx.__version__
-    assert version_of("no-such-distribution-xyz") == "absent"
+    assert version_of("onnxruntime") == onnxruntime.__version__
+    assert version_of("no_such_module_xyz") == "absent"
+
+
+def test_a_version_is_the_modules_then_its_distributions_then_absent(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A module with no (or an empty) ``__version__`` is its distribution's version; with neither, "absent"."""
+    import sys
+    import types
+
+    real = importlib.metadata.version
+
+    def version(dist: str) -> str:
+        if dist == "fake_mod_with_dist":
+            return "1.2.3"
+        if dist in ("fake_mod_bare", "fake_mod_empty"):
+            raise importlib.metadata.PackageNotFoundError(dist)
+        return real(dist)
+
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    for name, attrs in (("fake_mod_with_dist", {}), ("fake_mod_bare", {}), ("fake_mod_empty", {"__version__": ""}),
+                        ("fake_mod_own", {"__version__": "4.5.6"})):
+        module = types.ModuleType(name)
+        for key, value in attrs.items():
+            setattr(module, key, value)
+        monkeypatch.setitem(sys.modules, name, module)
+    assert version_of("fake_mod_own") == "4.5.6"
+    assert version_of("fake_mod_with_dist") == "1.2.3"
+    assert version_of("fake_mod_bare") == "absent"
+    assert version_of("fake_mod_empty") == "absent"  # an empty __version__ says nothing
+
+
+def test_onnxruntimes_version_is_read_through_the_backends_import(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every import of onnxruntime goes through import_onnxruntime (telemetry off), the version's too."""
+    import types
+
+    import engines.onnxrt.backend as ort_backend
+
+    monkeypatch.setattr(ort_backend, "import_onnxruntime", lambda: types.SimpleNamespace(__version__="7.7.7-seen"))
+    assert version_of("onnxruntime") == "7.7.7-seen"
+
+
+def test_an_onnxruntime_upgrade_moves_its_keys_whichever_distribution_installed_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, traces: list[tuple[Any, ...]]) -> None:
+    """onnxruntime-gpu installs the module onnxruntime with no distribution of that name: the keys read the
+    distribution's version, "absent" before and after every upgrade, and reused the old converter's and quantizer's
+    files (issue 43). They read the imported module's now: the fp16, bf16, int8 and fused keys move with it."""
+    import onnxruntime
+
+    real = importlib.metadata.version
+
+    def without_a_cpu_distribution(dist: str) -> str:  # as where onnxruntime-gpu is installed
+        if dist == "onnxruntime":
+            raise importlib.metadata.PackageNotFoundError(dist)
+        return real(dist)
+
+    monkeypatch.setattr(importlib.metadata, "version", without_a_cpu_distribution)
+    monkeypatch.setattr(onnxruntime, "__version__", "1.20.1")
+    old = _build(tmp_path)
+    before = {**_keys(old), "fused": old.onnx_key("fp32", "bert"), "fused-fp16": old.onnx_key("fp16", "bert")}
+    assert old.cache.parts[before["int8"]]["onnxruntime"] == "1.20.1"  # type: ignore[attr-defined]
+    monkeypatch.setattr(onnxruntime, "__version__", "1.21.0")
+    new = _build(tmp_path)
+    after = {**_keys(new), "fused": new.onnx_key("fp32", "bert"), "fused-fp16": new.onnx_key("fp16", "bert")}
+    assert after["fp32"] == before["fp32"]  # the export does not depend on onnxruntime
+    assert [k for k in before if k != "fp32" and after[k] == before[k]] == []
+    for key in ("fp16", "bf16", "int8", "fused"):
+        assert new.cache.parts[after[key]]["onnxruntime"] == "1.21.0", key  # type: ignore[attr-defined]
 
 
 # =========================================================================== fp16 / bf16 conversion
@@ -417,14 +506,29 @@ def test_the_tensorrt_ep_engine_directory_is_per_configuration(tmp_path: Path, m
     cache = RecordingCache(tmp_path)
     backend = OnnxRuntimeBackend()
     monkeypatch.setattr(onnxruntime, "__version__", "1.20.1")
-    before = backend.trt_cache_dir(request, cache)  # type: ignore[arg-type]
+    before = backend.trt_cache_dir(request, cache, "onnx-1")  # type: ignore[arg-type]
     assert before.is_dir() and before.parent == tmp_path / "ort-tensorrt"
-    assert backend.trt_cache_dir(request, cache) == before  # type: ignore[arg-type]
+    assert backend.trt_cache_dir(request, cache, "onnx-1") == before  # type: ignore[arg-type]
     for change in ({"precision": "fp16"}, {"device": "cuda:1"}, {"profile": ShapeProfile(1, 8, 8)},
                    {"model": "other"}, {"inputs": (InputSpec("x", (5,)),)}):
-        assert backend.trt_cache_dir(dataclasses.replace(request, **change), cache) != before, change  # type: ignore[arg-type]
+        assert backend.trt_cache_dir(dataclasses.replace(request, **change), cache, "onnx-1") != before, change  # type: ignore[arg-type]
+    # another ONNX file (new weights, another export): the EP's own engine names need not tell them apart (issue 43)
+    assert backend.trt_cache_dir(request, cache, "onnx-2") != before  # type: ignore[arg-type]
     monkeypatch.setattr(onnxruntime, "__version__", "1.21.0")
-    assert backend.trt_cache_dir(request, cache) != before  # type: ignore[arg-type]
+    assert backend.trt_cache_dir(request, cache, "onnx-1") != before  # type: ignore[arg-type]
+
+
+def test_the_tensorrt_ep_is_given_the_directory_of_the_file_its_session_runs(tmp_path: Path) -> None:
+    """providers() names the engine directory by the ONNX file's key, and refuses to guess one."""
+    request = dataclasses.replace(REQUEST, engine="onnxruntime", device="cuda:0",
+                                  options={"execution_provider": "tensorrt"})
+    cache = RecordingCache(tmp_path)
+    backend = OnnxRuntimeBackend()
+    (trt, options), _ = backend.providers(request, cache, "onnx-1")  # type: ignore[arg-type,misc]
+    assert trt == "TensorrtExecutionProvider"
+    assert options["trt_engine_cache_path"] == str(backend.trt_cache_dir(request, cache, "onnx-1"))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="the TensorRT EP's engine cache needs the ONNX file's key"):
+        backend.providers(request, cache)  # type: ignore[arg-type]
 
 
 # =========================================================================== what is built is what the key says
@@ -466,7 +570,8 @@ def builders(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[Any, ...]
 
 
 def test_each_stage_builds_what_its_key_describes(tmp_path: Path, versions: dict[str, str],
-                                                  builders: list[tuple[str, tuple[Any, ...]]]) -> None:
+                                                  builders: list[tuple[str, tuple[Any, ...]]],
+                                                  traces: list[tuple[Any, ...]]) -> None:
     """The export runs with the options its key holds; the converter and the quantizer read the fp32 file whose
     key they chain from and write into their own entry, at the precision, with the options, their keys hold."""
     data = CalibrationSet("data-3", 8)
@@ -476,7 +581,7 @@ def test_each_stage_builds_what_its_key_describes(tmp_path: Path, versions: dict
     fp32 = build.onnx_path("fp32")
     assert fp32 == tmp_path / "onnx" / build.onnx_key("fp32") / "model.onnx"
     assert builders == [("export", (build.torch_module(), "tiny", INPUTS, OUTPUTS, fp32, cache.parts[fp32.parent.name]
-                                    ["export"]))]
+                                    ["export"], TracedExport(GRAPH)))]
     assert cache.parts[fp32.parent.name]["export"]["opset"] == 17
     for precision in ("fp16", "bf16"):
         builders.clear()
@@ -495,11 +600,14 @@ def test_each_stage_builds_what_its_key_describes(tmp_path: Path, versions: dict
     assert cache.labels[static.parent.name] == "export tiny to ONNX at batch 4"
     assert cache.labels[fp16_static.parent.name] == "convert tiny ONNX at batch 4 to fp16"
     assert builders[-1] == ("convert", (static, fp16_static, "fp16", "tiny"))
+    # the trace each export was handed is the one of its key's options: traced for those, and for nothing else
+    assert [options for *_, options in traces] == [cache.parts[p.parent.name]["export"] for p in (fp32, static)]
 
 
 def test_the_fused_stage_exports_and_fuses_as_its_key_says(tmp_path: Path, versions: dict[str, str],
                                                            builders: list[tuple[str, tuple[Any, ...]]],
-                                                           caplog: pytest.LogCaptureFixture) -> None:
+                                                           caplog: pytest.LogCaptureFixture,
+                                                           traces: list[tuple[Any, ...]]) -> None:
     build = ModelBuild("bert", lambda: (torch.manual_seed(0), _Configured(2, 4))[1], INPUTS, OUTPUTS,
                        BuildingCache(tmp_path), calibration=CalibrationSet,  # type: ignore[arg-type]
                        int8_options={"method": "minmax"})
@@ -508,7 +616,8 @@ def test_the_fused_stage_exports_and_fuses_as_its_key_says(tmp_path: Path, versi
         fused = build.onnx_path("fp32", "bert")
     assert "bert: fused {'Attention': 1}" in caplog.messages  # what the optimizer fused, in the run's log
     parts = cache.parts[fused.parent.name]
-    (export, (module, name, inputs, outputs, exported, options)), (fuse, args) = builders
+    (export, (module, name, inputs, outputs, exported, options, traced)), (fuse, args) = builders
+    assert traced == TracedExport(GRAPH)
     assert (export, fuse) == ("export", "fuse")
     assert (module, name, inputs, outputs) == (build.torch_module(), "bert", INPUTS, OUTPUTS)
     assert options == parts["source_export"]["export"] and options["exporter"] == convert.FUSION_EXPORTER
@@ -526,6 +635,8 @@ def test_the_fused_stage_exports_and_fuses_as_its_key_says(tmp_path: Path, versi
     assert cache.labels[int8.parent.name] == "calibrate bert (bert-fused) int8 (minmax)"
     static = build.onnx_path("fp32", "bert", batch=2)
     assert cache.parts[static.parent.name]["source_export"]["export"]["static_batch"] == 2
+    assert [options for *_, options in traces] == [cache.parts[p.parent.name]["source_export"]["export"]
+                                                   for p in (fused, static)]
 
 
 def test_the_tensorrt_ep_directory_is_named_by_exactly_these_fields(tmp_path: Path,
@@ -544,9 +655,10 @@ def test_the_tensorrt_ep_directory_is_named_by_exactly_these_fields(tmp_path: Pa
     shapes = {"trt_profile_min_shapes": "ids:1x4,mask:1x4", "trt_profile_opt_shapes": "ids:8x16,mask:8x16",
               "trt_profile_max_shapes": "ids:16x32,mask:16x32"}
     assert trt_profile_options(request) == shapes
-    directory = OnnxRuntimeBackend().trt_cache_dir(request, RecordingCache(tmp_path))  # type: ignore[arg-type]
+    directory = OnnxRuntimeBackend().trt_cache_dir(request, RecordingCache(tmp_path), "onnx-abc")  # type: ignore[arg-type]
     assert directory == tmp_path / "ort-tensorrt" / digest({
         "ort": "1.20.1", "precision": "fp16", "device": "cuda:0", "model": "bert", "profile_shapes": shapes,
+        "onnx": "onnx-abc",
         "profile": {"min": 1, "opt": 8, "max": 16, "axes": {"seq": {"min": 4, "opt": 16, "max": 32}}}})
 
 

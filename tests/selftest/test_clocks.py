@@ -46,6 +46,29 @@ def test_a_slowdown_is_counted_in_cycles() -> None:
     assert not confirmed_in_cycles(1.05, 1.04, 1.025, 1980.0, 1980.0 / 1.03)  # 2 % left: under the decision ratio
 
 
+def test_the_clock_summary_and_note_are_exact_at_their_edges() -> None:
+    """Reasons in NVML's bit order (not the alphabet's), the limited share to one decimal, none sampled without a
+    reason mask, a note that names no reason or clock it was not given; cycles confirm a regression only with the
+    interval's low end above 1 and the median at or past the decision ratio."""
+    summary = clock_summary([1980.0, 1980.0, 1700.0], [0x8, 0x0, 0x4])
+    assert summary["clock_limits"] == ["SW power cap", "HW slowdown"]  # bits 0x4, 0x8: not alphabetical
+    assert summary["clock_limited_pct"] == 66.7  # 2 of 3, one decimal
+    assert clock_summary([1980.0, 1700.0, 1800.0], [0x0, 0x40, 0x0])["clock_limited_pct"] == 33.3
+    assert clock_summary([1980.0], []) == {"sm_clock_mhz": 1980.0, "sm_clock_mhz_min": 1980.0,
+                                           "clock_limited_pct": 0.0, "clock_limits": []}  # clocks, no reasons read
+    assert limited_note({"clock_limited_pct": 12.5}) == (
+        "timed while the GPU limited its clocks (a limiting reason) in 12.5% of samples, SM clock median 0 MHz, "
+        "lowest 0")
+    assert limited_note({"clock_limited_pct": 3.0, "clock_limits": [], "sm_clock_mhz": 1755.4,
+                         "sm_clock_mhz_min": 1500.6}) == (
+        "timed while the GPU limited its clocks (a limiting reason) in 3% of samples, SM clock median 1755 MHz, "
+        "lowest 1501")
+    assert not confirmed_in_cycles(1.05, 1.0, 1.025, 1980.0, 1980.0)  # the interval touches 1: not shown
+    assert confirmed_in_cycles(1.05, 1.0001, 1.025, 1980.0, 1980.0)
+    assert confirmed_in_cycles(1.025, 1.01, 1.025, 1980.0, 1980.0)  # exactly at the decision ratio: it holds
+    assert not confirmed_in_cycles(1.0249, 1.01, 1.025, 1980.0, 1980.0)
+
+
 class FakeNVML:
     NVML_CLOCK_SM = 1
 

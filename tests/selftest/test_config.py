@@ -32,7 +32,7 @@ MINIMAL = {
 }
 DATA = "fixtures.data.digits:digits_test"
 KNOWN = {"reason": "kernel bug, cosine 0.5", "match": r"cosine 0\.5\d* < 0\.98 required", "outputs": ["logits"],
-         "metrics": ["cosine"]}
+         "metrics": ["cosine"], "expected": {"cosine": {"value": 0.51, "margin": 0.05}}}
 
 
 def _with(**changes):
@@ -245,9 +245,11 @@ BROKEN = [
     (_with(latency_batch_sizes=[1.0]), rf"^{M}\.latency_batch_sizes\[0\]: expected a batch size"),
     (_with(parity_samples=0), rf"^{M}\.parity_samples: expected an integer >= 1, got 0$"),
     (_with(parity_samples="64"), rf"^{M}\.parity_samples: expected an integer >= 1, got '64'$"),
-    (_top(latency={"rounds": 1}), r"^\[latency\]\.rounds: expected an integer >= 2, got 1$"),
-    (_top(latency={"rounds": 2.5}), r"^\[latency\]\.rounds: expected an integer >= 2, got 2\.5$"),
-    (_top(latency={"rounds": "30"}), r"^\[latency\]\.rounds: expected an integer >= 2, got '30'$"),
+    (_top(latency={"rounds": 1}), r"^\[latency\]\.rounds: expected an integer in \[2, 10000\], got 1$"),
+    (_top(latency={"rounds": 2.5}), r"^\[latency\]\.rounds: expected an integer in \[2, 10000\], got 2\.5$"),
+    (_top(latency={"rounds": "30"}), r"^\[latency\]\.rounds: expected an integer in \[2, 10000\], got '30'$"),
+    (_top(latency={"rounds": 1_000_000_000}),  # issue 43: ran until killed
+     r"^\[latency\]\.rounds: expected an integer in \[2, 10000\], got 1000000000$"),
     (_top(latency={"warmup_fraction": 1.0}), r"^\[latency\]\.warmup_fraction: expected a finite number in \[0, 1\)"),
     (_top(latency={"warmup_fraction": -0.1}), r"^\[latency\]\.warmup_fraction: expected a finite number"),
     (_top(latency={"min_time_s": 1.0}), r"^\[latency\]: min_time_s was removed: it was never read"),
@@ -527,12 +529,35 @@ def test_known_failure_says_what_fails_and_how():
     m = parse_config(_with(engines=["onnxruntime"], known_failures={"onnxruntime-fp32": {**KNOWN,
                                                                                          "checks": ["parity"]}}))
     entry = m.models["m"].known_failures["onnxruntime-fp32"]
-    assert entry == KnownFailure(KNOWN["reason"], KNOWN["match"], ("parity",), ("logits",), ("cosine",))
+    assert entry == KnownFailure(KNOWN["reason"], KNOWN["match"], ("parity",), ("logits",), ("cosine",),
+                                 (("cosine", 0.51, 0.05),))
     assert entry.covers("parity", "m-onnxruntime-fp32: output 'logits' (32, 10): cosine 0.51 < 0.98 required")
     assert not entry.covers("accuracy", "cosine 0.51 < 0.98 required")
     assert not entry.covers("parity", "EngineBuildError: int8 calibration of 'm' (minmax, 256 rows) failed")
     default = parse_config(_with(known_failures={"onnxruntime-fp32": KNOWN})).models["m"].known_failures
     assert default["onnxruntime-fp32"].checks == ("accuracy", "parity")
+
+
+def test_a_known_failure_has_a_floor():
+    """issue 43, item 1: an entry for top-1 agreement 84 % absorbed the same figure at 58 %. A failed figure is the
+    known one only within its declared value and margin: below the floor (above a ceiling) it is another failure."""
+    entry = KnownFailure("r", "x", ("parity",), ("a",), ("top1_agreement_pct", "max_abs_error"),
+                         (("top1_agreement_pct", 84.0, 3.0), ("max_abs_error", 0.1, 0.05)))
+    assert entry.bound("top1_agreement_pct") == 81.0 and entry.bound("max_abs_error") == pytest.approx(0.15)
+    assert entry.bound("cosine") is None
+    assert entry.beyond((("a", "top1_agreement_pct", 81.0), ("a", "max_abs_error", 0.15))) is None  # at the bounds
+    assert entry.beyond((("a", "top1_agreement_pct", 99.0), ("a", "max_abs_error", 0.0))) is None  # better is fine
+    assert entry.beyond((("a", "top1_agreement_pct", 84.0), ("a", "top1_agreement_pct", 58.0))) == (
+        "it has top1_agreement_pct of output 'a' at 58, beyond the declared 84 - 3 (the entry's floor 81): it failed "
+        "further than the known failure")
+    assert entry.beyond((("a", "top1_agreement_pct", 80.99),)) is not None
+    assert "beyond the declared 0.1 + 0.05 (the entry's ceiling 0.15)" in entry.beyond((("a", "max_abs_error", 0.151),))
+    for missing in (None, float("nan")):
+        assert entry.beyond((("a", "top1_agreement_pct", missing),)) == (
+            "it has no recorded value of top1_agreement_pct of output 'a' to hold to the declared one")
+    assert entry.beyond((("a", "cosine", 0.5),)) == ("it has failed figure cosine of output 'a', for which the entry "
+                                                     "declares no value and margin")
+    assert "(expected top1_agreement_pct 84 +- 3, max_abs_error 0.1 +- 0.05)" in entry.describe()
 
 
 def test_a_known_failure_absorbs_only_its_figures_on_its_outputs():
@@ -615,8 +640,8 @@ KF = rf"^{M}\.known_failures\.onnxruntime-fp32"
 @pytest.mark.parametrize("entry,match", [
     ("kernel bug, cosine 0.5", KF + r" = 'kernel bug, cosine 0.5': a plain reason is the old form, which hid any "
      r"failure of the cell; write onnxruntime-fp32 = \{ reason = \"what fails, measured how, since when\", "
-     r"outputs = \[\"logits\"\], metrics = \[\"top1_agreement_pct\"\], match = \"REGEX over the failure message\", "
-     r"checks = \[\"parity\"\] \}$"),
+     r"outputs = \[\"logits\"\], metrics = \[\"top1_agreement_pct\"\], expected = \{ top1_agreement_pct = \{ "
+     r"value = 64.0, margin = 4.0 \} \}, match = \"REGEX over the failure message\", checks = \[\"parity\"\] \}$"),
     ({**KNOWN, "match": "cosine (0.5"}, KF + r"\.match = 'cosine \(0.5': not a valid regular expression"),
     ({**KNOWN, "match": ".*"}, KF + r"\.match = '\.\*': matches an empty message, so it would match any failure"),
     ({**KNOWN, "match": ""}, KF + r"\.match: expected a non-empty string"),
@@ -644,7 +669,26 @@ KF = rf"^{M}\.known_failures\.onnxruntime-fp32"
     ({**KNOWN, "checks": ["latency"]}, KF + r"\.checks\[0\]: unknown 'latency'; valid: accuracy, parity$"),
     ({**KNOWN, "checks": []}, KF + r"\.checks: must not be empty"),
     ({**KNOWN, "checks": ["accuracy"]}, KF + r"\.checks: 'accuracy' listed, but the model has no accuracy_dataset"),
-    ({**KNOWN, "since": "today"}, KF + r": unknown key\(s\) since; valid: checks, match, metrics, outputs, reason$"),
+    ({**KNOWN, "since": "today"}, KF + r": unknown key\(s\) since; valid: checks, expected, match, metrics, outputs, "
+     r"reason$"),
+    # issue 43, item 1: a known failure states how far its figure may fall
+    ({k: v for k, v in KNOWN.items() if k != "expected"},
+     KF + r"\.expected: missing: a known failure states how far each of its figures may fall, as the value seen and a "
+     r"margin \(in the results file's units: top1/top5 as fractions\); add expected = \{ cosine = \{ value = V, "
+     r"margin = M \} \}$"),
+    ({**KNOWN, "expected": {}}, KF + r"\.expected: 'cosine' is in metrics but has no value and margin"),
+    ({**KNOWN, "expected": {"cosine": {"value": 0.5, "margin": 0.1}, "isclose_pct": {"value": 1, "margin": 1}}},
+     KF + r"\.expected: unknown key\(s\) isclose_pct; valid: cosine$"),
+    ({**KNOWN, "expected": {"cosine": {"value": 0.5}}}, KF + r"\.expected\.cosine: missing 'margin'"),
+    ({**KNOWN, "expected": {"cosine": {"value": 0.5, "margin": -0.1}}},
+     KF + r"\.expected\.cosine\.margin: expected a finite number, got -0\.1"),
+    ({**KNOWN, "expected": {"cosine": {"value": "0.5", "margin": 0.1}}},
+     KF + r"\.expected\.cosine\.value: expected a finite number, got '0\.5'"),
+    ({**KNOWN, "expected": {"cosine": {"value": 0.5, "margin": 1.5}}},
+     KF + r"\.expected\.cosine: value 0\.5 - margin 1\.5 = -1, a floor no cosine can fall below \(-1\), so the entry "
+     r"would absorb it at any depth"),
+    ({**KNOWN, "expected": {"cosine": {"value": -1.5, "margin": 0}}},
+     KF + r"\.expected\.cosine: value -1\.5 - margin 0 = -1\.5, a floor no cosine can fall below"),
 ])
 def test_broken_known_failure_is_a_clear_error(entry, match):
     with pytest.raises(ConfigError, match=match):
@@ -757,8 +801,10 @@ def test_latency_batch_sizes_option():
 
 
 def test_latency_rounds_option():
-    assert check_rounds_option(2) == 2 and check_rounds_option("30") == 30
+    assert check_rounds_option(2) == 2 and check_rounds_option("30") == 30 and check_rounds_option(10_000) == 10_000
     for value, match in ((0, r"0 rounds; a latency case needs at least 2"), (1, r"1 rounds"),
+                         ("1000000000", r"1000000000 rounds; at most 10000 timed rounds per case$"),
+                         (10_001, r"10001 rounds; at most 10000"),
                          (True, r"expected an integer >= 2, got True"), ("many", r"'many' is not an integer"),
                          (2.5, r"expected an integer >= 2, got 2\.5")):
         with pytest.raises(ConfigError, match=rf"^--latency-rounds: {match}"):

@@ -74,9 +74,9 @@ def test_a_busy_baseline_is_shown_and_cannot_pass_an_improvement(suite_baseline:
             info["gate"] = {"interference": 5.0}
     busy = tmp_path / "busy-baseline.json"
     busy.write_text(json.dumps(saved))
-    # The limit sits between the baseline's (an impossible 500%) and anything this machine can show now (others'
-    # share of the CPUs is at most 100%): the outcome does not depend on how busy the machine is.
-    done = run_suite(suite_baseline, *STEADY, "--latency-baseline", str(busy), "--latency-busy-limit", "150%",
+    # The limit (100%, the highest allowed) sits below the baseline's (an impossible 500%) and at or above anything this
+    # machine can show now (others' share of the CPUs is at most 100%): the outcome does not depend on how busy it is.
+    done = run_suite(suite_baseline, *STEADY, "--latency-baseline", str(busy), "--latency-busy-limit", "100%",
                      tests=LATENCY)
     assert done.returncode == verdict.EXIT_NOT_JUDGED, explain(done)
     out = done.stdout
@@ -409,10 +409,13 @@ def test_benchmark_compare_fail_ends_with_a_verdict_not_a_traceback(tmp_path: Pa
     done = run_suite(tmp_path, *STEADY, "--latency-rounds", "10", "--benchmark-compare=0001",
                      "--benchmark-compare-fail=mean:10%", tests=LATENCY)
     out = done.stdout + done.stderr
-    assert done.returncode == 1 and "Traceback" not in out and "2 passed" in done.stdout, explain(done)
+    # each flagged case fails on its own report (issue 47): pytest's line counts what the verdict counts
+    assert done.returncode == 1 and "Traceback" not in out, explain(done)
+    assert re.search(r"^2 failed(, \d+ warnings?)? in ", done.stdout, re.M), explain(done)
     tail = _tail(done.stdout)
-    assert "VERDICT: FAILED" in tail and "pytest-benchmark --benchmark-compare-fail: " in tail, explain(done)
-    assert "Performance has regressed" in tail and "the suite's gate is --latency-baseline" in out
+    assert "VERDICT: FAILED" in tail and "checks: 0 passed, 2 failed" in tail, explain(done)
+    assert "pytest-benchmark --benchmark-compare-fail against 0001_" in tail, explain(done)
+    assert "Field 'mean' has failed" in tail and "the suite's gate is --latency-baseline" in out
 
 
 def test_benchmark_compare_fail_against_a_run_without_these_cases_judges_nothing_silently(tmp_path: Path) -> None:
@@ -520,6 +523,7 @@ engines = ["torch", "onnxruntime"]
 reason = "the export scales outputs by 1.05 (test model)"
 outputs = ["{declared}"]
 metrics = ["isclose_pct", "worst_row_rel_error"]
+expected = {{ isclose_pct = {{ value = 0.0, margin = 0.0 }}, worst_row_rel_error = {{ value = 0.05, margin = 0.01 }} }}
 match = "isclose [0-9.]+% < "
 checks = ["parity"]
 """
@@ -546,13 +550,15 @@ def test_a_known_failure_excuses_only_the_failure_it_declares(tmp_path: Path, fa
     done = run_suite(tmp_path, "--suite-config", str(config), "-k", "uniform or dataset",
                      tests=(str(ROOT / "tests" / "parity" / "test_parity.py"),))
     tail = _tail(done.stdout)
-    if outcome == "as declared":
-        assert done.returncode == 0 and "2 known failures (as declared)" in tail, explain(done)
+    if outcome == "as declared":  # absorbed; and as nothing else ran, nothing passed: not judged (issue 43)
+        assert done.returncode == verdict.EXIT_NOT_JUDGED and "2 known failures (as declared)" in tail, explain(done)
+        assert "nothing passed: every judged check (2) is a known failure, so nothing was shown right" in tail, \
+            explain(done)
     elif outcome == "other failure":
         assert done.returncode == 1 and "XFAIL" not in done.stdout, explain(done)
-        assert ("declared as isclose_pct, worst_row_rel_error on output(s) out in parity, matching /isclose [0-9.]+% "
-                "< /; this failure is an exception (EngineBuildError), not a check's failed figures") in done.stdout, \
-            explain(done)
+        assert ("declared as isclose_pct, worst_row_rel_error on output(s) out in parity (expected isclose_pct 0 +- 0, "
+                "worst_row_rel_error 0.05 +- 0.01), matching /isclose [0-9.]+% < /; this failure is "
+                "an exception (EngineBuildError), not a check's failed figures") in done.stdout, explain(done)
         assert "EngineBuildError" in tail or "export" in tail, explain(done)
     elif outcome == "other output":
         assert done.returncode == 1 and "known failures (as declared)" not in tail, explain(done)

@@ -23,6 +23,21 @@ def test_collect_only_builds_and_runs_no_model(tmp_path: Path) -> None:
     assert not [p for p in (tmp_path / "cache").rglob("*") if p.is_dir() and p.name == "preflight"], explain(done)
 
 
+def test_collect_only_never_claims_a_results_file(tmp_path: Path) -> None:
+    """issue 43's defects: `--co --suite-results X` printed 'suite results written to X' and wrote nothing, leaving
+    yesterday's X to read as today's. The earlier file is removed, saying so; with none there, none is claimed."""
+    results = tmp_path / "out" / "results.json"
+    results.parent.mkdir()
+    results.write_text('{"verdict": {"verdict": "passed"}, "records": []}')  # an earlier run's
+    done = run_suite(tmp_path, "--collect-only", "--suite-results", str(results))
+    assert done.returncode == 0 and "suite results written to" not in done.stdout, explain(done)
+    assert (f"suite results: none written to {results} (--collect-only judges nothing); the earlier run's file there "
+            "was removed, so that nothing reads it as this run's") in done.stdout, explain(done)
+    assert not list(results.parent.iterdir()), explain(done)  # neither the file nor an empty record stream
+    done = run_suite(tmp_path, "--collect-only", "--suite-results", str(results))
+    assert f"suite results: none written to {results} (--collect-only judges nothing)\n" in done.stdout, explain(done)
+
+
 def test_and_n_more_says_where_all_of_them_are(tmp_path: Path) -> None:
     from types import SimpleNamespace
 

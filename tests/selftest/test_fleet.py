@@ -147,6 +147,29 @@ def test_two_workers_leave_one_result_of_every_kind(tmp_path: Path) -> None:
         int(part.split()[0]) for part in counts.group(1).split(", ")) == 2, explain(gated)
 
 
+def test_a_worker_knows_the_runs_spread_and_a_regression_names_a_baseline_spread_otherwise(tmp_path: Path) -> None:
+    """Issue 47 item 3: a run with two workers against a baseline saved in one process was failed with '+150 %'
+    regressions whose messages said nothing of the spread. The latency gate in each worker now knows the run's worker
+    count (fleet.worker_layout), so each regression says the baseline was spread otherwise, beside the run's
+    'what differs' block."""
+    from types import SimpleNamespace
+
+    from suite import fleet
+
+    worker = SimpleNamespace(workerinput={"workercount": 3}, getoption=lambda name, default=None: None,
+                             pluginmanager=SimpleNamespace(get_plugin=lambda name: None))
+    assert fleet.worker_layout(worker) == {"worker_count": 3, "worker_gpus": "none"}  # type: ignore[arg-type]
+    latency = (TESTS[0], "--models", "steady", "--latency-rounds", "10")
+    saved = run_suite(tmp_path, *latency[1:], "--benchmark-autosave", tests=latency[:1])
+    assert saved.returncode == EXIT_NOT_JUDGED, explain(saved)
+    done = run_suite(tmp_path, *latency[1:], "-n", "2", "--latency-baseline", "0001", "--inject-slowdown", "100%",
+                     "--latency-busy-limit", "100%", tests=latency[:1], env={"PYTHONPATH": str(ROOT)})
+    assert done.returncode == 1, explain(done)
+    assert done.stdout.count("NOTE: the baseline comes from a different environment (worker_count: 1 -> 2") == 2, \
+        explain(done)
+    assert re.search(r"^  worker_count +1  ->  2$", done.stdout, flags=re.M), explain(done)
+
+
 def test_rebuild_check_builds_each_engine_anew_and_compares(tmp_path: Path) -> None:
     """--rebuild-check 2 on the tiny config: ONNX Runtime's engine is exported twice from scratch; without the
     option the rebuild tests are deselected, not skipped (a skip would be 'not judged')."""

@@ -7,6 +7,7 @@ with CAP_SYS_ADMIN (CI's machine has it); where the mount is refused, these chec
 
 from __future__ import annotations
 
+import json
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -62,3 +63,18 @@ def test_a_file_the_run_cannot_write_is_one_line_and_a_failed_run(tmp_path: Path
     assert f"suite: {option} {target} was not written: No space left on device" in done.stdout, explain(done)
     assert "VERDICT: FAILED" in done.stdout, explain(done)
     assert (tmp_path / "r.html").stat().st_size > 10_000  # what could be written was
+
+
+def test_a_full_disk_for_the_html_report_leaves_the_results_file_with_the_final_verdict(tmp_path: Path,
+                                                                                       full_disk: Path) -> None:
+    """issue 43's defects: the results file, written before pytest-html renders, kept saying 'passed' while the
+    verdict, after the report failed, was FAILED. It is written again with the final verdict."""
+    results, html = tmp_path / "results.json", full_disk / "r.html"
+    done = run_suite(tmp_path, "--suite-results", str(results), "--html", str(html), "--latency-rounds", "3",
+                     tests=TESTS)
+    assert done.returncode == 1, explain(done)
+    assert f"suite: the HTML report {html} was not written: No space left on device" in done.stdout, explain(done)
+    assert "VERDICT: FAILED" in done.stdout and "Traceback" not in _lines(done), explain(done)
+    said = json.loads(results.read_text())["verdict"]
+    assert said["verdict"] == "failed" and said["counts"]["failed"] == 1, said
+    assert said["failed"][0]["id"] == "the HTML report written", said

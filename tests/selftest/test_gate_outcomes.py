@@ -252,9 +252,10 @@ def test_a_case_the_baseline_timed_another_way_is_not_compared() -> None:
 
 
 def test_the_baseline_keeps_how_each_run_timed_each_case(tmp_path: Path) -> None:
-    def saved(name: str, clock: str) -> Path:
+    def saved(name: str, clock: str) -> Path:  # each run its own rounds: a copy of one run is refused
         path = tmp_path / name
-        bench = {"name": "b", "extra_info": {**RECORD, "path": "latency-all", "samples_s": BASE[:10], "clock": clock}}
+        rounds = BASE[int(name[:4]):int(name[:4]) + 10]
+        bench = {"name": "b", "extra_info": {**RECORD, "path": "latency-all", "samples_s": rounds, "clock": clock}}
         path.write_text(json.dumps({"benchmarks": [bench], "machine_info": {}, "datetime": "now"}))
         return path
 

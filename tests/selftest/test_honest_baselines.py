@@ -14,6 +14,7 @@ import pytest
 from suite.baselines import (
     BaselineError,
     _machine_id,
+    load_latency_baselines,
     load_results_baseline,
     resolve_latency_baselines,
     self_test_knobs,
@@ -48,6 +49,27 @@ def test_last_0_and_a_run_named_twice_are_refused(tmp_path: Path) -> None:
         with pytest.raises(BaselineError, match="names the same run more than once"):
             resolve_latency_baselines(spec, storage)
     assert len(resolve_latency_baselines("0001,0002", storage)) == 2
+
+
+def test_copies_of_one_run_are_not_several_runs(tmp_path: Path) -> None:
+    """Issue 43: three byte-identical copies of one run were accepted as a three-run baseline, whose run-to-run
+    spread is zero. A copy renamed or re-dated is refused the same; runs that differ in one round are two runs."""
+    extra = {"model": "m", "engine": "onnxruntime", "precision": "fp32", "batch_size": 1, "path": "latency-all",
+             "samples_s": [1e-3, 1.1e-3, 1.05e-3, 0.98e-3, 1.02e-3, 1.01e-3]}
+    run = {"benchmarks": [{"name": "b", "extra_info": extra}], "machine_info": {}, "datetime": "2026-11-28"}
+    paths = [tmp_path / f"000{i}_night.json" for i in (1, 2, 3)]
+    for path in paths:
+        path.write_text(json.dumps(run))
+    with pytest.raises(BaselineError, match=r"--latency-baseline: \S+0002_night.json holds the same cases and rounds "
+                       r"as \S+0001_night.json, a copy of one run: .*name each run once"):
+        load_latency_baselines(paths)
+    reordered = {"datetime": "2026-11-29", "benchmarks": [{"extra_info": dict(reversed(extra.items())), "name": "b"}]}
+    paths[1].write_text(json.dumps(reordered, indent=1))  # re-dated, its keys written in another order
+    with pytest.raises(BaselineError, match="a copy of one run"):
+        load_latency_baselines(paths[:2])
+    other = {**extra, "samples_s": [*extra["samples_s"][:-1], 1.03e-3]}
+    paths[2].write_text(json.dumps({**run, "benchmarks": [{"name": "b", "extra_info": other}]}))
+    assert len(load_latency_baselines([paths[0], paths[2]]).samples[("m", "onnxruntime", "fp32", "bs1", "all")]) == 2
 
 
 @pytest.mark.parametrize("verdict", ["failed", "not judged", None])

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from suite import scheduling, workers
+from suite import scheduling, verdict, workers
 from suite import timeline as timelines
 from suite.baselines import DriftTolerances, ResultsBaseline, parse_drift
 from suite.config import ConfigError, load_config
@@ -648,9 +648,57 @@ def test_the_drift_gate_fails_a_cell_whose_memory_doubled() -> None:
     assert "GPU memory grew: nvml_peak_mib 4000 -> 8000 MiB (2.00x" in str(doubled[1])
     small = {**base, "nvml_peak_mib": 100.0}
     gate.results_baseline.gpu_memory["m-onnxruntime-fp16"] = small
-    assert gate.check_memory({**base, "nvml_peak_mib": 300.0})[1] is None  # 3x, but only 200 MiB more
-    assert gate.check_memory({**base, "cell": "other"}) == (None, None)  # the baseline never measured it
-    assert gate.check_memory({**base, "nvml_peak_mib": None}) == (None, None)  # nor did this run (a CPU run)
+    assert gate.check_memory({**base, "nvml_peak_mib": 160.0})[1] is None  # 1.6x, but only 60 MiB more
+    assert gate.check_memory({**base, "nvml_peak_mib": 140.0})[1] is None  # 40 MiB more, within the factor
+    # issue 43: +256 MiB beside the factor let a cell adding 100 MiB add 350; the slack is two cuBLAS workspaces
+    grew = gate.check_memory({**base, "nvml_peak_mib": 350.0})
+    assert grew[0] is not None and grew[0].state == "failed"
+    assert "nvml_peak_mib 100 -> 350 MiB (3.50x; allowed 1.5x and +64 MiB)" in str(grew[1])
+    assert gate.check_memory({**base, "nvml_peak_mib": 164.0})[1] is None  # exactly +64 MiB: not beyond it
+    assert gate.check_memory({**base, "nvml_peak_mib": 164.5})[1] is not None
+    # both figures, each judged: the component names the cell and says every figure; the message, the grown ones
+    gate.environment = {"torch": "2.14.1"}
+    gate.results_baseline = ResultsBaseline(source=Path("b.json"), environment={"torch": "2.13.0"}, gpu_memory={
+        "m-onnxruntime-fp16": {**base, "nvml_added_mib": 100.0, "allocator_added_mib": 40.0}})
+    component, message = gate.check_memory({**base, "nvml_added_mib": 400.0, "allocator_added_mib": 41.0})
+    assert component == verdict.Component(
+        "gpu memory drift gate m-onnxruntime-fp16", "failed", None,
+        "nvml_added_mib 100 -> 400 MiB (4.00x; allowed 1.5x and +64 MiB); allocator_added_mib 40 -> 41 MiB (1.02x; "
+        "allowed 1.5x and +64 MiB)")
+    assert message == ("m-onnxruntime-fp16: GPU memory grew: nvml_added_mib 100 -> 400 MiB (4.00x; allowed 1.5x and "
+                       "+64 MiB)\n  NOTE: the baseline comes from a different environment (torch: 2.13.0 -> 2.14.1)")
+    both = gate.check_memory({**base, "nvml_added_mib": 400.0, "allocator_added_mib": 400.0})[1]
+    assert "nvml_added_mib 100 -> 400 MiB (4.00x; allowed 1.5x and +64 MiB); allocator_added_mib 40 -> 400" in str(both)
+
+
+@pytest.mark.parametrize("baseline,current,reason,says", [
+    (None, {"nvml_peak_mib": 300.0}, "no-baseline", "the accuracy baseline has no GPU memory record of the cell"),
+    ({"nvml_peak_mib": None}, {"nvml_peak_mib": 300.0}, "no-baseline",
+     "the accuracy baseline has no GPU memory figure of the cell"),
+    ({"allocator_added_mib": 50.0}, {"nvml_peak_mib": 300.0}, "no-baseline",
+     "the accuracy baseline has no GPU memory figure of the cell"),
+    ({"nvml_peak_mib": 100.0}, {"nvml_peak_mib": None, "allocator_peak_mib": float("nan")}, "unavailable",
+     "this run measured no GPU memory figure for the cell (NVML and torch's allocator gave none)"),
+    (None, {}, "unavailable", "this run measured no GPU memory figure for the cell (NVML and torch's allocator gave "
+     "none)"),
+])
+def test_a_cell_without_a_memory_figure_is_not_judged_for_memory_and_says_which_side(
+        baseline: dict[str, Any] | None, current: dict[str, Any], reason: str, says: str) -> None:
+    """Issue 43: a record without the figure (either side) was skipped without a word; it is not judged for memory,
+    with the side that lacks it. Without an accuracy baseline there is nothing to judge memory against at all."""
+    from suite.gate.state import Gate
+
+    cell = {"kind": "gpu_memory", "cell": "m-onnxruntime-fp16"}
+    gate = Gate(max_slowdown=0.05, confidence=0.99, busy_limit=0.5, drift=DriftTolerances(), inject_slowdown=None,
+                inject_accuracy_drop=None, environment={})
+    assert gate.check_memory({**cell, **current}) == (None, None)
+    gate.results_baseline = ResultsBaseline(source=Path("b.json"), environment={},
+                                            gpu_memory={} if baseline is None else {cell["cell"]: {**cell, **baseline}})
+    component, message = gate.check_memory({**cell, **current})
+    assert message is None and component is not None
+    assert (component.state, component.reason) == ("not judged", reason) and component.detail.startswith(says)
+    assert component.label == "gpu memory drift gate m-onnxruntime-fp16"
+    assert gate.check_memory({**cell, "kind": "parity", **current}) == (None, None)
 
 
 def test_the_engine_table_shows_each_cells_peak_gpu_memory_where_measured() -> None:

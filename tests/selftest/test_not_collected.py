@@ -118,3 +118,50 @@ def test_under_xdist_the_controller_says_what_its_workers_left_out(tmp_path):
     assert done.returncode == 0, explain(done)
     assert _left_out(done) == {TRT: "tiny-tensorrt-fp32, tiny-tensorrt-tf32", TORCH_TF32: "tiny-torch-tf32",
                                ORT_TF32: "tiny-onnxruntime-tf32"}, explain(done)  # no harness line: not selected
+
+
+PADDING = ('not sentence-embedding models (an input with role = "attention_mask" and a parity_dataset): the '
+           "padding-invariance check has nothing to pad")
+EMBEDDINGS = str(ROOT / "tests" / "parity" / "test_embeddings.py")
+
+
+def _fp16_config(tmp_path: Path, parity_samples: int = 64) -> str:
+    """The tiny model with ONNX Runtime fp16, which the CPU EP runs in fp32 (precision census: 0 of 2)."""
+    text = TINY.read_text()
+    start = text.index("[models.tiny]")
+    tiny = text[start:text.index("[models", start + 1)]
+    tiny = tiny.replace('precisions = ["fp32"]', 'precisions = ["fp32", "fp16"]')
+    path = tmp_path / "suite.toml"
+    path.write_text(text[:start] + tiny.replace("parity_samples = 64", f"parity_samples = {parity_samples}"))
+    return str(path)
+
+
+def test_a_cell_whose_recorded_census_says_its_precision_does_not_run_here_is_not_collected(tmp_path):
+    """Issue 47: a cold cache collects and judges the cell (not judged, precision-not-run) and records its census;
+    the next run leaves its checks out, one line saying why and since which run. Named by --precisions, or under
+    another key (the model's table changed), it is collected again."""
+    config = _fp16_config(tmp_path)
+    first = run_suite(tmp_path, "--suite-config", config, "--accept-not-judged", "precision-not-run,no-data",
+                      tests=(TESTS[1],))
+    assert first.returncode == 0 and "not judged (precision-not-run, accepted): 1:" in first.stdout, explain(first)
+    again = run_suite(tmp_path, "--suite-config", config, "--collect-only", tests=TESTS)
+    left = _left_out(again)
+    census = [r for r in left if r.startswith("onnxruntime named fp16 but computes nothing in fp16 here (the precision "
+                                              "census of the run of ")]
+    assert len(census) == 1 and left[census[0]] == "4 checks of tiny-onnxruntime-fp16", explain(again)
+    assert not [t for t in _collected(again) if "tiny-onnxruntime-fp16" in t], explain(again)
+    assert [t for t in _collected(again) if "tiny-torch-fp16" in t], explain(again)  # its census: none, it runs fp16
+    named = run_suite(tmp_path, "--suite-config", config, "--collect-only", "--precisions", "fp32,fp16", tests=TESTS)
+    assert [t for t in _collected(named) if "tiny-onnxruntime-fp16" in t], explain(named)
+    changed = run_suite(tmp_path, "--suite-config", _fp16_config(tmp_path, 32), "--collect-only", tests=TESTS)
+    assert [t for t in _collected(changed) if "tiny-onnxruntime-fp16" in t], explain(changed)
+
+
+def test_the_padding_check_is_collected_for_sentence_embedding_models_only(tmp_path):
+    """The config says which models are sentence-embedding models: the others' padding checks are left out, one
+    line for all; named by id, one is collected (and ends not judged, no-data)."""
+    done = run_suite(tmp_path, "--suite-config", _config(tmp_path), "--collect-only", tests=(EMBEDDINGS,))
+    assert not _collected(done) and _left_out(done)[PADDING] == "1 check of tiny", explain(done)
+    named = run_suite(tmp_path, "--suite-config", _config(tmp_path), "--collect-only",
+                      tests=(f"{EMBEDDINGS}::test_padding_does_not_change_embeddings[tiny-onnxruntime-fp32]",))
+    assert len(_collected(named)) == 1, explain(named)

@@ -57,6 +57,27 @@ def test_the_decision_sits_at_half_the_threshold() -> None:
     assert compare_latency(a, a * 1.03, 0.10).verdict == "unchanged"
 
 
+def test_unchanged_needs_both_ends_of_the_interval_inside_the_band() -> None:
+    """Issue 43: 'unchanged' is the whole interval inside [1/(1+t), 1+t]. With either end enough (``and`` -> ``or``),
+    a case 14 % slower with a CI of [0.996, 1.306] went from not judged to passed. The interval is made exact: steady
+    rounds (no within-run spread) and a between-night half-width around the ratio."""
+    base = [1e-3] * 100
+
+    def compared(ratio: float, low: float) -> object:
+        return compare_latency(base, [1e-3 * ratio] * 100, 0.05, 0.99, between_half=math.log(ratio / low))
+
+    slower = compared(1.14, 0.996)
+    assert (slower.ci_low, slower.ci_high) == (pytest.approx(0.996), pytest.approx(1.14 * 1.14 / 0.996))
+    assert slower.verdict == "inconclusive" and not slower.failed  # low end inside the band, high end beyond it
+    faster = compared(1 / 1.14, 1 / 1.14 / (1.004 * 1.14))  # the mirror: [0.766, 1.004]
+    assert faster.ci_high == pytest.approx(1.004) and faster.verdict == "inconclusive"
+    edge = compare_latency(base, base, 0.05, 0.99, between_half=math.log1p(0.05))  # exactly [1/1.05, 1.05]
+    assert (edge.ci_low, edge.ci_high) == (pytest.approx(1 / 1.05, rel=1e-12), pytest.approx(1.05, rel=1e-12))
+    assert edge.verdict == "unchanged"  # the band is closed: an interval reaching its ends rules the change out
+    beyond = compare_latency(base, base, 0.05, 0.99, between_half=math.log1p(0.05) * (1 + 1e-9))
+    assert beyond.verdict == "inconclusive"
+
+
 def test_too_few_rounds_is_inconclusive_not_a_verdict() -> None:
     c = compare_latency([1e-3] * 5, [2e-3] * 5)
     assert c.verdict == "inconclusive" and not c.failed and "too few rounds" in c.reason

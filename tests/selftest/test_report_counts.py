@@ -301,6 +301,50 @@ def test_a_case_the_compared_run_lacks_is_counted_not_judged_after_the_run(tmp_p
         assert cases[nodeid][0][:2] == ("skipped", "pytest.skip") and "compare" in cases[nodeid][0][2], cases
 
 
+def test_a_case_compare_fail_flags_is_one_failed_case_everywhere(tmp_path: Path) -> None:
+    """Issue 47: --benchmark-compare-fail's findings fail the flagged case's own report, so pytest's line, the
+    verdict, junit and the HTML count each case once (no passed test beside a run-level failed check), in a run
+    where cases regress and others are not judged. Each finding says what the suite's noise model makes of the
+    pair: bs4's baseline (stats and rounds 100x as fast) is a regression to both; bs1's (stats 100x as fast, its
+    rounds 3x as slow) only to pytest-benchmark's threshold, which still decides."""
+    latency = (str(ROOT / "tests" / "latency" / "test_latency.py"),)
+    saved = run_suite(tmp_path, "--models", "steady", "--latency-rounds", "10", "--latency-batch-sizes", "1,4",
+                      "--benchmark-autosave", tests=latency)
+    assert timed_only(saved), explain(saved)
+    path = next((tmp_path / "benchmarks").rglob("0001_*.json"))
+    data = json.loads(path.read_text())
+    for bench in data["benchmarks"]:
+        for key in ("min", "max", "mean", "median"):
+            bench["stats"][key] /= 100
+        scale = 0.01 if bench["fullname"].endswith("-bs4]") else 3.0
+        bench["extra_info"]["samples_s"] = [s * scale for s in bench["extra_info"]["samples_s"]]
+    path.write_text(json.dumps(data))
+    report, results, junit = tmp_path / "report.html", tmp_path / "results.json", tmp_path / "junit.xml"
+    done = run_suite(tmp_path, "--models", "steady,tiny", "--latency-rounds", "10", "--latency-batch-sizes", "1,4",
+                     "--latency-busy-limit", "100%", "--benchmark-compare=0001",
+                     "--benchmark-compare-fail=median:1000%", "--accept-not-judged", "no-data", "--html", str(report),
+                     "--self-contained-html",
+                     "--suite-results", str(results), "--junitxml", str(junit), tests=latency)
+    assert done.returncode == 1, explain(done)
+    found = json.loads(results.read_text())["verdict"]
+    assert found["counts"]["passed"] == 0 and found["counts"]["failed"] == 2, found["counts"]
+    assert found["counts"]["not_judged"] == {"no-baseline": 4}, found["counts"]  # tiny: 2 cells x 2 batches
+    assert all("::" in n for n in found["states"]), found["states"]  # no run-level check beside the cases
+    assert _stats_line(done.stdout) == {"failed": 2, "not judged": 4}, explain(done)
+    assert "checks: 0 passed, 2 failed, 4 not judged" in done.stdout, explain(done)
+    rows, counters, _ = _pytest_html(report)
+    assert (counters["passed"], counters["failed"], counters["skipped"]) == (0, 2, 4), counters
+    assert set(rows) == set(found["states"]) and all(len(r) == 1 for r in rows.values()), rows
+    for nodeid, state in found["states"].items():
+        assert rows[nodeid][0]["result"] == {"failed": "Failed"}.get(state, "Skipped"), (nodeid, state)
+    _assert_junit_is_the_verdict(junit, found)
+    detail = {c["id"].rsplit("-", 1)[-1]: c["detail"] for c in found["failed"]}
+    assert "--benchmark-compare-fail against 0001_" in detail["bs4]"], detail
+    assert "the suite's noise model agrees: regression (ratio " in detail["bs4]"], detail
+    assert re.search(r"the suite's noise model calls this pair improvement \(ratio [\d.]+, 99% CI \[[\d.]+, "
+                     r"[\d.]+\]\): as likely noise; judge with --latency-baseline", detail["bs1]"]), detail
+
+
 # =========================================================================== pytest's --junitxml file
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from metrics.latency import two_modes
+from metrics.latency import TwoModes, two_modes
 from metrics.regression import compare_latency
 from suite.baselines import DriftTolerances, LatencyBaseline
 from suite.gate.check import GateCheck
@@ -138,3 +138,44 @@ def test_settle_stops_after_the_retries_and_the_gate_then_says_what_it_judged():
 def test_settle_leaves_a_steady_case_alone():
     record, attempts = _settle(_gate(), STEADY, [])
     assert len(attempts) == 1 and attempts[0]["remeasured_because"] is None and attempts[0]["two_modes"] is None
+
+
+def test_each_line_of_two_modes_is_pinned_at_both_sides() -> None:
+    """metrics.latency.two_modes's thresholds, each met exactly (two modes) and missed by a hair (None): 6 rounds, a
+    step of exactly ``min_gap``, a slow median of exactly ``min_ratio`` times the fast one; the figures exact."""
+    six = two_modes([1.0, 2.0] * 3)  # the fewest rounds it reads
+    assert six == TwoModes(rounds=6, slow_rounds=3, fast_ms=1e3, slow_ms=2e3, every_ms=3e3)
+    assert two_modes([1.0, 2.0] * 2 + [1.0]) is None
+    # a step of 2x and a slow median 2x the fast one: two modes (below any doubled default)
+    assert two_modes([1.0, 2.0] * 10) == TwoModes(rounds=20, slow_rounds=10, fast_ms=1e3, slow_ms=2e3, every_ms=3e3)
+    # the widest step exactly min_gap (1.15), the slow side's median 1.3x: two modes; a hair under the gap: none
+    assert two_modes([1.0] * 10 + [1.15] + [1.3] * 9) is not None
+    assert two_modes([1.0] * 10 + [1.1499] + [1.3] * 9) is None
+    # the slow side's median exactly min_ratio (1.25) times the fast side's: two modes; a hair under: none
+    assert two_modes([1.0] * 10 + [1.25] * 10) is not None
+    assert two_modes([1.0] * 10 + [1.2499] * 10) is None
+    # not a finite positive time anywhere: None (a zero, a negative, NaN, infinity), however clear the two modes
+    for bad in (0.0, -1.0, float("nan"), float("inf")):
+        assert two_modes([1.0, 2.0] * 10 + [bad]) is None, bad
+    assert two_modes([[1.0, 2.0]] * 10) is None  # not one row of rounds
+
+
+def test_two_modes_reads_the_rounds_in_double_precision() -> None:
+    """float32 rounds give the figures of the same rounds as float64: medians and period are not rounded to float32."""
+    rounds = np.array([1.01, 2.03, 1.02, 2.05] * 5, dtype=np.float32)
+    assert two_modes(rounds) == two_modes([float(r) for r in rounds])
+    assert two_modes(["1", "2"] * 5) == two_modes([1.0, 2.0] * 5)  # rounds read back as text are numbers
+
+
+def test_min_share_bounds_each_side_and_one_slow_round_has_no_period() -> None:
+    """``min_share``: each side holds at least that share of the rounds (rounded up, and at least one round); with
+    one slow round there is no period between slow rounds; with two there is one."""
+    one = two_modes([1.0] * 9 + [2.0], min_share=0.1)  # 1 round of 10: allowed at a tenth
+    assert one == TwoModes(rounds=10, slow_rounds=1, fast_ms=1e3, slow_ms=2e3, every_ms=None)
+    assert one.explain() == "rounds in two modes: 1 of 10 at 2e+03 ms, the rest at 1e+03 ms"
+    two = two_modes([1.0, 1.0, 1.0, 1.0, 2.0] * 2, min_share=0.2)
+    assert two == TwoModes(rounds=10, slow_rounds=2, fast_ms=1e3, slow_ms=2e3, every_ms=6e3)
+    assert two_modes([1.0] * 9 + [2.0], min_share=0.2) is None  # 1 round of 10 is under a fifth
+    assert two_modes([1.0, 2.0] * 5, min_share=0.5) == TwoModes(rounds=10, slow_rounds=5, fast_ms=1e3, slow_ms=2e3,
+                                                                 every_ms=3e3)  # half and half: both sides hold it
+    assert two_modes([1.0, 2.0] * 5, min_share=0.6) is None  # no split leaves 60 % on each side

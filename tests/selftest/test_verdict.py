@@ -110,6 +110,40 @@ def test_a_known_failure_as_declared_is_counted_apart_and_does_not_fail_the_run(
     assert counts["known_failures"] == 1 and counts["failed"] == 0
 
 
+def test_a_run_in_which_nothing_passed_is_not_passed() -> None:
+    """issue 43, item 1: '0 passed ... 6 known failures' ended VERDICT: PASSED, exit 0. Every judged check a known
+    failure: nothing was shown right, so the run is not judged (75); one check that passed makes it green again."""
+    ledger = Ledger()
+    for i in range(6):
+        ledger.add_report(_report(f"t::{i}", "skipped", wasxfail="known failure: ort 1.31 fusions"))
+    assert ledger.outcome() == (NOT_JUDGED, ["nothing passed: every judged check (6) is a known failure, so "
+                                             "nothing was shown right"])
+    assert ledger.exit_status(0) == verdict.EXIT_NOT_JUDGED
+    ledger.add("t::ok", PASSED)
+    assert ledger.outcome() == (PASSED, []) and ledger.exit_status(0) == 0
+    failed = Ledger()
+    failed.add("t::a", FAILED, detail="cosine 0.5")
+    assert failed.outcome() == (FAILED, ["1 check(s) failed"])  # nothing passed, but that is no known failure's
+
+
+def test_a_teardown_failure_after_a_known_failure_fails_the_check() -> None:
+    """issue 43, item 1: the call's known failure absorbed a later teardown failure of the same test (VERDICT:
+    PASSED, results.json passed, pytest exit 1). A plain failure outranks a known one; a known one never replaces a
+    plain one."""
+    ledger = Ledger()
+    ledger.add("t::ok", PASSED)
+    ledger.add_report(_report("t::a", "skipped", wasxfail="known failure: ort 1.31 fusions"))
+    ledger.add_report(_report("t::a", "failed", when="teardown", longrepr="E   RuntimeError: session leaked"))
+    check = ledger.checks["t::a"]
+    assert (check.state, check.known_failure, check.detail) == (FAILED, False, "RuntimeError: session leaked")
+    assert ledger.outcome()[0] == FAILED and ledger.exit_status(0) == 1
+    ledger.add("t::a", FAILED, detail="known again", known_failure=True)
+    assert not ledger.checks["t::a"].known_failure
+    ledger.add("t::b", FAILED, detail="first", known_failure=True)
+    ledger.add("t::b", FAILED, detail="second", known_failure=True)
+    assert ledger.checks["t::b"].detail == "first"  # the same rank: the first stands
+
+
 def test_a_required_engine_fails_only_when_none_of_its_checks_could_run() -> None:
     """Every check not judged for a structural reason (unsupported, unavailable, no-data, skipped): the required
     engine fails the run. A check that ran, or one a gate could not decide, or one cut off by an interruption,

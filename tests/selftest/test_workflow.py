@@ -38,7 +38,7 @@ from typing import Any
 import pytest
 
 from suite import verdict
-from suite.baselines import load_latency_baselines, resolve_latency_baselines
+from suite.baselines import BaselineError, load_latency_baselines, load_results_baseline, resolve_latency_baselines
 from suite.config import load_config
 
 pytestmark = pytest.mark.selftest
@@ -495,9 +495,21 @@ def test_first_night_then_the_gates_start_and_only_passing_nights_are_kept(tmp_p
 
     nights.baselines()
     name = nights.gated_run()
+    results = Path(nights.env()["OUT"]) / "results.json"
+    results.write_text(json.dumps({**json.loads(results.read_text()), "verdict": {"verdict": "failed"}}))
     kept, said = nights.promote(exit_code=1, ACCEPT_AS_BASELINE="true", KEEP_RUNS="2")
     assert kept and "accepted by dispatch" in said
     assert nights.kept()[-1] == name and len(nights.kept()) == 2, "KEEP_RUNS prunes the oldest kept nights"
+    # issue 43's defects: the accepted night's results.json (verdict failed) was refused by every later night, exit 4
+    out, _ = nights.baselines()
+    accepted = load_results_baseline(Path(out["accuracy"]))
+    assert accepted.source == nights.base / "results.json"
+    assert json.loads(accepted.source.read_text())["accepted_as_baseline"] == {
+        "how": "accepted by dispatch (accept_as_baseline), exit 1", "verdict": "failed"}
+    unmarked = tmp_path / "failed.json"
+    unmarked.write_text(json.dumps({"records": [], "verdict": {"verdict": "failed"}}))
+    with pytest.raises(BaselineError, match=r"its run's verdict was failed, not passed"):
+        load_results_baseline(unmarked)
 
 
 def test_the_sharded_nightlys_nights_gate_latency_until_the_one_run_nights_take_over(tmp_path: Path) -> None:

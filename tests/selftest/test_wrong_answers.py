@@ -203,7 +203,10 @@ def test_the_engines_own_error_is_said_and_a_declared_known_failure_is_parity_s(
         check_timed_outputs(cell, "bs4", "all", call, Same(expected, wrong), suite.model("m"))
     known = {"onnxruntime-fp32": {"reason": "r", "match": r"\(4, 5\): isclose 0\.00% < 99\.00% required",
                                   "checks": ["parity"], "outputs": ["out"],
-                                  "metrics": ["isclose_pct", "cosine", "worst_row_rel_error"]}}
+                                  "metrics": ["isclose_pct", "cosine", "worst_row_rel_error"],
+                                  "expected": {"isclose_pct": {"value": 0.0, "margin": 0.0},
+                                               "cosine": {"value": 0.99, "margin": 0.01},
+                                               "worst_row_rel_error": {"value": 0.05, "margin": 0.01}}}}
     declared = _session(tmp_path, parity_dataset=f"{T}:tiny_data", known_failures=known).model("m")
     said = check_timed_outputs(cell, "bs4", "all", call, Same(expected, wrong), declared)
     assert said["last call"].startswith("round 6: the cell's known failure (r): output 'out' (4, 5): isclose 0.00%")

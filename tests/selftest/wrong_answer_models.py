@@ -4,6 +4,9 @@ answer"), for the hostile-input corpus (tests/selftest/test_hostile_inputs.py). 
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 import torch
 
 from tests.selftest.tiny_models import TwoInputNet
@@ -115,3 +118,137 @@ def variant_v2(cache=None) -> torch.nn.Module:
     m = variant_v1()
     m.variant = "v2"
     return m
+
+
+# ---- five more ways a factory changes the export and nothing the cache key read (issue 43, item 3) ---------------
+# Each factory's "v1" exports the right logits and its "v2" 1.5x them; eager PyTorch computes the same for both, so
+# only a graph built for v2 shows it. A warm cache of a v1 run used to hand v2 the v1 file: 30 passed; a fresh
+# cache: 30 failed. The model digest saw none of them (a partial's keywords, a lambda's closure, a module global,
+# a value below module_state's depth 4, a function outside the model's classes); the traced graph sees each.
+
+class ExportScaledNet(TwoInputNet):
+    """Under export, multiplies its logits by what ``factor()`` says: each route keeps that number somewhere else."""
+
+    def factor(self) -> float:
+        raise NotImplementedError
+
+    def forward(self, image: torch.Tensor, extra: torch.Tensor) -> torch.Tensor:
+        out = super().forward(image, extra)
+        return out * self.factor() if torch.onnx.is_in_onnx_export() else out
+
+
+def _scale(factor: float = 1.0) -> float:
+    return factor
+
+
+class PartialScaled(ExportScaledNet):
+    """The factor is a ``functools.partial`` keyword (module_state named the partial, not its arguments)."""
+
+    def __init__(self, factor: float) -> None:
+        super().__init__()
+        self.scale = functools.partial(_scale, factor=factor)
+
+    def factor(self) -> float:
+        return self.scale()
+
+
+def _closure(factor: float) -> Callable[[], float]:
+    return lambda: factor
+
+
+class ClosureScaled(ExportScaledNet):
+    """The factor is a lambda's closure (module_state named the lambda by its qualified name, the same for both)."""
+
+    def __init__(self, factor: float) -> None:
+        super().__init__()
+        self.scale = _closure(factor)
+
+    def factor(self) -> float:
+        return self.scale()
+
+
+EXPORT_FACTOR = 1.0  # set by global_scaled_v1 / _v2
+
+
+class GlobalScaled(ExportScaledNet):
+    """The factor is this module's global, which the factory sets (no attribute of the model holds it)."""
+
+    def factor(self) -> float:
+        return EXPORT_FACTOR
+
+
+class NestedScaled(ExportScaledNet):
+    """The factor is a config value five dicts deep (module_state stopped at depth 4)."""
+
+    def __init__(self, factor: float) -> None:
+        super().__init__()
+        self.settings = {"export": {"head": {"logits": {"scale": {"factor": factor}}}}}
+
+    def factor(self) -> float:
+        return self.settings["export"]["head"]["logits"]["scale"]["factor"]
+
+
+def _seeded(make: Callable[[], torch.nn.Module]) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return make().eval()
+
+
+def partial_scaled_v1(cache=None) -> torch.nn.Module:
+    return _seeded(lambda: PartialScaled(1.0))
+
+
+def partial_scaled_v2(cache=None) -> torch.nn.Module:
+    return _seeded(lambda: PartialScaled(1.5))
+
+
+def closure_scaled_v1(cache=None) -> torch.nn.Module:
+    return _seeded(lambda: ClosureScaled(1.0))
+
+
+def closure_scaled_v2(cache=None) -> torch.nn.Module:
+    return _seeded(lambda: ClosureScaled(1.5))
+
+
+def global_scaled_v1(cache=None) -> torch.nn.Module:
+    global EXPORT_FACTOR
+    EXPORT_FACTOR = 1.0
+    return _seeded(GlobalScaled)
+
+
+def global_scaled_v2(cache=None) -> torch.nn.Module:
+    global EXPORT_FACTOR
+    EXPORT_FACTOR = 1.5
+    return _seeded(GlobalScaled)
+
+
+def nested_scaled_v1(cache=None) -> torch.nn.Module:
+    return _seeded(lambda: NestedScaled(1.0))
+
+
+def nested_scaled_v2(cache=None) -> torch.nn.Module:
+    return _seeded(lambda: NestedScaled(1.5))
+
+
+#: The fifth route: a helper function in another file, edited between two runs. ``HELPER_MODEL`` is the model's file
+#: and ``helper_source(factor)`` the helper's (written beside it as ``export_helper.py``): neither class source nor
+#: attribute changes when the helper's body does.
+HELPER_MODEL = """import torch
+
+import export_helper
+from tests.selftest.wrong_answer_models import ExportScaledNet
+
+
+class HelperScaled(ExportScaledNet):
+    def factor(self):
+        return export_helper.factor()
+
+
+def make(cache=None):
+    torch.manual_seed(0)
+    return HelperScaled().eval()
+"""
+
+
+def helper_source(factor: float) -> str:
+    """The helper's file; its size differs between factors, so that Python never takes the old one's bytecode."""
+    return f"def factor():\n    return {factor!r}  # the export's scale{'' if factor == 1.0 else ', edited'}\n"
