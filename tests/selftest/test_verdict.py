@@ -462,6 +462,21 @@ def test_the_verdict_file_names_the_required_engines_a_run_left_out() -> None:
         ("onnxruntime", "no selected model lists it"), ("tensorrt", "left out by --engines torch")]
 
 
+def test_a_start_up_failure_is_the_failed_setup_that_carries_its_property() -> None:
+    """verdict.start_up_failure: a test whose model failed its start-up check fails in setup, marked by the
+    START_UP_FAILURE user property (suite/startup_check.py); any other setup failure, or the property elsewhere, is
+    not one."""
+    def report(when: str, outcome: str, *props: tuple[str, Any]) -> SimpleNamespace:
+        return SimpleNamespace(when=when, outcome=outcome, user_properties=list(props))
+
+    marked = (verdict.START_UP_FAILURE, "m")
+    assert verdict.start_up_failure(report("setup", "failed", ("x", 1), marked)) is True
+    assert verdict.start_up_failure(report("setup", "failed", ("x", 1))) is False
+    assert verdict.start_up_failure(report("call", "failed", marked)) is False
+    assert verdict.start_up_failure(report("setup", "passed", marked)) is False
+    assert verdict.start_up_failure(SimpleNamespace(when="setup", outcome="failed")) is False
+
+
 def test_the_verdict_names_thresholds_other_than_the_defaults_in_the_block_and_the_report() -> None:
     """Issue 43 item 7: a model's loosened thresholds are named in the verdict (results.json), in the terminal's
     verdict block (suite/summary.py) and in the report's first section (report/verdict_section.py); a run without
