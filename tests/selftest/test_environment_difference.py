@@ -237,6 +237,9 @@ def test_a_run_against_baselines_from_another_onnxruntime_says_so_before_the_ver
     baselines = []
     for name, version in (("old-ort-a.json", "0.0.1"), ("old-ort-b.json", "0.0.2")):
         data["machine_info"]["suite_environment"]["onnxruntime"] = version
+        if version == "0.0.2":  # a run of its own, not a copy (the gate refuses copies of one run, issue 43)
+            for bench in data["benchmarks"]:
+                bench["stats"]["max"] = bench["stats"]["max"] * 1.001
         baselines.append(tmp_path / name)
         baselines[-1].write_text(json.dumps(data))
     report, results = tmp_path / "report.html", tmp_path / "results.json"

@@ -763,7 +763,7 @@ CASES: list[Case] = [
     _usage("batch-sizes-not-a-list", "`batch_sizes = 4`", config(batch_sizes="4"),
            says=(r"\[models\.m\]\.batch_sizes: expected a list, got 4",)),
     _usage("rounds-string", '`[latency] rounds = "30"`', config(head={"latency": 'rounds = "30"'}),
-           says=(r"\[latency\]\.rounds: expected an integer >= 2, got '30'",)),
+           says=(r"\[latency\]\.rounds: expected an integer in \[2, 10000\], got '30'",)),
     _usage("samples-string", '`[int8] samples = "256"`', config(head={"int8": 'samples = "256"'}),
            says=(r"\[int8\]\.samples: expected an integer >= 1, got '256'",)),
     _usage("baseline-samples-string", "a latency baseline whose `samples_s` is a string", config(),
@@ -1408,7 +1408,7 @@ CASES += [
          _STALE_RUN, 1,
          (r"VERDICT: FAILED", rf"r_{route}-onnxruntime-fp32 on \S+tiny_data\[:64\]: output 'out' \(64, 5\): "
                               r"isclose 0\.00%", r"engine cache: \d+ hits, [1-9]\d* builds"),
-         lines=failing(len(_STALE_ROUTES)) + 40,  # five models: the engines table, cache and memory lines
+         lines=failing(len(_STALE_ROUTES)) + 50,  # five models: the engines table, cache, memory and row-error lines
          shows=rf"^tests/parity/test_parity.py::test_parity_on_dataset\[r_{route}-onnxruntime-fp32\]: ")
     for route, what in _STALE_ROUTES.items()
 ]

@@ -50,6 +50,9 @@ def test_harness_overhead_pairs_both_calls_every_round_in_alternating_order():
         def setup(self):
             pass  # the audit's copy and the next feed, outside every timing (suite.timing.TimedCall.setup)
 
+        def restage_current(self):
+            pass  # the same feed copied in again before the bare call (suite.timing.TimedCall.restage_current)
+
     paired = _PairedRound(_Timed(), lambda: calls.append("bare"), events=False)
     for _ in range(4):
         paired()

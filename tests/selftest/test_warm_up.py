@@ -84,7 +84,7 @@ def test_only_a_cuda_device_is_warmed_up_each_engine_once() -> None:
 def _plugin(monkeypatch: pytest.MonkeyPatch, backend: Any, *, worker: bool, numprocesses: int | None,
             device: str = "cuda:0", check_early: Any = lambda config: None) -> fleet.FleetPlugin:
     options = {"numprocesses": numprocesses}
-    config = SimpleNamespace(getoption=lambda name, default=None: options.get(name, default))
+    config = SimpleNamespace(getoption=lambda name, default=None: options.get(name, default), stash={})
     if worker:
         config.workerinput = {"workerid": "gw0"}
     session = SimpleNamespace(config=SimpleNamespace(models={"m": SimpleNamespace(engines=["torch"])}), device=device)
