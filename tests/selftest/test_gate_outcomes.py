@@ -279,3 +279,41 @@ def test_a_host_bound_gpu_case_is_judged_only_with_its_classs_model(kind: str) -
     other.noise = {("cuda", "device"): (0.01, 40)}  # a model of another class judges nothing here
     assert _outcome(other, kind, **host).status == "inconclusive"
     assert _outcome(_gate(), kind, bound="host", device="cpu").status == kind  # the CPU tier: the plain rule
+
+
+GPU = {"sm_clock_mhz": 1980.0, "sm_clock_mhz_min": 1755.0, "clock_limited_pct": 34.0, "clock_limits": ["SW power cap"]}
+LIMITED = ("timed while the GPU limited its clocks (SW power cap) in 34% of samples, SM clock median 1980 MHz, "
+           "lowest 1755")
+
+
+def test_a_regressions_message_is_its_comparison_and_only_the_notes_that_apply() -> None:
+    """Issue 43 (check_latency's message): no clock note and no two-mode note on a case that has neither; a
+    device-bound case whose GPU limited its clocks carries both clock notes, joined by '; ', in its message and
+    its component."""
+    gate = _gate()
+    outcome, message = gate.check_latency({**RECORD, "samples_s": _samples("regression")}, "t::a", 0.0)
+    assert outcome is not None and outcome.comparison is not None and outcome.clocks is None
+    assert message == f"m-onnxruntime-fp32-bs1-all: {outcome.comparison.explain()}"
+    device = _gate()
+    device.latency_baseline = replace(device.latency_baseline, sm_clock={KEY: 1980.0})
+    outcome, message = device.check_latency({**RECORD, "samples_s": _samples("regression"), "bound": "device",
+                                             "gpu": GPU}, "t::a", 0.0)
+    assert outcome is not None and outcome.comparison is not None and outcome.status == "regression"
+    clocks = f"{LIMITED}; SM clock 1980 -> 1980 MHz, clock-normalised change +20.00%"
+    assert outcome.clocks == clocks
+    assert message == f"m-onnxruntime-fp32-bs1-all: {outcome.comparison.explain()}; {clocks}"
+    assert outcome.component().detail.endswith(f"; {clocks}")
+
+
+def test_a_case_not_compared_still_says_its_gpu_limited_its_clocks() -> None:
+    """Issue 43 (check_latency's no-baseline outcome): the limited-clock note of the record's own GPU, not
+    judged but shown; none when the GPU did not limit them."""
+    gate = _gate()
+    outcome, message = gate.check_latency({**RECORD, "model": "other", "samples_s": BASE, "gpu": GPU}, "t::a", 0.0)
+    assert outcome is not None and message is None
+    assert (outcome.status, outcome.clocks) == ("no-baseline", LIMITED)
+    assert outcome.component().detail == f"the latency baseline has no such case; {LIMITED}"
+    quiet = {**GPU, "clock_limited_pct": 0.0}
+    assert _gate().check_latency({**RECORD, "model": "other", "samples_s": BASE, "gpu": quiet},
+                                 "t::a", 0.0)[0].clocks is None  # type: ignore[union-attr]
+
