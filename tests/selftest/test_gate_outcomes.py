@@ -317,3 +317,23 @@ def test_a_case_not_compared_still_says_its_gpu_limited_its_clocks() -> None:
     assert _gate().check_latency({**RECORD, "model": "other", "samples_s": BASE, "gpu": quiet},
                                  "t::a", 0.0)[0].clocks is None  # type: ignore[union-attr]
 
+
+def test_a_baseline_timed_several_other_ways_names_each() -> None:
+    """Issue 43 (component's detail): every way the baseline timed the case, joined by ' / '."""
+    outcome = LatencyOutcome("m", "t::a", "no-baseline", timed_otherwise=("host timer", "cuda events"))
+    assert outcome.component().detail == ("the latency baseline timed this case another way (host timer / cuda "
+                                          "events), so its samples are not comparable; save a new baseline")
+
+
+def test_a_slowdown_the_sm_clock_explains_says_so_and_is_not_judged() -> None:
+    """Issue 43 (component's detail of 'slower-clock'): a device-bound case 20 % slower at a clock 19 % lower took
+    fewer cycles; its component says so, with both clocks, and is not judged."""
+    gate = _gate()
+    gate.latency_baseline = replace(gate.latency_baseline, sm_clock={KEY: 1980.0})
+    outcome, message = gate.check_latency({**RECORD, "samples_s": _samples("regression"), "bound": "device",
+                                           "gpu": {"sm_clock_mhz": 1600.0}}, "t::a", 0.0)
+    assert outcome is not None and message is None and outcome.status == "slower-clock"
+    assert outcome.component().state == NOT_JUDGED
+    assert outcome.component().detail == ("median 0.9996 -> 1.2 ms (+20.00%), CI [1.1945, 1.2056]; in "
+                                          "clock-normalised time it did not get slower; SM clock 1980 -> 1600 MHz, "
+                                          "clock-normalised change -3.03%")
