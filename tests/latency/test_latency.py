@@ -68,6 +68,8 @@ def test_latency(latency_case, suite, engine_for, benchmark, request, latency_wr
     def remeasure(every_round=False):
         """The same case again, in this process (a busy attempt is not judged; see settle_latency), its timed rounds
         audited afresh: a random sample of them, or every one."""
+        # Index the call's own samples for the audit but return the timed callable's: under --inject-slowdown
+        # those carry the injected wait, and a busy case's second attempt must be the same slowed engine.
         first, host = len(call.samples_s), []
         call.audit_from(first + warmup, every_round)
         for _ in range(warmup + rounds):
@@ -76,7 +78,7 @@ def test_latency(latency_case, suite, engine_for, benchmark, request, latency_wr
             timed()
             host.append(time.perf_counter() - start)
         _replace_benchmark_rounds(benchmark, host[warmup:])
-        return call.samples_s[first + warmup:]
+        return timed.samples_s[first + warmup:]
 
     def prove():
         """The case again with every round on a feed no other call ran and every timed round's outputs kept: what

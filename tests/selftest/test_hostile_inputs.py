@@ -129,12 +129,12 @@ STEADY_CONFIG = config(head={"run": 'requires = ["torch"]\naccept_not_judged = [
                        accuracy_dataset=TINY_DATA)
 
 
-def _busy_steady_baseline(interference: float, precision: str = "fp32", batch: int = 1) -> str:
+def _busy_steady_baseline(interference: float, precision: str = "fp32", batch: int = 1, round_s: float = 0.0206) -> str:
     """A pytest-benchmark file with the steady model's case (bs1 fp32 unless told) as an unhurried run times it
-    (20.6 ms a round), saved while other processes used ``interference`` of the CPUs."""
+    (20.6 ms a round unless told), saved while other processes used ``interference`` of the CPUs."""
     import numpy as np
 
-    samples = list(0.0206 * np.random.default_rng(0).lognormal(0, 0.003, 40))
+    samples = list(round_s * np.random.default_rng(0).lognormal(0, 0.003, 40))
     return json.dumps({"suite": {"complete": True}, "machine_info": {}, "commit_info": {}, "benchmarks": [{
         "name": f"test_latency[m-torch-{precision}-bs{batch}]",
         "fullname": f"tests/latency/test_latency.py::test_latency[m-torch-{precision}-bs{batch}]",
@@ -1297,6 +1297,16 @@ CASES += [
              tests=(LATENCY,), prepare=_write("base.json", _busy_steady_baseline(0.0))), 1,
          (r"VERDICT: FAILED", r"m-torch-fp32-bs1-all: latency regression: median 20\.\d+ ms \(baseline, n=40\) -> "),
          lines=failing(1), shows=r"m-torch-fp32-bs1-all: latency regression: median"),
+    Case("slowdown-kept-when-timed-again",
+         "a +50% slowdown (`--inject-slowdown 50%`) of the steady model against a baseline 4x slower than that: the "
+         "case is timed again to prove the speed-up, and the second timing must be of the same slowed engine (main: "
+         "the re-timed rounds lost the injected wait, so a busy case's second attempt hid a +50% regression in CI)",
+         Run("slowdown-kept-when-timed-again", STEADY_CONFIG,
+             ("--latency-baseline", "{work}/base.json", "--inject-slowdown", "50%", "--latency-busy-limit", "100%",
+              "--latency-rounds", "20", "--latency-batch-sizes", "1"),
+             tests=(LATENCY,), prepare=_write("base.json", _busy_steady_baseline(0.0, round_s=0.124))), 0,
+         (r"VERDICT: PASSED", r"m-torch-fp32-bs1-all\s+12\d(\.\d+)?ms\s+3[0-3]\.\d+ms\s+-7[3-6]\.\d+%.*improvement"),
+         lines=PASSING + 5),  # + the self-test knobs' banner (3 lines) and the gate table's
     Case("zeros-between-the-checked-calls",
          "torch fp16 returning zeros at once at calls 8-45 of 46 (1 untimed, 5 warm-up, 40 timed), 20 ms at the others "
          "as its baseline: the first timed round and the last call, the two calls checked before, are right",
