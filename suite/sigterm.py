@@ -8,6 +8,13 @@ plugin's handler takes what was held and ends the run as interrupted, before any
 
 Only in pytest's own process (``pytest`` or ``python -m pytest``): any other program that imports the suite
 (tools/, a test's helper process) keeps the default, dying on SIGTERM.
+
+Earlier still: pytest imports itself and loads other plugins before the suite's (0.1-0.2 s on a busy 2-core VM,
+issue 43: "SIGTERM in the first second is still silent"). setup.sh installs a ``.pth`` file (``PTH_LINE``) into the
+venv, so that Python's own start-up imports this module in a pytest process, before pytest's first module; only
+the interpreter's start before ``site`` runs (tens of milliseconds) is left without a handler. The line imports the
+suite only where ``pytest`` is among the first arguments: mutmut, tools and every other program of the venv start
+without it (mutmut must import the mutated ``suite`` from its own folder, not one imported at start-up).
 """
 
 from __future__ import annotations
@@ -25,15 +32,51 @@ def hold(signum: int, frame: Any) -> None:
     RECEIVED.append("SIGTERM")
 
 
+#: The .pth file's name and its one line (site runs a line that starts with ``import``): import this module only
+#: where "pytest" is among the first arguments (is_pytest_process decides), and never fail the interpreter's start.
+PTH_NAME = "inference_suite_sigterm.pth"
+PTH_LINE = ("import sys; exec('try:\\n import suite.sigterm\\nexcept Exception:\\n pass') "
+            "if 'pytest' in str(sys.orig_argv[1:6]) else None\n")
+#: The interpreter's options that take the next argument as their value (``python -X importtime -m pytest``).
+_WITH_VALUE = {"-X", "-W", "--check-hash-based-pycs"}
+
+
+def _program(argv: list[str]) -> str | None:
+    """What an interpreter's command line runs: ``-m NAME`` gives NAME, a script its file name, ``-c`` None."""
+    args = iter(argv[1:])
+    for arg in args:
+        if arg == "-m":
+            return next(args, None)
+        if arg.startswith("-m"):
+            return arg[2:]
+        if arg == "-c" or (arg.startswith("-c") and not arg.startswith("--")) or arg == "-":
+            return None
+        if arg in _WITH_VALUE:
+            next(args, None)
+        elif not arg.startswith("-"):
+            return Path(arg).name
+    return None
+
+
 def is_pytest_process(argv: list[str] | None = None) -> bool:
-    """Whether this process was started as pytest: the ``pytest`` script, or ``python -m pytest``."""
-    args = sys.argv if argv is None else argv
-    first = Path(args[0]) if args and args[0] else Path()
-    as_module = first.name == "__main__.py" and first.parent.name == "pytest"
-    return first.name.startswith(("pytest", "py.test")) or as_module
+    """Whether this process was started as pytest: the ``pytest`` script, or ``python -m pytest``. ``argv`` is the
+    interpreter's whole command line (``sys.orig_argv``: at a .pth file's time ``sys.argv`` is not set yet)."""
+    program = _program(sys.orig_argv if argv is None else argv)
+    return program is not None and (program == "pytest" or program.startswith(("pytest", "py.test")))
+
+
+def install_pth(purelib: Path | None = None) -> Path:
+    """Write PTH_LINE into the running environment's site-packages (setup.sh, tools/floor_env.sh): the hold from
+    Python's own start-up."""
+    import sysconfig
+
+    path = Path(purelib or sysconfig.get_paths()["purelib"]) / PTH_NAME
+    path.write_text(PTH_LINE, encoding="utf-8")
+    return path
 
 
 def hold_until_pytest_configures() -> None:
     """Hold SIGTERM where nothing else handles it yet, in a pytest process only."""
     if is_pytest_process() and signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
         signal.signal(signal.SIGTERM, hold)
+

@@ -41,6 +41,7 @@ grep -vE '^(torch|torchvision|triton|nvidia-[a-z0-9-]+)==' "$floors" > "$VENV/fl
 uv=("$VENV/bin/uv" pip install -q --python "$VENV/bin/python" --no-deps)
 "${uv[@]}" -r "$VENV/floors-but-torch.txt"
 "${uv[@]}" -e .
+"$VENV/bin/python" -c "from suite.sigterm import install_pth; install_pth()"  # SIGTERM held from start-up (suite/sigterm.py)
 echo "== installed in $(( $(date +%s) - start )) s"
 echo "== the floors installed"
 "$VENV/bin/python" -m pip list --disable-pip-version-check 2>/dev/null \

@@ -54,9 +54,37 @@ def test_a_pytest_process_holds_sigterm_from_the_suites_first_import(tmp_path: P
 
 
 def test_only_pytest_itself_counts_as_a_pytest_process() -> None:
-    assert is_pytest_process(["/x/.venv/bin/pytest", "-q"])
-    assert is_pytest_process(["/usr/lib/python3/site-packages/pytest/__main__.py"])
-    assert not is_pytest_process(["-c"]) and not is_pytest_process(["tools/localize.py"]) and not is_pytest_process([])
+    """The interpreter's whole command line (sys.orig_argv), as a .pth file sees it."""
+    py = "/x/.venv/bin/python"
+    assert is_pytest_process([py, "/x/.venv/bin/pytest", "-q"])
+    assert is_pytest_process([py, "-m", "pytest", "-q"]) and is_pytest_process([py, "-mpytest"])
+    assert is_pytest_process([py, "-X", "importtime", "-u", "-m", "pytest"])
+    assert not is_pytest_process([py, "-c", "import pytest"]) and not is_pytest_process([py, "tools/localize.py"])
+    assert not is_pytest_process([py, "-m", "mutmut", "run", "pytest"]) and not is_pytest_process([py, "-X", "pytest"])
+    assert not is_pytest_process([py, "/tmp/pytest-of-root/p0/helper.py"]) and not is_pytest_process([py])
+    assert not is_pytest_process([])
+
+
+def test_a_sigterm_before_pytest_imports_anything_ends_the_run_as_interrupted(tmp_path: Path) -> None:
+    """The .pth file setup.sh installs (suite/sigterm.py PTH_LINE) holds SIGTERM from Python's own start-up:
+    a SIGTERM sent by sitecustomize, which site imports right after the .pth files and before pytest imports
+    its first module, ends the run as interrupted (main: killed silently, exit -15)."""
+    import sysconfig
+
+    from suite.sigterm import PTH_LINE, PTH_NAME
+
+    pth = Path(sysconfig.get_paths()["purelib"]) / PTH_NAME
+    assert pth.is_file() and pth.read_text(encoding="utf-8") == PTH_LINE, \
+        f"{pth}: not installed or stale; setup.sh installs it (suite.sigterm.install_pth)"
+    (tmp_path / "sitecustomize.py").write_text("import os, signal\nos.kill(os.getpid(), signal.SIGTERM)\n")
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith(("PYTEST_", "COV_"))}
+    env["PYTHONPATH"] = str(tmp_path)
+    done = subprocess.run([sys.executable, "-m", "pytest", "--co", "-q", "-p", "no:cacheprovider",
+                           str(ROOT / "tests" / "selftest" / "test_verdict.py")],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+    assert done.returncode == 2, (done.returncode, done.stdout[-2000:], done.stderr[-2000:])
+    assert "suite: interrupted (SIGTERM) during start-up, before any test: nothing was judged" in done.stderr, \
+        done.stderr[-2000:]
 
 
 def test_a_sigterm_held_at_start_up_ends_the_run_as_interrupted(tmp_path: Path) -> None:
