@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import shutil
 import statistics
 from pathlib import Path
@@ -227,3 +228,81 @@ def test_a_shard_runs_exactly_its_models(night: dict[str, Any]) -> None:
     for k, shard in enumerate(plan3.shards, 1):
         ran = {i.partition("[")[2].split("-")[0].rstrip("]") for i in night[f"3.{k}"]["verdict"]["states"]}
         assert ran == set(shard.models), (k, ran)
+
+
+# ------------------------------------------------------------------------------------------- the merged report
+
+
+def _html_counts(page: str) -> tuple[int, int, int]:
+    """(passed, failed, not judged) as the merged page's verdict section prints them."""
+    found = re.search(r'<p class="counts"><b>Checks:</b> (\d+) passed &middot; (\d+) failed &middot; \d+ known '
+                      r"failures? &middot; (\d+) not judged", page)
+    assert found, page[:2000]
+    return int(found[1]), int(found[2]), int(found[3])
+
+
+def _cell_rows(page: str) -> dict[str, str]:
+    """Each cell row of the page: cell -> its verdict word."""
+    return dict(re.findall(r'<tr class="[\w-]*" data-cell="([^"]+)">.*?<td class="name verdict">([^<]+)</td>', page))
+
+
+def test_the_merged_report_opens_with_the_shards_and_lists_every_cells_verdict(night: dict[str, Any]) -> None:
+    """One page for the night: the shards' table (each shard, its host) before the verdict, the merged verdict's
+    counts, and every cell of the plan with its verdict; a host that differs between shards is shown in red."""
+    work = night["work"]
+    shards = [work / "s3.1", work / "s3.2", work / "s3.3"]
+    copy = work / "s3.3-elsewhere"  # the third shard as another host would leave it
+    shutil.copytree(shards[2], copy, dirs_exist_ok=True)
+    doc = json.loads((copy / "results.json").read_text())
+    doc["environment"]["hostname"] = "gpu-host-c"
+    (copy / "results.json").write_text(json.dumps(doc))
+    code, out = _merge(night, 3, [str(shards[0]), str(shards[1]), str(copy)])
+    page = (out / "report.html").read_text()
+    merged = json.loads((out / "results.json").read_text())["verdict"]
+    assert code == 0 and page.startswith("<!DOCTYPE html>")
+    assert page.index('id="suite-shards"') < page.index('id="suite-verdict"') < page.index('id="suite-cells"')
+    assert re.findall(r'<tr class="merged" data-shard="(\d)">', page) == ["1", "2", "3"]
+    assert "the shards differ in hostname" in page and '<td class="name drift">gpu-host-c</td>' in page
+    c = merged["counts"]
+    assert _html_counts(page) == (c["passed"], c["failed"], sum(c["not_judged"].values()))
+    cells = _cell_rows(page)
+    plan3 = load_plan(night["plan3"])
+    assert list(cells) == [cell for s in plan3.shards for cell in s.cells]
+    assert set(cells.values()) == {"passed"}, cells  # its not-judged checks (no-baseline, no-data) are accepted
+    assert re.search(r'data-cell="steady-torch-fp32">.*?no-baseline \d+</td>', page)
+
+
+def test_the_merged_report_of_a_night_with_a_lost_shard_says_not_judged(night: dict[str, Any]) -> None:
+    work = night["work"]
+    code, out = _merge(night, 3, [str(work / "s3.1"), str(work / "s3.3")])
+    page = (out / "report.html").read_text()
+    merged = json.loads((out / "results.json").read_text())["verdict"]
+    assert code == 75 and 'data-verdict="not judged"' in page
+    assert re.search(r'<tr class="lost" data-shard="2"><td class="name">2/3</td><td class="name">cpu</td>'
+                     r'<td class="name">lost: shard 2/3 \([^)]*\) missing', page), page[:3000]
+    c = merged["counts"]
+    assert _html_counts(page) == (c["passed"], c["failed"], sum(c["not_judged"].values()))
+    lost_cells = load_plan(night["plan3"]).shard(2).cells
+    cells = _cell_rows(page)
+    assert all(cells[cell] == "not judged" for cell in lost_cells) and set(cells.values()) == {"passed", "not judged"}
+    assert len(cells) == sum(
+        len(s.cells) for s in load_plan(night["plan3"]).shards)
+    assert re.search(rf'data-cell="{re.escape(lost_cells[0])}">.*?shard-lost 1</td>', page)
+
+
+def test_the_merge_keeps_each_shards_own_seconds_for_the_next_plan(night: dict[str, Any]) -> None:
+    """A shard's engine cache may be shared with other hosts and hold their older seconds: the merged durations.json
+    holds each shard's own cells only, from its own file."""
+    work = night["work"]
+    plan2 = load_plan(night["plan2"])
+    copies = []
+    for k in range(1, len(plan2.shards) + 1):
+        copy = work / f"s2.{k}-timed"
+        shutil.copytree(work / f"s2.{k}", copy, dirs_exist_ok=True)
+        every = {cell: 100.0 * k for s in plan2.shards for cell in s.cells}  # the other shard's cells too
+        (copy / "durations.json").write_text(json.dumps(every))
+        copies.append(str(copy))
+    code, out = _merge(night, 2, copies)
+    assert code == 0
+    assert json.loads((out / "durations.json").read_text()) == {
+        cell: 100.0 * k for k, s in enumerate(plan2.shards, 1) for cell in s.cells}
