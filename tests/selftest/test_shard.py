@@ -14,6 +14,15 @@ from typing import Any
 
 import pytest
 
+from suite.baselines import (
+    DriftTolerances,
+    LatencyBaseline,
+    latency_key,
+    load_latency_baselines,
+    load_results_baseline,
+    record_key,
+)
+from suite.gate.state import Gate
 from suite.shard import PlanError, load_plan, same_gpu_model
 from tests.selftest.suite_runs import ROOT, explain, run_suite
 from tools import merge, plan
@@ -97,6 +106,23 @@ def test_the_gpu_model_is_matched_word_for_word() -> None:
     assert not same_gpu_model("H200", "NVIDIA H200 NVL") and not same_gpu_model("H100", "NVIDIA H200")
 
 
+def test_a_case_gated_against_another_hosts_baseline_says_where_and_whether_the_gpu_model_is_the_same() -> None:
+    key = ("m", "torch", "fp32", "bs1", "all")
+    base = LatencyBaseline(sources=(Path("merged/benchmark.json"),), environment={"gpu_name": "NVIDIA H200"},
+                           datetime=None, samples={key: [[1e-3] * 5]}, interference={}, hosts={key: ("host-a",)})
+    gate = Gate(max_slowdown=0.05, confidence=0.99, busy_limit=0.2, drift=DriftTolerances(), inject_slowdown=None,
+                inject_accuracy_drop=None, environment={"hostname": "host-c", "gpu_name": "NVIDIA H200"},
+                latency_baseline=base)
+    assert gate.other_host("m-torch-fp32-bs1-all") == (
+        "baseline measured on another host of the same GPU model (NVIDIA H200): host-a (this run: host-c)")
+    assert gate.other_host("m-torch-fp32-bs32-all") is None  # a case the baseline lacks: no-baseline says so
+    gate.environment["gpu_name"] = "NVIDIA H100 80GB HBM3"
+    assert "another host and GPU model (NVIDIA H200 -> NVIDIA H100 80GB HBM3): host-a" in str(
+        gate.other_host("m-torch-fp32-bs1-all"))
+    gate.environment["hostname"] = "host-a"
+    assert gate.other_host("m-torch-fp32-bs1-all") is None  # measured here
+
+
 # ------------------------------------------------------------------------------------------- shards and the merge
 
 
@@ -149,15 +175,56 @@ def test_a_night_in_shards_merges_into_the_one_host_runs_cases_and_verdicts(nigh
     assert sorted(b["fullname"] for b in bench) == sorted(b["fullname"] for b in single)
 
 
+def _as_host(work: Path, name: str, host: str) -> str:
+    """A copy of shard ``name``'s files as if another host (``host``) had run it."""
+    copy = work / f"{name}-on-{host}"
+    shutil.copytree(work / name, copy, dirs_exist_ok=True)
+    doc = json.loads((copy / "results.json").read_text())
+    doc["environment"]["hostname"] = host
+    (copy / "results.json").write_text(json.dumps(doc))
+    return str(copy)
+
+
 def test_the_merged_files_gate_a_later_run_as_one_hosts_do(night: dict[str, Any]) -> None:
+    """Gated against a night two other hosts measured, the run says so: how many of its compared cases, which
+    hosts, the same CPU (here; the same GPU model on the GPU tier), and each case in the latency table."""
     work = night["work"]
-    code, out = _merge(night, 2, [str(work / "s2.1"), str(work / "s2.2")])
+    code, out = _merge(night, 2, [_as_host(work, "s2.1", "gpu-host-a"), _as_host(work, "s2.2", "gpu-host-b")])
     assert code == 0
+    hosts = {b["extra_info"]["host"] for b in json.loads((out / "benchmark.json").read_text())["benchmarks"]}
+    assert hosts == {"gpu-host-a", "gpu-host-b"}
     done = run_suite(work, "--suite-config", str(SHARD_SUITE), "--accuracy-baseline", str(out / "results.json"),
                      "--latency-baseline", str(out / "benchmark.json"), "--accept-not-judged",
                      "no-data,no-baseline,busy,inconclusive")
     assert done.returncode in (0, 1), explain(done)  # judged: a false alarm on a busy VM may fail, never refused
     assert "accuracy gate: gated 5 of 5 cases" in done.stdout and "latency gate: gated" in done.stdout, explain(done)
+    said = re.findall(r"latency gate: (\d+) of (\d+) compared cases against a baseline measured on another host "
+                      r"\(gpu-host-a, gpu-host-b; this run: [^)]+\)", done.stdout)
+    assert said and said[0][0] == said[0][1] != "0", explain(done)
+
+
+def test_resharding_orphans_no_baseline_case(night: dict[str, Any]) -> None:
+    """Baselines are keyed by GPU model and cell, never by host or shard: the night merged from 2 shards holds a
+    baseline for every latency case and every accuracy/parity record of each of the 3 shards of the next plan (each
+    model now elsewhere), and the one-host night's too."""
+    work = night["work"]
+    code, out = _merge(night, 2, [str(work / "s2.1"), str(work / "s2.2")])
+    assert code == 0
+    latency = load_latency_baselines([out / "benchmark.json"])
+    results = load_results_baseline(out / "results.json")
+    moved = [s.models for s in load_plan(night["plan2"]).shards] != [s.models for s in load_plan(night["plan3"]).shards]
+    assert moved, "the 3-shard plan places the models otherwise"
+    found = 0
+    for run in ["one", "s3.1", "s3.2", "s3.3"]:
+        cases = {latency_key(b["extra_info"]) for b in json.loads((work / run / "benchmark.json").read_text())[
+            "benchmarks"]}
+        records = {record_key(r) for r in json.loads((work / run / "results.json").read_text())["records"]} - {None}
+        assert cases and not cases - set(latency.samples), (run, sorted(map(str, cases - set(latency.samples))))
+        assert all(results.records.counterpart(k) for k in records), (run, records)
+        found += len(records)
+    assert found, "no accuracy/parity record was looked up"  # steady (s3.3) has none: no data set
+    assert set(latency.samples) == {latency_key(b["extra_info"]) for b in json.loads(
+        (work / "one" / "benchmark.json").read_text())["benchmarks"]}, "no case keyed by its host or shard"
 
 
 @pytest.mark.parametrize("case", ["missing", "duplicated", "incomplete"])
