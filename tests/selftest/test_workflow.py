@@ -455,9 +455,10 @@ def _cache_steps() -> dict[str, dict[str, Any]]:
     return {s["name"]: s["with"] for s in _steps("gpu") if str(s.get("uses", "")).startswith("actions/cache/")}
 
 
-def _render(template: str, gpu: str, run_id: int, driver: str = "580.95.05") -> str:
+def _render(template: str, gpu: str, run_id: int, driver: str = "580.95.05", shard: str = "") -> str:
     values = {"runner.os": "Linux", "steps.where.outputs.gpu": gpu, "steps.where.outputs.driver": driver,
-              "hashFiles('pyproject.toml', 'setup.sh')": "pins", "github.run_id": str(run_id)}
+              "hashFiles('pyproject.toml', 'setup.sh')": "pins", "github.run_id": str(run_id),
+              "matrix.shard && format('-shard{0}', matrix.shard) || ''": shard}  # one host: ""; a shard: -shardK
 
     def value(match: re.Match[str]) -> str:
         assert match.group(1) in values, f"a cache key reads {match.group(1)}, which the test does not know"
@@ -490,6 +491,9 @@ def test_the_cache_keys_are_per_gpu_model_and_never_reach_another_gpu_models() -
     engines = next(w for w in steps.values() if "restore-keys" in w and w["key"].startswith("engines"))
     assert _restores(engines, _render(engines["key"], "NVIDIA-H200", 6, driver="570.86.15")), \
         "after a driver upgrade the engine cache restores the older entry (content-addressed: a partial hit)"
+    shard_keys = {_render(engines["key"], "NVIDIA-H200", 6, shard=f"-shard{k}") for k in (1, 2)}
+    assert len(shard_keys) == 2, "two shards of one night save under two keys (a key cannot be saved twice)"
+    assert all(_restores(engines, k) for k in shard_keys), "a shard's saved entry is restored by the next night"
 
 
 # =========================================================================== baselines and promotion
