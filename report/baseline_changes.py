@@ -42,6 +42,16 @@ def knob_warning(gate: Mapping[str, Any] | None) -> str:
     return '<div class="knob"><b>Self-test knobs were on:</b> ' + "; ".join(escape(i) for i in items) + "</div>"
 
 
+def _other_hosts(gate: Mapping[str, Any]) -> str:
+    """The compared cases gated against a baseline another host measured (suite/gate/latency.py other_hosts)."""
+    other = gate.get("other_hosts") or {}
+    if not other.get("cases"):
+        return ""
+    return (f' <span class="other-host">{int(other["cases"])} of {int(other["compared"])} compared cases against a '
+            f'baseline measured on another host ({escape(", ".join(map(str, other.get("hosts") or [])))}): their '
+            "change holds the hosts' difference too.</span>")
+
+
 def changes_section(gate: Mapping[str, Any] | None) -> str:
     if not gate or not (gate.get("latency_baseline") or gate.get("accuracy_baseline")):
         return ('<h2 id="changes">Changed since baseline</h2><p class="note">No baseline was given '
@@ -59,7 +69,7 @@ def changes_section(gate: Mapping[str, Any] | None) -> str:
                      f"slower by at least {gate['max_slowdown'] * 50:g}% (--latency-regression "
                      f"{gate['max_slowdown'] * 100:g}%). Cases: "
                      + (", ".join(f"{v} {escape(k)}" for k, v in sorted(counts.items())) or "none compared")
-                     + ". " + _power(latency) + "</p>")
+                     + ". " + _power(latency) + _other_hosts(gate) + "</p>")
         if shown:
             head = ("<tr><th class='name'>case</th><th>baseline median (ms)</th><th>current median (ms)</th>"
                     "<th>change</th><th>CI of ratio</th><th title=\"share of the CPUs other processes used while the "
@@ -74,6 +84,8 @@ def changes_section(gate: Mapping[str, Any] | None) -> str:
                             f"</td><td>{signed_pct(o.get('change_pct'))}</td><td>{ratio_interval(o)}</td>"
                             f'<td>{_others(o)}</td><td>{_could_see(o)}</td><td class="name">{status_text(o)}'
                             + (f'<br><small>{escape(str(o["clocks"]))}</small>' if o.get("clocks") else "")
+                            + (f'<br><small class="other-host">{escape(str(o["other_host"]))}</small>'
+                               if o.get("other_host") else "")
                             + "</td></tr>")
             parts.append(f'<table class="suite latency-changes"><thead>{head}</thead><tbody>{"".join(rows)}'
                          "</tbody></table>")

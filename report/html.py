@@ -32,6 +32,7 @@ and ordered), report/style.py (the CSS).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from html import escape
 from typing import Any
 
 from report.baseline_changes import changes_section, environment_warning, knob_warning
@@ -39,11 +40,13 @@ from report.difference_section import difference_section
 from report.environment_section import environment_section
 from report.model_section import model_section
 from report.run_section import run_section
+from report.shard_section import cells_section, shards_section
 from report.style import STYLE
 from report.verdict_section import verdict_section
 
-#: What other modules import from here: report/plugin.py renders the report through it.
-__all__ = ["render_report"]
+#: What other modules import from here: report/plugin.py renders the report through it, tools/merge.py the merged
+#: night's.
+__all__ = ["render_merged_report", "render_report"]
 
 
 def render_report(records: Sequence[Mapping[str, Any]], engines: Mapping[str, Mapping[str, Any]],
@@ -63,6 +66,23 @@ def render_report(records: Sequence[Mapping[str, Any]], engines: Mapping[str, Ma
     parts.append(changes_section(gate))
     parts.append(environment_section(environment, gate))
     parts.append("</div>")
+    return "\n".join(p for p in parts if p)
+
+
+def render_merged_report(shards: Sequence[Mapping[str, Any]], cells: Sequence[Mapping[str, Any]],
+                         records: Sequence[Mapping[str, Any]], engines: Mapping[str, Mapping[str, Any]],
+                         environment: Mapping[str, Any], verdict: Mapping[str, Any], title: str,
+                         with_plots: bool = True) -> str:
+    """A merged night (suite-merge) as one self-contained HTML file: the shards' environments first, then the verdict,
+    every cell's verdict, and the same per-model sections and environment as a run's report. Not a pytest-html file:
+    the merge runs no tests, so pytest-html's results table has no rows to show; the verdict's counts are the
+    merged verdict's (report/shard_section.py)."""
+    parts = ["<!DOCTYPE html>", '<html><head><meta charset="utf-8">', f"<title>{escape(title)}</title></head><body>",
+             f"<h1>{escape(title)}</h1>", STYLE, '<div class="suite-report">', shards_section(shards),
+             verdict_section(verdict, None, records, results_table=False), cells_section(cells)]
+    for model in models_of(records, engines):
+        parts.append(model_section(model, records, engines, None, with_plots, environment))
+    parts += [environment_section(environment, None), "</div>", "</body></html>"]
     return "\n".join(p for p in parts if p)
 
 

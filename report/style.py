@@ -35,6 +35,9 @@ STYLE = """
 .suite-report div.gate-warnings { border: 2px solid #c80; background: #fffbe6; padding: 2px 12px 4px; margin: 8px 0; }
 .suite-report div.gate-warnings h3 { color: #a05a00; margin: 6px 0 2px; }
 .suite-report tr.regression td, .suite-report tr.drift td, .suite-report tr.over-limit td { background: #fdd; }
+.suite-report table.shards td.drift { background: #fdd; }
+.suite-report table.shards tr.lost td, .suite-report table.cells tr.not-judged td { background: #fff7e6; }
+.suite-report table.cells tr.failed td { background: #fdd; }
 .suite-report tr.improvement td { background: #dfd; }
 .suite-report td.census-off { background: #fdd; }
 .suite-report tr.busy td, .suite-report tr.inconclusive td, .suite-report tr.no-baseline td { background: #ffd; }

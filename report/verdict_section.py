@@ -19,10 +19,11 @@ SHOW_CHECKS = 12
 
 
 def verdict_section(verdict: Mapping[str, Any] | None, gate: Mapping[str, Any] | None,
-                    records: Sequence[Mapping[str, Any]] = ()) -> str:
+                    records: Sequence[Mapping[str, Any]] = (), results_table: bool = True) -> str:
     """The run's one-word answer and everything behind it (suite/verdict.py ``Ledger.as_dict``), in the order a
     reader needs it: why, the counts, what was not tested here, the gates' warnings, failed checks, regressions,
-    not-judged checks whose reason was not accepted (open), then accepted ones (folded), known failures."""
+    not-judged checks whose reason was not accepted (open), then accepted ones (folded), known failures.
+    ``results_table``: the page holds pytest-html's results table (a merged night's page has none)."""
     if not verdict:
         return ('<section id="suite-verdict" class="verdict verdict-unknown"><h2>Verdict: <span class="word">'
                 'not recorded</span></h2><p class="note">This run recorded no verdict (the suite\'s ledger did not '
@@ -40,7 +41,7 @@ def verdict_section(verdict: Mapping[str, Any] | None, gate: Mapping[str, Any] |
     stopped, error = stopped_by_error(verdict)
     if stopped:
         parts.append(_error_box(verdict, error))
-    parts.append(_counts(verdict))
+    parts.append(_counts(verdict, results_table))
     parts.append(thresholds_html(verdict))
     if not stopped:
         parts.append(not_tested_html(verdict, records))
@@ -112,7 +113,7 @@ def thresholds_html(verdict: Mapping[str, Any]) -> str:
             f'them, not the defaults.</p><ul class="thresholds">{rows}</ul></div>')
 
 
-def _counts(verdict: Mapping[str, Any]) -> str:
+def _counts(verdict: Mapping[str, Any], results_table: bool = True) -> str:
     counts = verdict.get("counts") or {}
     nj = counts.get("not_judged") or {}
     nj_total = sum(nj.values()) if isinstance(nj, Mapping) else int(nj or 0)
@@ -124,6 +125,8 @@ def _counts(verdict: Mapping[str, Any]) -> str:
     text = '<p class="counts"><b>Checks:</b> ' + " &middot; ".join(items) + "."
     if accepted:
         text += " Accepted not-judged reasons: " + ", ".join(f"<code>{escape(str(a))}</code>" for a in accepted) + "."
+    if not results_table:
+        return text + "</p>"
     return text + ('</p><p class="note counts-note">pytest-html\'s results table below shows each check as counted '
                    "here (report/results_table.py): a test pytest passed whose check was not judged (busy, "
                    "precision-not-run, ...) is a &quot;Not judged&quot; row, with its reason; skips with the same "

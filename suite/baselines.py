@@ -128,6 +128,10 @@ class LatencyBaseline:
     #: each case's (device kind, bound) as its newest run recorded them: its class for the between-night noise model
     #: (suite/bound.py class_noise)
     classes: dict[LatencyKey, tuple[str, str]] = field(default_factory=dict)
+    #: the hosts that measured each case (a merged night's case says its shard's host, ``extra_info.host``; else its
+    #: run's ``hostname``): a baseline is keyed by GPU model and cell, never by host, so the gate says where it came
+    #: from when that is not this host (suite/gate/latency.py other_host)
+    hosts: dict[LatencyKey, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def source(self) -> str:
@@ -232,6 +236,7 @@ def load_latency_baselines(paths: list[Path], accept_incomplete: bool = False) -
     clocks: dict[LatencyKey, list[float]] = {}
     methods: dict[LatencyKey, tuple[str, ...]] = {}
     classes: dict[LatencyKey, tuple[str, str]] = {}
+    hosts: dict[LatencyKey, tuple[str, ...]] = {}
     without: list[str] = []
     environment: dict[str, Any] = {}
     fingerprints: list[dict[str, Any]] = []
@@ -246,6 +251,7 @@ def load_latency_baselines(paths: list[Path], accept_incomplete: bool = False) -
             raise BaselineError(f"latency baseline {path}: not a pytest-benchmark file (no 'benchmarks' list)")
         _refuse_incomplete(Path(path), data, accept_incomplete, "latency baseline")
         _refuse_copy(Path(path), data, runs_seen)
+        run_host = ((data.get("machine_info") or {}).get("suite_environment") or {}).get("hostname")
         for bench in data["benchmarks"]:
             extra = (bench.get("extra_info") if isinstance(bench, dict) else None) or {}
             key = latency_key(extra)
@@ -259,6 +265,9 @@ def load_latency_baselines(paths: list[Path], accept_incomplete: bool = False) -
                 without.append(f"{path.name}:{bench.get('name', key_label(key))}")
                 continue
             samples.setdefault(key, []).append(_samples(values, f"latency baseline {path}: {key_label(key)}"))
+            host = extra.get("host") or run_host
+            if isinstance(host, str) and host and host not in hosts.get(key, ()):
+                hosts[key] = (*hosts.get(key, ()), host)
             clock = (extra.get("gpu") or {}).get("sm_clock_mhz")
             if isinstance(clock, (int, float)) and clock > 0:
                 clocks.setdefault(key, []).append(float(clock))
@@ -276,7 +285,7 @@ def load_latency_baselines(paths: list[Path], accept_incomplete: bool = False) -
                            samples=samples, interference=interference, without_samples=tuple(without),
                            fingerprints=tuple(fingerprints),
                            sm_clock={k: float(statistics.median(v)) for k, v in clocks.items()}, methods=methods,
-                           classes=classes)
+                           classes=classes, hosts=hosts)
 
 
 def _refuse_copy(path: Path, data: dict[str, Any], seen: dict[str, Path]) -> None:

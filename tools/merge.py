@@ -13,12 +13,18 @@ pytest-benchmark JSON is read from ``benchmark.json`` beside it, where there is 
 - ``DIR/results.json``: every shard's records and checks, one verdict: a --accuracy-baseline when it passed;
 - ``DIR/benchmark.json``: every shard's latency cases in one pytest-benchmark file: a --latency-baseline or
   --benchmark-compare file as a one-host run's (marked incomplete where a shard is lost);
-- ``DIR/verdict.json`` and the verdict block on the terminal; the exit status is the suite's (0, 1, 75; 4).
+- ``DIR/verdict.json`` and the verdict block on the terminal; the exit status is the suite's (0, 1, 75; 4);
+- ``DIR/report.html``: one self-contained page that opens with the shards' environments (hosts, drivers, GPUs, suite
+  commit; what differs in red), then the merged verdict, every cell's verdict (its shard and host), and the per-model
+  sections of a run's report (report/html.py ``render_merged_report``). Not a pytest-html file: the merge runs no
+  tests; each shard's own pytest-html report stays in its artifact;
+- ``DIR/durations.json``: each merged shard's seconds for its own cells (from the ``durations.json`` its job left
+  beside its results, suite/scheduling.py's file), for the next night's ``suite-plan --durations``.
 
 Each record and latency case keeps the host that measured it (``host``): a baseline is keyed by GPU model and cell,
 never by host or shard, so re-sharding orphans nothing, and the host says where a number came from. A plan of
 several GPU models is merged per GPU model into DIR/<label>/ (baselines are kept per GPU model); the exit status is
-the worst of them. The merged HTML report is not made here yet: each shard's own report stays in its artifact.
+the worst of them.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from report.html import render_merged_report  # noqa: E402
 from suite import verdict  # noqa: E402
 from suite.results import incompleteness, results_document, write_json_atomic  # noqa: E402
 from suite.shard import Plan, PlanError, Shard, load_plan, short  # noqa: E402
@@ -53,6 +60,7 @@ class ShardRun:
     results: dict[str, Any]
     benchmark: dict[str, Any] | None
     block: dict[str, Any] = field(default_factory=dict)
+    durations: dict[str, float] = field(default_factory=dict)  # its engine cache's seconds per unit, where it left them
 
     @property
     def index(self) -> int:
@@ -85,7 +93,14 @@ def read_shard(arg: str) -> ShardRun:
             benchmark = json.loads(bench_path.read_text())
         except (OSError, ValueError) as exc:
             raise MergeUsageError(f"{bench_path}: cannot read the shard's benchmark JSON ({exc})") from exc
-    return ShardRun(results_path, results, benchmark, block)
+    durations_path = results_path.parent / "durations.json"
+    durations: dict[str, float] = {}
+    if durations_path.is_file():
+        try:
+            durations = {str(k): float(v) for k, v in json.loads(durations_path.read_text()).items()}
+        except (OSError, ValueError, TypeError, AttributeError) as exc:
+            raise MergeUsageError(f"{durations_path}: not a durations file ({exc})") from exc
+    return ShardRun(results_path, results, benchmark, block, durations)
 
 
 def check_inputs(plan: Plan, runs: Sequence[ShardRun]) -> None:
@@ -224,6 +239,65 @@ def merged_benchmark(plan: Plan, counted: Sequence[ShardRun], lost: bool) -> dic
             "datetime": max(str((r.benchmark or {}).get("datetime", "")) for r in with_bench), "suite": suite_block}
 
 
+def cell_of(check_id: str, cells: Sequence[str]) -> str | None:
+    """The planned cell a check belongs to: a lost shard's check names it after its label; a test's id names it first
+    in its parameters (``test_x[MODEL-ENGINE-PRECISION-...]``). None: a check of a model but no cell, or of none."""
+    if check_id.startswith("shard ") and ": " in check_id:
+        return check_id.rsplit(": ", 1)[1]
+    param = check_id.partition("[")[2].rstrip("]")
+    found = [c for c in cells if param == c or param.startswith(c + "-")]
+    return max(found, key=len) if found else None
+
+
+def cell_verdicts(plan: Plan, shards: Sequence[Shard], ledger: verdict.Ledger, counted: Sequence[ShardRun]) \
+        -> list[dict[str, Any]]:
+    """Every planned cell of ``shards``, in the plan's order, with its shard, host and verdict (report/shard_section.py
+    cells_section), by the run's own rule: failed with any failed check, not judged with any check not judged for a
+    reason not accepted, else passed; not collected with no check (a cell that cannot run on the shard's device)."""
+    host = {r.index: r.host for r in counted}
+    rows = {c: {"cell": c, "shard": f"{s.index}/{len(plan.shards)}", "host": host.get(s.index), "passed": 0,
+                "failed": 0, "not_judged": {}} for s in shards for c in s.cells}
+    for check in ledger.checks.values():
+        row = rows.get(cell_of(check.id, list(rows)) or "")
+        if row is None:
+            continue
+        if check.state == verdict.NOT_JUDGED:
+            row["not_judged"][str(check.reason)] = row["not_judged"].get(str(check.reason), 0) + 1
+        else:
+            row["passed" if check.state == verdict.PASSED else "failed"] += 1
+    for row in rows.values():
+        refused = set(row["not_judged"]) - set(ledger.accepted)
+        row["verdict"] = ("failed" if row["failed"] else "not judged" if refused else "passed"
+                          if row["passed"] or row["not_judged"] else "not collected")
+    return list(rows.values())
+
+
+def shard_rows(plan: Plan, shards: Sequence[Shard], runs: Sequence[ShardRun], counted: Sequence[ShardRun],
+               lines: Sequence[str]) -> list[dict[str, Any]]:
+    """One row per planned shard for the report's shard table: the environment of the run that counts, or why
+    none does (the line merge_group wrote for it)."""
+    out = []
+    for shard in shards:
+        run = next((r for r in counted if r.index == shard.index), None)
+        why = next((line.split(": its ", 1)[0] for line in lines if line.startswith(f"shard {shard.index}/")), None)
+        row: dict[str, Any] = {"shard": shard.index, "of": len(plan.shards), "gpu_model": shard.gpu_model,
+                               "lost": why}
+        if run is not None:
+            row.update(environment={**(run.results.get("environment") or {}),
+                                    "suite_commit": (run.results.get("run") or {}).get("git_commit")},
+                       source=str(run.source), wall_s=(run.results.get("run") or {}).get("wall_s"))
+        out.append(row)
+    return out
+
+
+def merged_durations(shards: Sequence[Shard], counted: Sequence[ShardRun]) -> dict[str, float]:
+    """Each counted shard's seconds for its own units (its cells, its models' tests of no cell): an engine cache
+    shared by hosts holds other shards' older seconds too, which are not tonight's."""
+    by_index = {s.index: s for s in shards}
+    return {unit: seconds for run in counted for unit, seconds in sorted(run.durations.items())
+            if unit in by_index[run.index].units()}
+
+
 def print_verdict(name: str, ledger: verdict.Ledger, lines: Sequence[str]) -> None:
     state, why = ledger.outcome()
     v = ledger.as_dict()
@@ -266,12 +340,20 @@ def main(argv: list[str] | None = None) -> int:
                                              accepted)
         lost = bool(lines)
         where = out if len(groups) == 1 else out / str(plan.doc["gpu_models"][gpu_model]["label"])
-        write_json_atomic(where / "results.json", merged_results(plan, ledger, counted, lost))
+        merged = merged_results(plan, ledger, counted, lost)
+        write_json_atomic(where / "results.json", merged)
         bench = merged_benchmark(plan, counted, lost)
         if bench is not None:
             write_json_atomic(where / "benchmark.json", bench)
         write_json_atomic(where / "verdict.json", {**ledger.as_dict(), "plan_hash": plan.hash, "gpu_model": gpu_model,
                                                    "lost": lines})
+        durations = merged_durations(shards, counted)
+        if durations:
+            write_json_atomic(where / "durations.json", durations)
+        (where / "report.html").write_text(render_merged_report(
+            shard_rows(plan, shards, runs, counted, lines), cell_verdicts(plan, shards, ledger, counted),
+            merged["records"], merged.get("engines") or {}, merged["environment"], ledger.as_dict(),
+            f"Merged night on {gpu_model}: plan {short(plan.hash)}, {len(shards)} shard(s)"))
         print_verdict(gpu_model, ledger, lines)
         code = ledger.exit_status(0)
         status = code if (code == 1 or status == 0) else status

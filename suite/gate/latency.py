@@ -239,6 +239,31 @@ class LatencyChecks(BaselineEnvironment):
                              + self._env_note("latency"))
         return outcome, None
 
+    def other_host(self, label: str) -> str | None:
+        """Where a case's baseline was measured, when not (only) on this host: a night's cells move between hosts of
+        one GPU model (re-sharding, a host added), and the baseline, keyed by GPU model and cell, follows them; a
+        cross-host comparison holds a host's own difference too (docs/nightly.md, "Past one host"). None: same host,
+        or a run or baseline that recorded none."""
+        base, here = self.latency_baseline, str(self.environment.get("hostname") or "")
+        hosts = {key_label(k): h for k, h in base.hosts.items()}.get(label, ()) if base is not None else ()
+        others = [h for h in hosts if h != here]
+        if base is None or not here or not others:
+            return None
+        what = "gpu_name" if self.environment.get("gpu_name") else "cpu"
+        then, now = base.environment.get(what), self.environment.get(what)
+        kind = "GPU model" if what == "gpu_name" else "CPU"
+        same = f"of the same {kind} ({now})" if then == now else f"and {kind} ({then} -> {now})"
+        return f"baseline measured on another host {same}: {', '.join(others)} (this run: {here})"
+
+    def other_hosts(self) -> tuple[int, int, list[str]]:
+        """(compared cases whose baseline another host measured, compared cases, those other hosts)."""
+        notes = {o.label: self.other_host(o.label) for o in self.latency if o.comparison is not None}
+        moved = {label for label, note in notes.items() if note}
+        base, here = self.latency_baseline, str(self.environment.get("hostname") or "")
+        hosts = sorted({h for k, hs in base.hosts.items() if key_label(k) in moved for h in hs if h != here}
+                       if base is not None else set())
+        return len(moved), len(notes), hosts
+
     def _timed_otherwise(self, key: Any, record: dict[str, Any]) -> tuple[str, ...]:
         """The baseline's ways of timing the case when any differs from this run's (its record's ``clock``); empty
         when they agree, or when either side does not say (files saved before the suite recorded it). A change of

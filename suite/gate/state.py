@@ -137,7 +137,9 @@ class Gate(LatencyChecks, DriftChecks, CoverageChecks):
             "latency": [{"label": o.label, "status": o.status, "interference": o.interference,
                          "baseline_interference": o.baseline_interference, "busy_side": o.busy_side,
                          "attempts": o.attempts, **({"clocks": o.clocks} if o.clocks else {}),
+                         **({"other_host": h} if (h := self.other_host(o.label)) else {}),
                          **({} if o.comparison is None else o.comparison.as_dict())} for o in self.latency],
+            "other_hosts": dict(zip(("cases", "compared", "hosts"), self.other_hosts(), strict=True)),
             "drift": [{"label": o.label, **o.comparison.as_dict(), **({"layers": o.layers} if o.layers else {})}
                       for o in self.drift_results],
             "no_accuracy_baseline": list(self.no_accuracy_baseline),

@@ -57,12 +57,16 @@ def verdict_lines(config: pytest.Config) -> list[tuple[str, dict[str, bool]]]:
     if ungated:
         lines.append((f"latency gate: no baseline given ({NO_BASELINE_OPTIONS}): gated 0 of {ungated} cases; "
                       f"{ungated} timed, not judged (no-baseline)", {"yellow": True}))
+    line = other_hosts_line(gate)
+    if line:
+        lines.append((line, {"yellow": True}))
     for o in gate.latency:
         if o.status == "regression" and o.comparison is not None:
             c = o.comparison
+            where = gate.other_host(o.label)
             lines.append((f"  REGRESSION {o.label}: {c.baseline_median_s * 1e3:.4g} -> "
-                          f"{c.current_median_s * 1e3:.4g} ms ({c.change_pct:+.2f}%), CI {c.interval_text}",
-                          {"red": True}))
+                          f"{c.current_median_s * 1e3:.4g} ms ({c.change_pct:+.2f}%), CI {c.interval_text}"
+                          + (f"; {where}" if where else ""), {"red": True}))
     for o in gate.drift_results:
         if o.comparison.failed:
             figures = "; ".join(f.describe() for f in o.comparison.failures)
@@ -141,6 +145,17 @@ def power_line(gate: Gate) -> str | None:
             + ("unbounded" if middle == float("inf") else f"{middle * 100:.1f}%"))
 
 
+def other_hosts_line(gate: Gate) -> str | None:
+    """How many compared cases were gated against a baseline another host measured (a merged night's, or one
+    kept from another host of the GPU model): their change holds the hosts' difference too."""
+    moved, compared, hosts = gate.other_hosts()
+    if not moved:
+        return None
+    return (f"latency gate: {moved} of {compared} compared cases against a baseline measured on another host "
+            f"({', '.join(hosts)}; this run: {gate.environment.get('hostname')}); each such case says so "
+            "(docs/nightly.md, \"Past one host\")")
+
+
 def latency_table(tr: Any, gate: Gate) -> None:
     by_status: dict[str, list[LatencyOutcome]] = {}
     for o in gate.latency:
@@ -164,8 +179,14 @@ def latency_table(tr: Any, gate: Gate) -> None:
                           yellow=o.status in ("busy", "inconclusive", "slower-clock"))
             if o.clocks:
                 tr.write_line(f"    {o.clocks}", yellow=True)
+            where = gate.other_host(o.label)
+            if where:
+                tr.write_line(f"    {where}", yellow=True)
     counts = ", ".join(f"{len(v)} {k}" for k, v in sorted(by_status.items()))
     tr.write_line(f"cases: {counts or 'none compared'}")
+    line = other_hosts_line(gate)
+    if line:
+        tr.write_line(line, yellow=True)
     power = power_line(gate)
     if power:
         tr.write_line(power)

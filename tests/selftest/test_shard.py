@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import shutil
 import statistics
 from pathlib import Path
@@ -13,6 +14,15 @@ from typing import Any
 
 import pytest
 
+from suite.baselines import (
+    DriftTolerances,
+    LatencyBaseline,
+    latency_key,
+    load_latency_baselines,
+    load_results_baseline,
+    record_key,
+)
+from suite.gate.state import Gate
 from suite.shard import PlanError, load_plan, same_gpu_model
 from tests.selftest.suite_runs import ROOT, explain, run_suite
 from tools import merge, plan
@@ -96,6 +106,23 @@ def test_the_gpu_model_is_matched_word_for_word() -> None:
     assert not same_gpu_model("H200", "NVIDIA H200 NVL") and not same_gpu_model("H100", "NVIDIA H200")
 
 
+def test_a_case_gated_against_another_hosts_baseline_says_where_and_whether_the_gpu_model_is_the_same() -> None:
+    key = ("m", "torch", "fp32", "bs1", "all")
+    base = LatencyBaseline(sources=(Path("merged/benchmark.json"),), environment={"gpu_name": "NVIDIA H200"},
+                           datetime=None, samples={key: [[1e-3] * 5]}, interference={}, hosts={key: ("host-a",)})
+    gate = Gate(max_slowdown=0.05, confidence=0.99, busy_limit=0.2, drift=DriftTolerances(), inject_slowdown=None,
+                inject_accuracy_drop=None, environment={"hostname": "host-c", "gpu_name": "NVIDIA H200"},
+                latency_baseline=base)
+    assert gate.other_host("m-torch-fp32-bs1-all") == (
+        "baseline measured on another host of the same GPU model (NVIDIA H200): host-a (this run: host-c)")
+    assert gate.other_host("m-torch-fp32-bs32-all") is None  # a case the baseline lacks: no-baseline says so
+    gate.environment["gpu_name"] = "NVIDIA H100 80GB HBM3"
+    assert "another host and GPU model (NVIDIA H200 -> NVIDIA H100 80GB HBM3): host-a" in str(
+        gate.other_host("m-torch-fp32-bs1-all"))
+    gate.environment["hostname"] = "host-a"
+    assert gate.other_host("m-torch-fp32-bs1-all") is None  # measured here
+
+
 # ------------------------------------------------------------------------------------------- shards and the merge
 
 
@@ -148,15 +175,56 @@ def test_a_night_in_shards_merges_into_the_one_host_runs_cases_and_verdicts(nigh
     assert sorted(b["fullname"] for b in bench) == sorted(b["fullname"] for b in single)
 
 
+def _as_host(work: Path, name: str, host: str) -> str:
+    """A copy of shard ``name``'s files as if another host (``host``) had run it."""
+    copy = work / f"{name}-on-{host}"
+    shutil.copytree(work / name, copy, dirs_exist_ok=True)
+    doc = json.loads((copy / "results.json").read_text())
+    doc["environment"]["hostname"] = host
+    (copy / "results.json").write_text(json.dumps(doc))
+    return str(copy)
+
+
 def test_the_merged_files_gate_a_later_run_as_one_hosts_do(night: dict[str, Any]) -> None:
+    """Gated against a night two other hosts measured, the run says so: how many of its compared cases, which
+    hosts, the same CPU (here; the same GPU model on the GPU tier), and each case in the latency table."""
     work = night["work"]
-    code, out = _merge(night, 2, [str(work / "s2.1"), str(work / "s2.2")])
+    code, out = _merge(night, 2, [_as_host(work, "s2.1", "gpu-host-a"), _as_host(work, "s2.2", "gpu-host-b")])
     assert code == 0
+    hosts = {b["extra_info"]["host"] for b in json.loads((out / "benchmark.json").read_text())["benchmarks"]}
+    assert hosts == {"gpu-host-a", "gpu-host-b"}
     done = run_suite(work, "--suite-config", str(SHARD_SUITE), "--accuracy-baseline", str(out / "results.json"),
                      "--latency-baseline", str(out / "benchmark.json"), "--accept-not-judged",
                      "no-data,no-baseline,busy,inconclusive")
     assert done.returncode in (0, 1), explain(done)  # judged: a false alarm on a busy VM may fail, never refused
     assert "accuracy gate: gated 5 of 5 cases" in done.stdout and "latency gate: gated" in done.stdout, explain(done)
+    said = re.findall(r"latency gate: (\d+) of (\d+) compared cases against a baseline measured on another host "
+                      r"\(gpu-host-a, gpu-host-b; this run: [^)]+\)", done.stdout)
+    assert said and said[0][0] == said[0][1] != "0", explain(done)
+
+
+def test_resharding_orphans_no_baseline_case(night: dict[str, Any]) -> None:
+    """Baselines are keyed by GPU model and cell, never by host or shard: the night merged from 2 shards holds a
+    baseline for every latency case and every accuracy/parity record of each of the 3 shards of the next plan (each
+    model now elsewhere), and the one-host night's too."""
+    work = night["work"]
+    code, out = _merge(night, 2, [str(work / "s2.1"), str(work / "s2.2")])
+    assert code == 0
+    latency = load_latency_baselines([out / "benchmark.json"])
+    results = load_results_baseline(out / "results.json")
+    moved = [s.models for s in load_plan(night["plan2"]).shards] != [s.models for s in load_plan(night["plan3"]).shards]
+    assert moved, "the 3-shard plan places the models otherwise"
+    found = 0
+    for run in ["one", "s3.1", "s3.2", "s3.3"]:
+        cases = {latency_key(b["extra_info"]) for b in json.loads((work / run / "benchmark.json").read_text())[
+            "benchmarks"]}
+        records = {record_key(r) for r in json.loads((work / run / "results.json").read_text())["records"]} - {None}
+        assert cases and not cases - set(latency.samples), (run, sorted(map(str, cases - set(latency.samples))))
+        assert all(results.records.counterpart(k) for k in records), (run, records)
+        found += len(records)
+    assert found, "no accuracy/parity record was looked up"  # steady (s3.3) has none: no data set
+    assert set(latency.samples) == {latency_key(b["extra_info"]) for b in json.loads(
+        (work / "one" / "benchmark.json").read_text())["benchmarks"]}, "no case keyed by its host or shard"
 
 
 @pytest.mark.parametrize("case", ["missing", "duplicated", "incomplete"])
@@ -227,3 +295,81 @@ def test_a_shard_runs_exactly_its_models(night: dict[str, Any]) -> None:
     for k, shard in enumerate(plan3.shards, 1):
         ran = {i.partition("[")[2].split("-")[0].rstrip("]") for i in night[f"3.{k}"]["verdict"]["states"]}
         assert ran == set(shard.models), (k, ran)
+
+
+# ------------------------------------------------------------------------------------------- the merged report
+
+
+def _html_counts(page: str) -> tuple[int, int, int]:
+    """(passed, failed, not judged) as the merged page's verdict section prints them."""
+    found = re.search(r'<p class="counts"><b>Checks:</b> (\d+) passed &middot; (\d+) failed &middot; \d+ known '
+                      r"failures? &middot; (\d+) not judged", page)
+    assert found, page[:2000]
+    return int(found[1]), int(found[2]), int(found[3])
+
+
+def _cell_rows(page: str) -> dict[str, str]:
+    """Each cell row of the page: cell -> its verdict word."""
+    return dict(re.findall(r'<tr class="[\w-]*" data-cell="([^"]+)">.*?<td class="name verdict">([^<]+)</td>', page))
+
+
+def test_the_merged_report_opens_with_the_shards_and_lists_every_cells_verdict(night: dict[str, Any]) -> None:
+    """One page for the night: the shards' table (each shard, its host) before the verdict, the merged verdict's
+    counts, and every cell of the plan with its verdict; a host that differs between shards is shown in red."""
+    work = night["work"]
+    shards = [work / "s3.1", work / "s3.2", work / "s3.3"]
+    copy = work / "s3.3-elsewhere"  # the third shard as another host would leave it
+    shutil.copytree(shards[2], copy, dirs_exist_ok=True)
+    doc = json.loads((copy / "results.json").read_text())
+    doc["environment"]["hostname"] = "gpu-host-c"
+    (copy / "results.json").write_text(json.dumps(doc))
+    code, out = _merge(night, 3, [str(shards[0]), str(shards[1]), str(copy)])
+    page = (out / "report.html").read_text()
+    merged = json.loads((out / "results.json").read_text())["verdict"]
+    assert code == 0 and page.startswith("<!DOCTYPE html>")
+    assert page.index('id="suite-shards"') < page.index('id="suite-verdict"') < page.index('id="suite-cells"')
+    assert re.findall(r'<tr class="merged" data-shard="(\d)">', page) == ["1", "2", "3"]
+    assert "the shards differ in hostname" in page and '<td class="name drift">gpu-host-c</td>' in page
+    c = merged["counts"]
+    assert _html_counts(page) == (c["passed"], c["failed"], sum(c["not_judged"].values()))
+    cells = _cell_rows(page)
+    plan3 = load_plan(night["plan3"])
+    assert list(cells) == [cell for s in plan3.shards for cell in s.cells]
+    assert set(cells.values()) == {"passed"}, cells  # its not-judged checks (no-baseline, no-data) are accepted
+    assert re.search(r'data-cell="steady-torch-fp32">.*?no-baseline \d+</td>', page)
+
+
+def test_the_merged_report_of_a_night_with_a_lost_shard_says_not_judged(night: dict[str, Any]) -> None:
+    work = night["work"]
+    code, out = _merge(night, 3, [str(work / "s3.1"), str(work / "s3.3")])
+    page = (out / "report.html").read_text()
+    merged = json.loads((out / "results.json").read_text())["verdict"]
+    assert code == 75 and 'data-verdict="not judged"' in page
+    assert re.search(r'<tr class="lost" data-shard="2"><td class="name">2/3</td><td class="name">cpu</td>'
+                     r'<td class="name">lost: shard 2/3 \([^)]*\) missing', page), page[:3000]
+    c = merged["counts"]
+    assert _html_counts(page) == (c["passed"], c["failed"], sum(c["not_judged"].values()))
+    lost_cells = load_plan(night["plan3"]).shard(2).cells
+    cells = _cell_rows(page)
+    assert all(cells[cell] == "not judged" for cell in lost_cells) and set(cells.values()) == {"passed", "not judged"}
+    assert len(cells) == sum(
+        len(s.cells) for s in load_plan(night["plan3"]).shards)
+    assert re.search(rf'data-cell="{re.escape(lost_cells[0])}">.*?shard-lost 1</td>', page)
+
+
+def test_the_merge_keeps_each_shards_own_seconds_for_the_next_plan(night: dict[str, Any]) -> None:
+    """A shard's engine cache may be shared with other hosts and hold their older seconds: the merged durations.json
+    holds each shard's own cells only, from its own file."""
+    work = night["work"]
+    plan2 = load_plan(night["plan2"])
+    copies = []
+    for k in range(1, len(plan2.shards) + 1):
+        copy = work / f"s2.{k}-timed"
+        shutil.copytree(work / f"s2.{k}", copy, dirs_exist_ok=True)
+        every = {cell: 100.0 * k for s in plan2.shards for cell in s.cells}  # the other shard's cells too
+        (copy / "durations.json").write_text(json.dumps(every))
+        copies.append(str(copy))
+    code, out = _merge(night, 2, copies)
+    assert code == 0
+    assert json.loads((out / "durations.json").read_text()) == {
+        cell: 100.0 * k for k, s in enumerate(plan2.shards, 1) for cell in s.cells}

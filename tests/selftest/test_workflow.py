@@ -3,7 +3,11 @@
 actionlint is the real check of the file: syntax, expressions and contexts, action inputs, and shellcheck on
 every run script where shellcheck is installed. Beside it, what actionlint cannot know about this suite:
 
-* the whole GPU tier is one job and one pytest command (no matrix, no shard per model);
+* the night is plan -> gpu -> merge: the plan job hands the gpu job its matrix, one entry and no shard without an
+  inventory (today's one-host night, one pytest command), one shard per host of the inventory with it (suite-plan,
+  run here as the step runs it), each on a runner of its GPU model's label; the merge job runs after every shard
+  whatever they ended with (``if: always()``), runs suite-merge on what they uploaded and ends with its exit code
+  (run here: a night whose shards uploaded nothing is NOT JUDGED, 75); no shard is kept as a baseline;
 * every ``--option`` of the gate step's pytest command is one that this suite's pytest registers
   (``pytest --help`` lists them all, the plugins' included);
 * the gate step, run as it is with a stand-in for pytest: --models only when a dispatch narrows the run, the
@@ -40,6 +44,7 @@ import pytest
 from suite import verdict
 from suite.baselines import BaselineError, load_latency_baselines, load_results_baseline, resolve_latency_baselines
 from suite.config import load_config
+from suite.shard import load_plan
 
 pytestmark = pytest.mark.selftest
 
@@ -150,7 +155,7 @@ def run_step(job: str, step_id: str, env: dict[str, str], tmp_path: Path,
     path = os.pathsep.join(str(p) for p in (path_first, bindir, os.environ.get("PATH", "")) if p)
     script = step(job, step_id)
     child = {**os.environ, "PATH": path, "PY": sys.executable, "PYTHONDONTWRITEBYTECODE": "1", **_workflow_env(),
-             **_job_env("gpu"), **script.get("env", {}), **env,
+             **_job_env(job), **script.get("env", {}), **env,
              "GITHUB_OUTPUT": str(output), "GITHUB_ENV": str(github_env)}
     done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script["run"]],
                           cwd=ROOT, env=child, capture_output=True, text=True, timeout=120)
@@ -187,7 +192,8 @@ def test_the_reader_matches_pyyaml_where_it_is_installed() -> None:
         assert [s["run"] for s in ours] == [s["run"] for s in theirs]
         assert [s.get("env") for s in ours] == [
             {k: str(v) for k, v in s["env"].items()} if "env" in s else None for s in theirs]
-    assert _job_env("gpu") == {k: str(v) for k, v in parsed["jobs"]["gpu"]["env"].items()}
+    for job in ("plan", "gpu", "merge"):
+        assert _job_env(job) == {k: str(v) for k, v in parsed["jobs"][job]["env"].items()}
 
 
 # =========================================================================== one job, one run
@@ -196,18 +202,101 @@ def test_the_reader_matches_pyyaml_where_it_is_installed() -> None:
 GATE_COMMAND = "-m pytest tests/accuracy tests/parity tests/latency -n auto --device=cuda "
 
 
-def test_the_whole_tier_is_one_job_and_one_pytest_command() -> None:
-    """Issue 22: the nightly gate is every model of suite-gpu.toml in ONE pytest run; -n auto spreads its cells
-    over the host's GPUs. No matrix, no plan job, no shard variable."""
-    text = WORKFLOW.read_text()
-    assert not re.search(r"^\s*(strategy|matrix):", text, re.M) and "matrix." not in text, "the gate is not sharded"
-    assert "SHARD" not in text and not re.search(r"^\s*needs:", text, re.M)
+def _job_lines(job: str) -> list[str]:
+    lines = WORKFLOW.read_text().splitlines()
+    return _block(lines, lines.index(f"  {job}:"), 2)[0]
+
+
+def _job_key(job: str, key: str) -> str:
+    """A one-line key of ``jobs.<job>`` (``needs``, ``if``, ``runs-on``), as written."""
+    found = [_scalar(line.split(":", 1)[1]) for line in _job_lines(job) if line.startswith(f"    {key}:")]
+    assert len(found) == 1, f"jobs.{job}.{key}: found {found}"
+    return found[0]
+
+
+def test_the_night_is_plan_then_a_matrix_of_shard_jobs_then_merge() -> None:
+    """Issue 44: plan -> the gpu job as a matrix of shards on runners labelled by GPU model -> merge, which runs
+    whatever the shards ended with. Issue 22 still holds within a host: every cell of a shard (of the whole tier,
+    with no plan) is ONE pytest run, and the workflow has one gate command."""
+    assert _jobs()[:3] == ["plan", "gpu", "merge"]
+    assert _job_key("gpu", "needs") == "plan" and _job_key("merge", "needs") == "[plan, gpu]"
+    gpu = "\n".join(_job_lines("gpu"))
+    assert "      matrix: ${{ fromJSON(needs.plan.outputs.matrix) }}" in gpu and "      fail-fast: false" in gpu
+    assert _job_key("gpu", "runs-on") == "${{ matrix.runs-on }}"
+    assert _job_env("gpu")["SHARD"].startswith("${{ matrix.shard && format('{0}/{1}', matrix.shard, matrix.of)")
+    merge_if = _job_key("merge", "if")
+    assert merge_if.startswith("always() && ") and "needs.plan.outputs.sharded == 'true'" in merge_if, \
+        "the merge must run when a shard failed, was cancelled or never started (if: always())"
     commands = [(job, s.get("id")) for job in _jobs() for s in _steps(job) if GATE_COMMAND in
                 re.sub(r"\\\n\s*", " ", s.get("run", ""))]
     assert commands == [("gpu", "gate")], f"expected one gate command, in jobs.gpu step gate: {commands}"
     assert "--suite-config=\"$SUITE_CONFIG\"" in step("gpu", "gate")["run"]
     assert _job_env("gpu")["MODELS"] == "${{ inputs.models }}", "the dispatch's narrowing reaches the job as MODELS"
-    assert re.search(r"^  SUITE_CONFIG: suite-gpu\.toml$", text, re.M)
+    assert re.search(r"^  SUITE_CONFIG: suite-gpu\.toml$", WORKFLOW.read_text(), re.M)
+    # The artifacts that travel: the plan (plan -> shards, merge), each shard's files (shards -> merge).
+    uses = {job: [str(s.get("uses", "")) + " " + str(s.get("with", {}).get("name") or s.get("with", {}).get("pattern"))
+                  for s in _steps(job) if "-artifact@" in str(s.get("uses", ""))] for job in ("plan", "gpu", "merge")}
+    assert uses["plan"] == ["actions/upload-artifact@v4 nightly-plan-attempt${{ github.run_attempt }}"]
+    assert "actions/download-artifact@v4 nightly-plan-attempt${{ github.run_attempt }}" in uses["gpu"]
+    shard_artifact = next(u for u in uses["gpu"] if u.startswith("actions/upload-artifact@"))
+    assert "-shard{0}" in shard_artifact
+    assert uses["merge"][:2] == ["actions/download-artifact@v4 nightly-plan-attempt${{ github.run_attempt }}",
+                                 "actions/download-artifact@v4 nightly-gpu-*-shard*-attempt${{ github.run_attempt }}"]
+    merge_script = step("merge", "merge")["run"]
+    assert "tools/merge.py --plan=" in merge_script and merge_script.rstrip().endswith('exit "$status"')
+    assert "set -o pipefail" in merge_script and "|| status=$?" in merge_script
+
+
+def run_plan(tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess[str], dict[str, str]]:
+    plan_dir = tmp_path / "plan"
+    summary = tmp_path / "summary.md"
+    return run_step("plan", "plan", {"MODELS": "", "INVENTORY": "", "PLAN_DIR": str(plan_dir),
+                                     "GITHUB_STEP_SUMMARY": str(summary), **env}, tmp_path)
+
+
+def test_without_an_inventory_the_plan_is_one_host_and_with_one_a_shard_per_host(tmp_path: Path) -> None:
+    done, out = run_plan(tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert out["sharded"] == "false" and json.loads(out["matrix"]) == {
+        "include": [{"shard": "", "of": "", "label": "", "runs-on": ["self-hosted", "linux", "gpu"]}]}
+    assert not (tmp_path / "plan").exists(), "one host: no plan"
+
+    hosts = tmp_path / "hosts.toml"
+    hosts.write_text('[[gpu]]\nmodel = "H200"\ngpus_per_host = 2\nhosts = 2\nlabel = "h200"\n\n'
+                     '[[gpu]]\nmodel = "L40S"\ngpus_per_host = 1\nhosts = 1\n')
+    done, out = run_plan(tmp_path, INVENTORY=str(hosts))
+    assert done.returncode == 0, done.stdout + done.stderr
+    matrix = json.loads(out["matrix"])["include"]
+    assert out["sharded"] == "true" and [(m["shard"], m["of"], m["runs-on"]) for m in matrix] == [
+        (1, 3, ["self-hosted", "linux", "gpu", "h200"]), (2, 3, ["self-hosted", "linux", "gpu", "h200"]),
+        (3, 3, ["self-hosted", "linux", "gpu", "l40s"])]
+    plan = load_plan(tmp_path / "plan" / "plan.json")
+    assert [s.gpu_model for s in plan.shards] == ["H200", "H200", "L40S"]
+    assert "### Plan: 3 shard(s)" in (tmp_path / "summary.md").read_text()
+
+    done, out = run_plan(tmp_path, INVENTORY=str(hosts), MODELS="resnet18")
+    assert done.returncode == 1 and "narrows a one-host night only" in done.stdout and "matrix" not in out
+
+
+def test_the_merge_step_ends_with_the_merged_verdicts_exit_code(tmp_path: Path) -> None:
+    """The merge step as it is, on a night whose shard jobs all left nothing (none started): every cell not judged,
+    shard-lost, so the job ends 75 (NOT JUDGED) and the workflow fails, never passes."""
+    hosts = tmp_path / "hosts.toml"
+    hosts.write_text('[[gpu]]\nmodel = "H200"\ngpus_per_host = 2\nhosts = 2\n')
+    done, _ = run_plan(tmp_path, INVENTORY=str(hosts))
+    assert done.returncode == 0, done.stdout + done.stderr
+    merge_dir = tmp_path / "merge"
+    (merge_dir / "plan").mkdir(parents=True)
+    shutil.copy(tmp_path / "plan" / "plan.json", merge_dir / "plan" / "plan.json")
+    (merge_dir / "shards" / "nightly-gpu-NVIDIA-H200-shard2-attempt1").mkdir(parents=True)  # an empty artifact
+    done, out = run_step("merge", "merge", {"MERGE_DIR": str(merge_dir), "GITHUB_STEP_SUMMARY": str(tmp_path / "s")},
+                         tmp_path)
+    assert done.returncode == verdict.EXIT_NOT_JUDGED and out == {"exit_code": str(verdict.EXIT_NOT_JUDGED)}, \
+        done.stdout + done.stderr
+    assert "VERDICT: NOT JUDGED" in done.stdout and done.stdout.count("lost: shard ") == 2
+    merged = json.loads((merge_dir / "merged" / "verdict.json").read_text())
+    assert merged["verdict"] == "not judged" and set(merged["counts"]["not_judged"]) == {"shard-lost"}
+    assert "exit 75" in (tmp_path / "s").read_text()
 
 
 # =========================================================================== the gated run
@@ -261,7 +350,8 @@ def run_gate(tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess[st
     argv = tmp_path / "argv"
     done, out = run_step("gpu", "gate", {"PY": str(stand_in), "ARGV_FILE": str(argv), "WORK": str(work),
                                          "OUT": str(work / "out"), "ENGINE_CACHE": str(tmp_path / "engines"),
-                                         "MODELS": "", "LATENCY_BASELINE": "", "ACCURACY_BASELINE": "", **env},
+                                         "MODELS": "", "SHARD": "", "PLAN": "", "LATENCY_BASELINE": "",
+                                         "ACCURACY_BASELINE": "", **env},
                          tmp_path)
     return done, out, argv.read_text().splitlines() if argv.exists() else []
 
@@ -285,6 +375,18 @@ def test_the_gate_step_narrows_only_when_asked_and_returns_pytests_exit_code(tmp
     assert f"--latency-baseline={files}" in argv and "--accuracy-baseline=/kept/results.json" in argv
 
 
+def test_a_shard_job_runs_its_shard_of_the_plan_and_hands_on_its_seconds(tmp_path: Path) -> None:
+    done, _, argv = run_gate(tmp_path)
+    assert not [a for a in argv if a.startswith(("--plan", "--shard"))], "one host: no plan"
+    assert not (tmp_path / "work" / "out" / "durations.json").exists()
+    (tmp_path / "engines").mkdir()
+    (tmp_path / "engines" / "durations.json").write_text('{"resnet18-torch-fp32": 12.5}')
+    done, out, argv = run_gate(tmp_path, SHARD="2/3", PLAN="/plans/plan.json", STAND_IN_EXIT="75")
+    assert done.returncode == 75 and out["exit_code"] == "75", done.stdout + done.stderr
+    assert "--plan=/plans/plan.json" in argv and "--shard=2/3" in argv
+    assert json.loads((tmp_path / "work" / "out" / "durations.json").read_text()) == {"resnet18-torch-fp32": 12.5}
+
+
 def test_the_accepted_reasons_are_valid_and_keep_the_configs() -> None:
     script = step("gpu", "gate")["run"]
     accepted = re.findall(r"--accept-not-judged=([a-z,-]+)", script)
@@ -304,8 +406,8 @@ def test_run_scripts_take_inputs_through_env_only() -> None:
 
 
 def test_the_gate_job_runs_on_a_gpu_runner_and_always_leaves_its_evidence() -> None:
-    text = WORKFLOW.read_text()
-    assert "runs-on: [self-hosted, linux, gpu]" in text
+    assert '"runs-on":["self-hosted","linux","gpu"]' in step("plan", "plan")["run"]
+    assert '"runs-on": ["self-hosted", "linux", "gpu", .label]' in step("plan", "plan")["run"]
     gpu_steps = _steps("gpu")
     upload = next(s for s in gpu_steps if str(s.get("uses", "")).startswith("actions/upload-artifact@"))
     summary = next(s for s in gpu_steps if s.get("name") == "Job summary")
@@ -353,9 +455,10 @@ def _cache_steps() -> dict[str, dict[str, Any]]:
     return {s["name"]: s["with"] for s in _steps("gpu") if str(s.get("uses", "")).startswith("actions/cache/")}
 
 
-def _render(template: str, gpu: str, run_id: int, driver: str = "580.95.05") -> str:
+def _render(template: str, gpu: str, run_id: int, driver: str = "580.95.05", shard: str = "") -> str:
     values = {"runner.os": "Linux", "steps.where.outputs.gpu": gpu, "steps.where.outputs.driver": driver,
-              "hashFiles('pyproject.toml', 'setup.sh')": "pins", "github.run_id": str(run_id)}
+              "hashFiles('pyproject.toml', 'setup.sh')": "pins", "github.run_id": str(run_id),
+              "matrix.shard && format('-shard{0}', matrix.shard) || ''": shard}  # one host: ""; a shard: -shardK
 
     def value(match: re.Match[str]) -> str:
         assert match.group(1) in values, f"a cache key reads {match.group(1)}, which the test does not know"
@@ -388,6 +491,9 @@ def test_the_cache_keys_are_per_gpu_model_and_never_reach_another_gpu_models() -
     engines = next(w for w in steps.values() if "restore-keys" in w and w["key"].startswith("engines"))
     assert _restores(engines, _render(engines["key"], "NVIDIA-H200", 6, driver="570.86.15")), \
         "after a driver upgrade the engine cache restores the older entry (content-addressed: a partial hit)"
+    shard_keys = {_render(engines["key"], "NVIDIA-H200", 6, shard=f"-shard{k}") for k in (1, 2)}
+    assert len(shard_keys) == 2, "two shards of one night save under two keys (a key cannot be saved twice)"
+    assert all(_restores(engines, k) for k in shard_keys), "a shard's saved entry is restored by the next night"
 
 
 # =========================================================================== baselines and promotion
@@ -403,7 +509,7 @@ class Nights:
 
     def env(self, **extra: str) -> dict[str, str]:
         work = self.tmp / f"night{self.night}"
-        return {"WORK": str(work), "OUT": str(work / "out"), "BASELINE_DIR": str(self.base), "MODELS": "",
+        return {"WORK": str(work), "OUT": str(work / "out"), "BASELINE_DIR": str(self.base), "MODELS": "", "SHARD": "",
                 "K": "5", "ACCEPT_AS_BASELINE": "false", "PROMOTE_ALLOWED": "true", **extra}
 
     def baselines(self, **extra: str) -> tuple[dict[str, str], str]:
@@ -487,6 +593,11 @@ def test_first_night_then_the_gates_start_and_only_passing_nights_are_kept(tmp_p
     nights.gated_run()
     kept, said = nights.promote(exit_code=0, PROMOTE_ALLOWED="false")
     assert not kept and "only the default branch" in said
+
+    nights.baselines()  # a shard of a plan holds part of the night: never kept, even when it passed
+    nights.gated_run()
+    kept, said = nights.promote(exit_code=0, SHARD="1/2", ACCEPT_AS_BASELINE="true")
+    assert not kept and "shard 1/2 holds part of the night" in said
 
     nights.baselines(MODELS="resnet18")  # a dispatch narrowed to one model gates, but is never kept
     nights.gated_run()
