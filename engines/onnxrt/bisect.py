@@ -40,7 +40,7 @@ import onnx
 from metrics import Tolerance, compare_outputs
 
 if TYPE_CHECKING:
-    from engines.onnxrt.backend import import_onnxruntime
+    from engines.ort_import import import_onnxruntime
 
     ort = import_onnxruntime()
 
@@ -231,7 +231,7 @@ class BisectReport:
 
 
 def available_levels() -> tuple[str, ...]:
-    from engines.onnxrt.backend import import_onnxruntime
+    from engines.ort_import import import_onnxruntime
 
     ort = import_onnxruntime()
 
@@ -251,7 +251,7 @@ def bisect_optimizations(onnx_path: Path | str, feed: Mapping[str, np.ndarray],
     ``output_names``: which outputs to judge (default: the reference's). ``session_options`` makes the cell's
     SessionOptions (threads, level...) afresh; the bisect overrides its optimization level. ``workdir`` keeps each
     level's optimized model as ``<level>.onnx`` (a temporary folder by default)."""
-    from engines.onnxrt.backend import import_onnxruntime
+    from engines.ort_import import import_onnxruntime
 
     ort = import_onnxruntime()
 
