@@ -39,7 +39,7 @@ from metrics import ParityReport, Tolerance, compare_outputs
 from metrics.localize import LayerComparison, LayerPair, LayerStat, compare_layers, format_layer_table
 
 if TYPE_CHECKING:
-    from engines.onnxrt.backend import import_onnxruntime
+    from engines.ort_import import import_onnxruntime
 
     ort = import_onnxruntime()
     import torch
@@ -254,7 +254,7 @@ def onnxruntime_cell(artifacts: ModelArtifacts, precision: str, device: str, opt
 
 def _session_options(options: Mapping[str, Any]) -> ort.SessionOptions:
     """The cell's SessionOptions as its backend makes them (intra-op threads, quiet log, ORT_ENABLE_ALL)."""
-    from engines.onnxrt.backend import import_onnxruntime
+    from engines.ort_import import import_onnxruntime
 
     so = import_onnxruntime().SessionOptions()
     threads = options.get("intra_op_threads")

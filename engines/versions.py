@@ -35,7 +35,7 @@ def version_of(module: str) -> str:
 
 def _imported(module: str) -> Any:
     if module == "onnxruntime":  # every import of it goes through the backend's, which turns telemetry off
-        from engines.onnxrt.backend import import_onnxruntime
+        from engines.ort_import import import_onnxruntime
 
         return import_onnxruntime()
     return importlib.import_module(module)

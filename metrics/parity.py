@@ -14,9 +14,10 @@ metrics/parity_report.py's.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -68,6 +69,48 @@ def compare_arrays(name: str, ref: npt.ArrayLike, test: npt.ArrayLike, tol: Tole
     exact_pct = _exact_match_pct(ref, test) if exact else None
     worst_rel, worst_rel_row = _worst_row_rel_error(r, t, both, tol.atol) if r.ndim >= 1 else (None, None)
 
+    rows = _row_figures(r, t, both, tol)
+    report = ParityReport(
+        name=name,
+        shape=tuple(int(d) for d in r.shape),
+        n_elements=int(r.size),
+        nonfinite_ref=nonfinite_ref,
+        nonfinite_test=nonfinite_test,
+        isclose_pct=isclose_pct,
+        mae=mae,
+        max_abs_error=max_abs,
+        max_rel_error=max_rel,
+        cosine=cosine,
+        top1_agreement_pct=rows.top1,
+        topk_agreement_pct=rows.topk,
+        ranks=rows.ranks,
+        tolerance=tol,
+        failures=(),
+        worst_row_cosine=rows.worst_row,
+        retrieval_agreement_pct=rows.retrieval,
+        retrieval_k=rows.retrieval_k,
+        exact_match_pct=exact_pct,
+        worst_row_rel_error=worst_rel,
+        worst_row=worst_rel_row,
+    )
+    return dataclasses.replace(report, failures=_failures(report, kind))
+
+
+class _RowFigures(NamedTuple):
+    """The figures of an output's rows (2 or more dimensions): None, empty or NaN where they do not apply."""
+
+    worst_row: float | None
+    top1: float | None
+    topk: dict[int, float]
+    ranks: tuple[RankStat, ...]
+    retrieval: float | None
+    retrieval_k: int | None
+
+
+def _row_figures(r: FloatArray, t: FloatArray, both: npt.NDArray[np.bool_], tol: Tolerance) -> _RowFigures:
+    """Over the rows finite in both: the worst row cosine (2 or more dimensions); for a 2-D embedding (the
+    tolerance judges retrieval) the retrieval agreement, for other 2-D outputs (logits) the top-k agreement,
+    the rank table and, with 2 or more columns, top-1."""
     top1: float | None = None
     topk: dict[int, float] = {}
     ranks: tuple[RankStat, ...] = ()
@@ -98,61 +141,48 @@ def compare_arrays(name: str, ref: npt.ArrayLike, test: npt.ArrayLike, tol: Tole
             topk = {k: math.nan for k in ks}
         if n_cols >= 2:
             top1 = topk[1]
+    return _RowFigures(worst_row, top1, topk, ranks, retrieval, retrieval_k)
 
+
+def _failures(report: ParityReport, kind: np.dtype) -> tuple[str, ...]:
+    """Every check of ``report``'s figures against its tolerance that fails, one line each."""
+    tol = report.tolerance
     failures: list[str] = []
-    if nonfinite_ref:
-        failures.append(f"reference has {nonfinite_ref} NaN/Inf values")
-    if nonfinite_test:
-        failures.append(f"engine output has {nonfinite_test} NaN/Inf values")
+    if report.nonfinite_ref:
+        failures.append(f"reference has {report.nonfinite_ref} NaN/Inf values")
+    if report.nonfinite_test:
+        failures.append(f"engine output has {report.nonfinite_test} NaN/Inf values")
     # Every check is written as `not (measured OK threshold)` so a NaN figure fails.
-    if not (isclose_pct >= tol.min_isclose_pct):
-        m, th = _fmt_pct_pair(isclose_pct, tol.min_isclose_pct)
+    if not (report.isclose_pct >= tol.min_isclose_pct):
+        m, th = _fmt_pct_pair(report.isclose_pct, tol.min_isclose_pct)
         failures.append(f"isclose {m} < {th} required (rtol={tol.rtol:g}, atol={tol.atol:g})")
-    if tol.max_abs_error is not None and not (max_abs <= tol.max_abs_error):
-        failures.append(f"max abs error {_fmt_sci(max_abs)} > {_fmt_sci(tol.max_abs_error)} allowed")
-    if tol.min_cosine is not None and not (cosine >= tol.min_cosine):
-        failures.append(f"cosine {_fmt_cos(cosine)} < {_fmt_cos(tol.min_cosine)} required")
+    if tol.max_abs_error is not None and not (report.max_abs_error <= tol.max_abs_error):
+        failures.append(f"max abs error {_fmt_sci(report.max_abs_error)} > {_fmt_sci(tol.max_abs_error)} allowed")
+    if tol.min_cosine is not None and not (report.cosine >= tol.min_cosine):
+        failures.append(f"cosine {_fmt_cos(report.cosine)} < {_fmt_cos(tol.min_cosine)} required")
+    top1 = report.top1_agreement_pct
     if tol.min_top1_agreement_pct is not None and top1 is not None and not (top1 >= tol.min_top1_agreement_pct):
         m, th = _fmt_pct_pair(top1, tol.min_top1_agreement_pct)
         failures.append(f"top-1 agreement {m} < {th} required")
+    worst_row = report.worst_row_cosine
     if tol.min_row_cosine is not None and worst_row is not None and not (worst_row >= tol.min_row_cosine):
         failures.append(f"worst row cosine {_fmt_cos(worst_row)} < {_fmt_cos(tol.min_row_cosine)} required")
+    retrieval = report.retrieval_agreement_pct
     if (tol.min_retrieval_agreement_pct is not None and retrieval is not None
             and not (retrieval >= tol.min_retrieval_agreement_pct)):
         m, th = _fmt_pct_pair(retrieval, tol.min_retrieval_agreement_pct)
-        failures.append(f"retrieval agreement {m} < {th} required ({retrieval_k} nearest rows)")
+        failures.append(f"retrieval agreement {m} < {th} required ({report.retrieval_k} nearest rows)")
+    exact_pct = report.exact_match_pct
     if exact_pct is not None and not (exact_pct >= 100.0):
         m, th = _fmt_pct_pair(exact_pct, 100.0)
         failures.append(f"exact match {m} < {th} required ({kind} output: integers and booleans are compared "
                         "exactly; [precision.P] parity.approximate_outputs names those to compare within rtol/atol)")
+    worst_rel = report.worst_row_rel_error
     if (tol.max_row_rel_error is not None and exact_pct is None and worst_rel is not None
             and not (worst_rel <= tol.max_row_rel_error)):
         failures.append(f"worst row relative error {_fmt_sci(worst_rel)} > {_fmt_sci(tol.max_row_rel_error)} "
-                        f"allowed (row {worst_rel_row})")
-
-    return ParityReport(
-        name=name,
-        shape=tuple(int(d) for d in r.shape),
-        n_elements=int(r.size),
-        nonfinite_ref=nonfinite_ref,
-        nonfinite_test=nonfinite_test,
-        isclose_pct=isclose_pct,
-        mae=mae,
-        max_abs_error=max_abs,
-        max_rel_error=max_rel,
-        cosine=cosine,
-        top1_agreement_pct=top1,
-        topk_agreement_pct=topk,
-        ranks=ranks,
-        tolerance=tol,
-        failures=tuple(failures),
-        worst_row_cosine=worst_row,
-        retrieval_agreement_pct=retrieval,
-        retrieval_k=retrieval_k,
-        exact_match_pct=exact_pct,
-        worst_row_rel_error=worst_rel,
-        worst_row=worst_rel_row,
-    )
+                        f"allowed (row {report.worst_row})")
+    return tuple(failures)
 
 
 def _empty_report(name: str, shape: tuple[int, ...], tol: Tolerance) -> ParityReport:

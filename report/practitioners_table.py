@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from html import escape
 from typing import Any
 
@@ -123,6 +124,29 @@ def _has_gpu_memory(record: Mapping[str, Any]) -> bool:
     return gpu.get("peak_memory_mib") is not None or bool((gpu.get("timeline") or {}).get("memory_mib"))
 
 
+@dataclass(frozen=True)
+class _Shown:
+    """The optional columns one table shows: each where the model has that figure and it is not one value."""
+
+    bound: bool
+    baseline: bool
+    gpu: bool
+    peak: bool
+    added: bool
+    census: bool
+    accuracy: bool
+
+    def columns(self) -> list[str]:
+        latency = ["path", "median (ms)", "mean (ms)", "p99 (ms)", "max (ms)", "throughput (items/s)"]
+        latency += [BOUND_COLUMN] * self.bound + list(BASELINE_COLUMNS) * self.baseline + list(GPU_COLUMNS) * self.gpu
+        return ["engine", "precision", "layers", "parameters", "size (MB)", *[PEAK_COLUMN] * self.peak,
+                *[ADDED_COLUMN] * self.added, *[CENSUS_COLUMN] * self.census,
+                *latency, *["top-1 (%)", "top-5 (%)"] * self.accuracy, "isclose (%)", "MAE"]
+
+
+Cell = tuple[str, str]
+
+
 def practitioners_table(model: str, records: Sequence[Mapping[str, Any]], engines: Mapping[str, Mapping[str, Any]],
                         shape: Shape | None, gate: Mapping[str, Any] | None = None,
                         fold_notes_like: str | None = None) -> str:
@@ -134,9 +158,43 @@ def practitioners_table(model: str, records: Sequence[Mapping[str, Any]], engine
     has no accuracy record, ``bound`` where every case of the model has the same. ``fold_notes_like``: the
     model-wide notes (paths, clocks, GPU columns) of the model's first table; where this table's are the same,
     they fold behind <details> instead of repeating above every table."""
-    latency: dict[tuple[str, str], list[Mapping[str, Any]]] = defaultdict(list)
-    accuracy: dict[tuple[str, str], Mapping[str, Any]] = {}
-    parity: dict[tuple[str, str], Mapping[str, Any]] = {}
+    latency, accuracy, parity, model_latency = _model_records(model, records, shape)
+    bounds = {str(r.get("bound")) for r in model_latency}
+    one_bound = next(iter(bounds)) if len(bounds) == 1 and "None" not in bounds else None
+    cells = _cells(model, records, engines)
+    cell_facts = [engines.get(f"{model}-{e}-{p}", {}) for e, p in cells]
+    shown = _Shown(bound=any("bound" in r for r in model_latency) and one_bound is None,
+                   baseline=bool((gate or {}).get("latency_baseline")),
+                   gpu=any(_has_gpu_memory(r) for r in model_latency),
+                   peak=any(peak_memory(f) is not None for f in cell_facts),
+                   added=any(added_memory(f) is not None for f in cell_facts),
+                   census=any("precision_census" in f for f in cell_facts),
+                   accuracy=bool(accuracy))
+    head = "".join(f'<th class="{"name" if c in ("engine", "precision", "path", "change") else ""}"'
+                   + (f' title="{escape(_COLUMN_TITLES[c])}"' if c in _COLUMN_TITLES else "") + f">{c}</th>"
+                   for c in shown.columns())
+    outcomes = _latency_outcomes(gate)
+    body = [row for (engine, precision), facts in zip(cells, cell_facts, strict=True)
+            for row in _cell_rows(model, engine, precision, latency.get((engine, precision), []), facts,
+                                  accuracy.get((engine, precision), {}), parity.get((engine, precision), {}),
+                                  shown, outcomes)]
+    title = escape(model) + ("" if shape is None else f", {escape(shape_title(shape))}")
+    caption = _caption(model_table_notes(model, records, gate, shape), parity, shown.accuracy, one_bound,
+                       fold_notes_like)
+    return (f'<table class="suite practitioners" data-model="{escape(model)}"'
+            + ("" if shape is None else f' data-batch="{shape[0]}" data-shape="{escape(shape_id(shape))}"')
+            + f'><caption>{title}{caption}</caption>'
+            f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
+
+
+def _model_records(model: str, records: Sequence[Mapping[str, Any]], shape: Shape | None) -> tuple[
+        dict[Cell, list[Mapping[str, Any]]], dict[Cell, Mapping[str, Any]], dict[Cell, Mapping[str, Any]],
+        list[Mapping[str, Any]]]:
+    """The model's latency cases at ``shape`` by cell, each cell's first accuracy record and first parity record
+    on the model's data set (not generated inputs), and all of the model's latency cases."""
+    latency: dict[Cell, list[Mapping[str, Any]]] = defaultdict(list)
+    accuracy: dict[Cell, Mapping[str, Any]] = {}
+    parity: dict[Cell, Mapping[str, Any]] = {}
     model_latency = []
     for r in records:
         if r.get("model") != model:
@@ -150,73 +208,59 @@ def practitioners_table(model: str, records: Sequence[Mapping[str, Any]], engine
             accuracy.setdefault(cell, r)
         elif r.get("kind") == "parity" and not is_generated(r.get("dataset")):
             parity.setdefault(cell, r)
-    bounds = {str(r.get("bound")) for r in model_latency}
-    one_bound = next(iter(bounds)) if len(bounds) == 1 and "None" not in bounds else None
-    with_bound = any("bound" in r for r in model_latency) and one_bound is None
-    with_accuracy = bool(accuracy)
-    with_gpu = any(_has_gpu_memory(r) for r in model_latency)
-    with_baseline = bool((gate or {}).get("latency_baseline"))
-    outcomes = _latency_outcomes(gate)
-    latency_columns = ["path", "median (ms)", "mean (ms)", "p99 (ms)", "max (ms)", "throughput (items/s)"]
-    latency_columns += [BOUND_COLUMN] * with_bound + list(BASELINE_COLUMNS) * with_baseline
-    latency_columns += list(GPU_COLUMNS) * with_gpu
-    with_census = any("precision_census" in engines.get(f"{model}-{e}-{p}", {}) for e, p in
-                      _cells(model, records, engines))
-    with_peak = any(peak_memory(engines.get(f"{model}-{e}-{p}", {})) is not None for e, p in
-                    _cells(model, records, engines))
-    with_added = any(added_memory(engines.get(f"{model}-{e}-{p}", {})) is not None for e, p in
-                     _cells(model, records, engines))
-    columns = ["engine", "precision", "layers", "parameters", "size (MB)", *[PEAK_COLUMN] * with_peak,
-               *[ADDED_COLUMN] * with_added,
-               *[CENSUS_COLUMN] * with_census,
-               *latency_columns, *["top-1 (%)", "top-5 (%)"] * with_accuracy, "isclose (%)", "MAE"]
-    head = "".join(f'<th class="{"name" if c in ("engine", "precision", "path", "change") else ""}"'
-                   + (f' title="{escape(_COLUMN_TITLES[c])}"' if c in _COLUMN_TITLES else "") + f">{c}</th>"
-                   for c in columns)
-    body = []
+    return latency, accuracy, parity, model_latency
+
+
+def _cell_rows(model: str, engine: str, precision: str, cases: list[Mapping[str, Any]], facts: Mapping[str, Any],
+               acc: Mapping[str, Any], par: Mapping[str, Any], shown: _Shown,
+               outcomes: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """One cell's rows, a row per latency path (one of '-' without any): the cell's own figures open and close
+    its first row and span the others."""
+    rows = sorted(cases, key=lambda r: path_sort_key(str(r.get("path", "all"))))
     pct = (lambda v: None if v is None else 100.0 * float(v))
-    for engine, precision in _cells(model, records, engines):
-        rows = sorted(latency.get((engine, precision), []), key=lambda r: path_sort_key(str(r.get("path", "all"))))
-        facts = engines.get(f"{model}-{engine}-{precision}", {})
-        acc = accuracy.get((engine, precision), {})
-        par = parity.get((engine, precision), {})
-        reference = engine == "torch" and precision == "fp32" and not par
-        span = max(1, len(rows))
-        rs = f' rowspan="{span}"' if span > 1 else ""
-        layers = fmt(facts.get("layers"))
-        if facts.get("layers") is not None and facts.get("layer_kind"):
-            layers += f'<span class="unit">{escape(str(facts["layer_kind"]))}</span>'
-        lead = (f'<td class="name"{rs}>{escape(engine)}</td><td class="name"{rs}>{escape(precision)}</td>'
-                f"<td{rs}>{layers}</td><td{rs}>{fmt(facts.get('parameters'))}</td>"
-                f"<td{rs}>{fmt(facts.get('size_mb'))}</td>") + (f"<td{rs}>{fmt(peak_memory(facts))}</td>" * with_peak) \
-            + (f"<td{rs}>{fmt(added_memory(facts))}</td>" * with_added) \
-            + (census_cell(facts, rs) if with_census else "")
-        tail = "".join(f"<td{rs}>{v}</td>" for v in (
-            *[fmt(pct(acc.get("top1"))), fmt(pct(acc.get("top5")))] * with_accuracy,
-            "reference" if reference else fmt(par.get("isclose_pct")),
-            "reference" if reference else fmt(par.get("mae"))))
-        for i, r in enumerate(rows or [{}]):
-            path = str(r.get("path", "all")) if r else None
-            cls, tds = "", []
-            if r:
-                tds = [f'<td class="name">{escape(str(path))}</td>'] + [
-                    f"<td>{fmt(r.get(k))}</td>" for k in ("median_ms", "mean_ms", "p99_ms", "max_ms",
-                                                          "throughput_per_s")]
-            else:
-                tds = ['<td class="name">-</td>'] + ["<td>-</td>"] * 5
-            if with_bound:
-                tds.append(f'<td class="name">{fmt(r.get("bound"))}</td>')
-            if with_baseline:
-                o = next((outcomes[k] for k in latency_labels(r) if k in outcomes), None) if r else None
-                cls, base, change = _baseline_cells(o)
-                tds += [f"<td>{base}</td>", f'<td class="name">{change}</td>']
-            if with_gpu:
-                tds += gpu_cells(r.get("gpu") or {})
-            body.append(f'<tr class="{cls}" data-cell="{escape(model)}-{escape(engine)}-{escape(precision)}"'
-                        + (f' data-path="{escape(str(path))}"' if r else "") + ">"
-                        + (lead if i == 0 else "") + "".join(tds) + (tail if i == 0 else "") + "</tr>")
-    title = escape(model) + ("" if shape is None else f", {escape(shape_title(shape))}")
-    model_notes = model_table_notes(model, records, gate, shape)
+    reference = engine == "torch" and precision == "fp32" and not par
+    span = max(1, len(rows))
+    rs = f' rowspan="{span}"' if span > 1 else ""
+    layers = fmt(facts.get("layers"))
+    if facts.get("layers") is not None and facts.get("layer_kind"):
+        layers += f'<span class="unit">{escape(str(facts["layer_kind"]))}</span>'
+    lead = (f'<td class="name"{rs}>{escape(engine)}</td><td class="name"{rs}>{escape(precision)}</td>'
+            f"<td{rs}>{layers}</td><td{rs}>{fmt(facts.get('parameters'))}</td>"
+            f"<td{rs}>{fmt(facts.get('size_mb'))}</td>") + (f"<td{rs}>{fmt(peak_memory(facts))}</td>" * shown.peak) \
+        + (f"<td{rs}>{fmt(added_memory(facts))}</td>" * shown.added) \
+        + (census_cell(facts, rs) if shown.census else "")
+    tail = "".join(f"<td{rs}>{v}</td>" for v in (
+        *[fmt(pct(acc.get("top1"))), fmt(pct(acc.get("top5")))] * shown.accuracy,
+        "reference" if reference else fmt(par.get("isclose_pct")),
+        "reference" if reference else fmt(par.get("mae"))))
+    body = []
+    for i, r in enumerate(rows or [{}]):
+        path = str(r.get("path", "all")) if r else None
+        cls, tds = "", []
+        if r:
+            tds = [f'<td class="name">{escape(str(path))}</td>'] + [
+                f"<td>{fmt(r.get(k))}</td>" for k in ("median_ms", "mean_ms", "p99_ms", "max_ms",
+                                                      "throughput_per_s")]
+        else:
+            tds = ['<td class="name">-</td>'] + ["<td>-</td>"] * 5
+        if shown.bound:
+            tds.append(f'<td class="name">{fmt(r.get("bound"))}</td>')
+        if shown.baseline:
+            o = next((outcomes[k] for k in latency_labels(r) if k in outcomes), None) if r else None
+            cls, base, change = _baseline_cells(o)
+            tds += [f"<td>{base}</td>", f'<td class="name">{change}</td>']
+        if shown.gpu:
+            tds += gpu_cells(r.get("gpu") or {})
+        body.append(f'<tr class="{cls}" data-cell="{escape(model)}-{escape(engine)}-{escape(precision)}"'
+                    + (f' data-path="{escape(str(path))}"' if r else "") + ">"
+                    + (lead if i == 0 else "") + "".join(tds) + (tail if i == 0 else "") + "</tr>")
+    return body
+
+
+def _caption(model_notes: str, parity: Mapping[Cell, Mapping[str, Any]], with_accuracy: bool,
+             one_bound: str | None, fold_notes_like: str | None) -> str:
+    """The table's notes: where parity was measured, the columns left out and why; the model-wide notes folded
+    behind <details> where they repeat the first table's."""
     parity_source = sorted({str(r.get("dataset")) for r in parity.values()})
     notes = []
     if parity_source:
@@ -227,15 +271,10 @@ def practitioners_table(model: str, records: Sequence[Mapping[str, Any]], engine
     if one_bound is not None:
         notes.append(f"bound: {escape(one_bound)} for every case of this model (so no bound column)")
     if fold_notes_like is not None and model_notes == fold_notes_like:
-        caption = (f'<span class="detail">{". ".join(notes)}{"." if notes else ""}</span><details class="notes">'
-                   f'<summary>latency paths, clocks and column notes: as in the first table</summary>'
-                   f'<span class="detail">{model_notes}.</span></details>')
-    else:
-        caption = f'<span class="detail">{". ".join([model_notes, *notes])}.</span>'
-    return (f'<table class="suite practitioners" data-model="{escape(model)}"'
-            + ("" if shape is None else f' data-batch="{shape[0]}" data-shape="{escape(shape_id(shape))}"')
-            + f'><caption>{title}{caption}</caption>'
-            f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
+        return (f'<span class="detail">{". ".join(notes)}{"." if notes else ""}</span><details class="notes">'
+                f'<summary>latency paths, clocks and column notes: as in the first table</summary>'
+                f'<span class="detail">{model_notes}.</span></details>')
+    return f'<span class="detail">{". ".join([model_notes, *notes])}.</span>'
 
 
 def model_table_notes(model: str, records: Sequence[Mapping[str, Any]], gate: Mapping[str, Any] | None,

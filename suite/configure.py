@@ -35,6 +35,46 @@ _ROOT = Path(__file__).resolve().parent.parent
 
 def configure(config: pytest.Config) -> None:
     """pytest_configure's work, once a SIGTERM during start-up has had its say (suite/interrupts.py)."""
+    _add_markers(config)
+    if config.option.verbose < 2:
+        # On CI (the CI variable set), pytest's short summary repeats each failure's whole message; a parity
+        # failure's message, with its localization and bisect tables, is 30 lines the long report just gave.
+        # One line per failure there, as pytest prints off CI; -vv still prints it whole.
+        config.option.force_short_summary = True
+    loaded, suite_config, engines_option = _selected_config(config)
+    device, gpus = _checked_device(config, suite_config)
+    accept = config.getoption("--accept-not-judged")
+    try:
+        accepted = (verdict.check_reasons(accept.split(","), "--accept-not-judged") if accept is not None
+                    else suite_config.accept_not_judged)
+    except verdict.NotJudgedReasonError as exc:
+        raise pytest.UsageError(str(exc)) from exc
+    required_by, left_out = required_engines(loaded, suite_config, engines_option)
+    state = RunState(suite_config, set(required_by), required_by)
+    state.left_out = left_out
+    config.stash[RUN_KEY] = state
+    config.stash[LEDGER_KEY] = verdict.Ledger(accepted=accepted)
+    config.pluginmanager.register(verdict_wiring.VerdictPlugin(config), "suite-verdict")
+    if not is_worker(config):
+        junit.register(config)  # --junitxml counts as the verdict (suite/junit.py)
+    config.pluginmanager.register(fleet.FleetPlugin(config, gpus, startup_check.note_collected,
+                                                    startup_check.check_early), "suite-fleet")
+
+    for noisy in ("onnxscript", "onnx_ir", "torch.onnx", "torch._dynamo", "torch.export"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    cache = _engine_cache(config)
+    if config.getoption("benchmark_storage", None) == "file://./.benchmarks":  # pytest-benchmark's cwd default
+        config.option.benchmark_storage = f"file://{_ROOT / '.benchmarks'}"  # the project's, whatever the cwd
+    session = SuiteSession(suite_config, cache, device)
+    results = config.getoption("--suite-results")
+    if results:
+        session.stream_records_to(Path(f"{results}.partial.jsonl"))
+    config.stash[SESSION_KEY] = session
+    config.stash[LIFETIME_KEY] = EngineLifetime(session, list(suite_config.models), options.overhead_model(config))
+    workers.take_thread_share(session)
+
+
+def _add_markers(config: pytest.Config) -> None:
     for name, text in (
         ("accuracy", "top-1/top-5 on labelled data against thresholds and the PyTorch reference"),
         ("parity", "output agreement with the PyTorch reference on the same inputs"),
@@ -42,11 +82,11 @@ def configure(config: pytest.Config) -> None:
         ("rebuild", "--rebuild-check N: each engine built N times from scratch; collected only with the option"),
     ):
         config.addinivalue_line("markers", f"{name}: {text}")
-    if config.option.verbose < 2:
-        # On CI (the CI variable set), pytest's short summary repeats each failure's whole message; a parity
-        # failure's message, with its localization and bisect tables, is 30 lines the long report just gave.
-        # One line per failure there, as pytest prints off CI; -vv still prints it whole.
-        config.option.force_short_summary = True
+
+
+def _selected_config(config: pytest.Config) -> tuple[SuiteConfig, SuiteConfig, list[str] | None]:
+    """(the config as read, the config narrowed by --models/--engines/--precisions, --engines' list), with the
+    options checked against it: the config file's errors, then the options'."""
     engines_option = options.split_list(config.getoption("--engines"))
     try:
         loaded = load_config(config.getoption("--suite-config"))
@@ -65,6 +105,13 @@ def configure(config: pytest.Config) -> None:
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from exc
     options.check_options(config, suite_config)
+    return loaded, suite_config, engines_option
+
+
+def _checked_device(config: pytest.Config, suite_config: SuiteConfig) -> tuple[str, int]:
+    """The run's device, normalised (``cuda`` -> ``cuda:0``), and the visible GPUs: checked against the workers,
+    the config's ``[run] requires`` and pytest-benchmark's comparisons (one process only); the run's root process
+    and each worker's GPUs noted in the environment."""
     device = config.getoption("--device")
     requires = suite_config.requires
     try:
@@ -88,25 +135,11 @@ def configure(config: pytest.Config) -> None:
     if "cuda" in requires and not device.startswith("cuda"):
         raise pytest.UsageError(f"{suite_config.path.name} requires a CUDA device ([run] requires); run with "
                                 "--device cuda:0")
-    accept = config.getoption("--accept-not-judged")
-    try:
-        accepted = (verdict.check_reasons(accept.split(","), "--accept-not-judged") if accept is not None
-                    else suite_config.accept_not_judged)
-    except verdict.NotJudgedReasonError as exc:
-        raise pytest.UsageError(str(exc)) from exc
-    required_by, left_out = required_engines(loaded, suite_config, engines_option)
-    state = RunState(suite_config, set(required_by), required_by)
-    state.left_out = left_out
-    config.stash[RUN_KEY] = state
-    config.stash[LEDGER_KEY] = verdict.Ledger(accepted=accepted)
-    config.pluginmanager.register(verdict_wiring.VerdictPlugin(config), "suite-verdict")
-    if not is_worker(config):
-        junit.register(config)  # --junitxml counts as the verdict (suite/junit.py)
-    config.pluginmanager.register(fleet.FleetPlugin(config, gpus, startup_check.note_collected,
-                                                    startup_check.check_early), "suite-fleet")
+    return device, gpus
 
-    for noisy in ("onnxscript", "onnx_ir", "torch.onnx", "torch._dynamo", "torch.export"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+def _engine_cache(config: pytest.Config) -> ArtifactCache:
+    """The --engine-cache, checked usable, its long builds said live; nothing written outside it from here on."""
 
     def on_event(event: CacheEvent) -> None:
         """Progress on long builds, live, whatever pytest's capture mode."""
@@ -128,15 +161,7 @@ def configure(config: pytest.Config) -> None:
     except CacheUnusable as exc:
         raise pytest.UsageError(f"--engine-cache: {exc}") from exc
     _keep_writes_inside(cache.root)
-    if config.getoption("benchmark_storage", None) == "file://./.benchmarks":  # pytest-benchmark's cwd default
-        config.option.benchmark_storage = f"file://{_ROOT / '.benchmarks'}"  # the project's, whatever the cwd
-    session = SuiteSession(suite_config, cache, device)
-    results = config.getoption("--suite-results")
-    if results:
-        session.stream_records_to(Path(f"{results}.partial.jsonl"))
-    config.stash[SESSION_KEY] = session
-    config.stash[LIFETIME_KEY] = EngineLifetime(session, list(suite_config.models), options.overhead_model(config))
-    workers.take_thread_share(session)
+    return cache
 
 
 def required_engines(loaded: SuiteConfig, selected: SuiteConfig,

@@ -144,7 +144,7 @@ def fingerprint(device: str = "cpu") -> dict[str, Any]:
         if version is not None:
             info[lib] = version
     try:
-        from engines.onnxrt.backend import import_onnxruntime
+        from engines.ort_import import import_onnxruntime
 
         ort = import_onnxruntime()
         info["onnxruntime_providers"] = list(ort.get_available_providers())

@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     from suite.session import Cell, SuiteSession
 
     if args.engine == "onnxruntime":
-        from engines.onnxrt.backend import import_onnxruntime
+        from engines.ort_import import import_onnxruntime
 
         # Errors only: a bisect makes dozens of sessions, and ONNX Runtime's default logger warns on each one
         # (1.31.1 on the CUDA EP: "No registered plugin EP device found", "Conv ... running in Fallback mode").

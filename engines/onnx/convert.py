@@ -39,7 +39,7 @@ def convert_parts(fp32_key: str, precision: str) -> dict[str, Any]:
 
 
 def _block_list(precision: str) -> tuple[str, ...]:
-    from engines.onnxrt.backend import import_onnxruntime
+    from engines.ort_import import import_onnxruntime
 
     import_onnxruntime()
     from onnxruntime.transformers.float16 import DEFAULT_OP_BLOCK_LIST
@@ -48,7 +48,7 @@ def _block_list(precision: str) -> tuple[str, ...]:
 
 
 def convert_precision(src: Path, dst: Path, precision: str, model_name: str) -> None:
-    from engines.onnxrt.backend import import_onnxruntime
+    from engines.ort_import import import_onnxruntime
 
     import_onnxruntime()  # telemetry off before onnxruntime.transformers imports onnxruntime
     from onnxruntime.transformers.float16 import convert_float_to_float16
@@ -164,7 +164,7 @@ def fuse_transformer(src: Path, dst: Path, fusion: str, num_heads: int, hidden_s
     Raises EngineBuildError when nothing was fused into an attention operator: such a "fused" cell would
     measure the unfused graph under another name.
     """
-    from engines.onnxrt.backend import import_onnxruntime
+    from engines.ort_import import import_onnxruntime
 
     import_onnxruntime()  # telemetry off before onnxruntime.transformers imports onnxruntime
     from onnxruntime.transformers.optimizer import optimize_model

@@ -34,7 +34,7 @@ from engines.onnx.matching import pair_layers
 from metrics.localize import LayerPair
 
 if TYPE_CHECKING:
-    from engines.onnxrt.backend import import_onnxruntime
+    from engines.ort_import import import_onnxruntime
 
     ort = import_onnxruntime()
 
@@ -74,7 +74,7 @@ def session_inputs(session: ort.InferenceSession, feed: Mapping[str, np.ndarray]
 def run_all(model: onnx.ModelProto, feed: Mapping[str, np.ndarray], options: ort.SessionOptions,
             providers: list[Any]) -> dict[str, np.ndarray]:
     """Run ``model`` (already marked) and return every graph output by name."""
-    from engines.onnxrt.backend import import_onnxruntime
+    from engines.ort_import import import_onnxruntime
 
     ort = import_onnxruntime()
 
@@ -113,7 +113,7 @@ def save_optimized(path: Path, options: ort.SessionOptions, providers: list[Any]
     """Let a session with ``options``/``providers`` optimize ``path`` and write the result to ``dst``.
 
     Raises whatever ONNX Runtime raises, e.g. for graphs holding compiled nodes (the TensorRT EP)."""
-    from engines.onnxrt.backend import import_onnxruntime
+    from engines.ort_import import import_onnxruntime
 
     ort = import_onnxruntime()
 
@@ -145,7 +145,7 @@ class OnnxIntermediates:
 def reference_arrays(reference_path: Path,
                      feed: Mapping[str, np.ndarray]) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     """The fp32 export and every node output of it, run by ONNX Runtime on the CPU with optimizations off."""
-    from engines.onnxrt.backend import import_onnxruntime
+    from engines.ort_import import import_onnxruntime
 
     ort = import_onnxruntime()
 
@@ -163,7 +163,7 @@ def collect_layer_pairs(reference_path: Path, engine_path: Path, feed: Mapping[s
 
     ``engine_options`` makes the engine's SessionOptions (threads, optimization level) afresh for each session.
     ``workdir`` keeps the optimized model as ``engine-optimized.onnx`` (a temporary folder by default)."""
-    from engines.onnxrt.backend import import_onnxruntime
+    from engines.ort_import import import_onnxruntime
 
     ort = import_onnxruntime()
 

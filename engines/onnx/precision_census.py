@@ -31,7 +31,7 @@ import onnx
 from onnx import TensorProto
 
 if TYPE_CHECKING:
-    from engines.onnxrt.backend import import_onnxruntime
+    from engines.ort_import import import_onnxruntime
 
     ort = import_onnxruntime()
 

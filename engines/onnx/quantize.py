@@ -83,7 +83,7 @@ def quantize_qdq(src: Path, dst: Path, feeds: Mapping[str, np.ndarray], options:
                  model_name: str) -> None:
     """Calibrate on every row of ``feeds`` (any count) and write the QDQ model; only float tensors are
     quantized, so integer and bool inputs (token ids, masks) pass through unchanged."""
-    from engines.onnxrt.backend import import_onnxruntime
+    from engines.ort_import import import_onnxruntime
 
     import_onnxruntime()  # telemetry off before the quantizer's calibration sessions
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static

@@ -30,6 +30,7 @@ from engines.base import (
 )
 from engines.feeds import Feed, as_input_dtype, check_feed
 from engines.onnx.export import onnx_facts
+from engines.ort_import import import_onnxruntime
 from metrics.node_profile import node_times_us
 
 if TYPE_CHECKING:
@@ -38,26 +39,6 @@ if TYPE_CHECKING:
     from core.cache import ArtifactCache
 
 log = logging.getLogger(__name__)
-
-# ONNX Runtime (1.32) writes a device id and an event database under
-# $XDG_CACHE_HOME/Microsoft/DeveloperTools/.onnxruntime when the module is *imported*, unless this is set
-# first; onnxruntime.disable_telemetry_events() alone comes too late for that. Set as this module loads, so
-# that every import the suite makes through its engines finds it.
-_TELEMETRY_ENV = "ORT_DISABLE_TELEMETRY"
-os.environ[_TELEMETRY_ENV] = "1"
-
-
-def import_onnxruntime() -> Any:
-    """``onnxruntime``, imported with its telemetry off: nothing written outside the engine cache. Every
-    use in the suite goes through here (sessions, the int8 calibrator, the fp16 converter)."""
-    os.environ[_TELEMETRY_ENV] = "1"
-    import onnxruntime as ort
-
-    disable = getattr(ort, "disable_telemetry_events", None)  # from onnxruntime 1.8
-    if disable is not None:
-        disable()
-    return ort
-
 
 class OnnxRuntimeRunner:
     """``InferenceSession.run`` behind the suite's ``infer(feed)`` surface.

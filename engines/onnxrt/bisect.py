@@ -40,7 +40,7 @@ import onnx
 from metrics import Tolerance, compare_outputs
 
 if TYPE_CHECKING:
-    from engines.onnxrt.backend import import_onnxruntime
+    from engines.ort_import import import_onnxruntime
 
     ort = import_onnxruntime()
 
@@ -231,7 +231,7 @@ class BisectReport:
 
 
 def available_levels() -> tuple[str, ...]:
-    from engines.onnxrt.backend import import_onnxruntime
+    from engines.ort_import import import_onnxruntime
 
     ort = import_onnxruntime()
 
@@ -251,68 +251,114 @@ def bisect_optimizations(onnx_path: Path | str, feed: Mapping[str, np.ndarray],
     ``output_names``: which outputs to judge (default: the reference's). ``session_options`` makes the cell's
     SessionOptions (threads, level...) afresh; the bisect overrides its optimization level. ``workdir`` keeps each
     level's optimized model as ``<level>.onnx`` (a temporary folder by default)."""
-    from engines.onnxrt.backend import import_onnxruntime
+    from engines.ort_import import import_onnxruntime
 
     ort = import_onnxruntime()
-
-    from engines.onnx.intermediates import session_inputs
-
     names = list(output_names or reference_outputs)
-    reference = {n: reference_outputs[n] for n in names}
-    against_unoptimized = dataclasses.replace(tolerance, min_top1_agreement_pct=None)
-    make = session_options or ort.SessionOptions
+    probe = _Probe(ort, str(onnx_path), feed, names, {n: reference_outputs[n] for n in names}, tolerance,
+                   session_options or ort.SessionOptions)
     cell_level = next((level for level in available_levels()
-                       if getattr(ort.GraphOptimizationLevel, level) == make().graph_optimization_level), None)
-    level_outputs: dict[str, dict[str, np.ndarray]] = {}
+                       if getattr(ort.GraphOptimizationLevel, level) == probe.make().graph_optimization_level), None)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(workdir) if workdir is not None else Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        results, graphs, level_outputs = _run_levels(probe, providers, folder)
+    breaking, last_good, changing, unchanged = _first_departures(results)
+    diff = None
+    pair = (last_good, breaking) if last_good is not None else (unchanged, changing)
+    if pair[0] is not None and pair[1] is not None:
+        good, bad = graphs.get(pair[0].level), graphs.get(pair[1].level)
+        if good is not None and bad is not None:
+            diff = diff_graphs(good, bad)
+    provider_names = tuple(_split(p)[0] for p in providers)
+    tried: tuple[VariantResult, ...] = ()
+    if cell_level is not None and cell_level in level_outputs:
+        tried = _run_variants(probe, providers, cell_level, level_outputs[cell_level],
+                              variants if variants is not None else default_variants(providers, probe.make))
+    return BisectReport(tuple(results), None if breaking is None else breaking.level,
+                        None if last_good is None else last_good.level, diff, ort.__version__, provider_names,
+                        str(onnx_path), None if changing is None else changing.level,
+                        None if unchanged is None else unchanged.level, cell_level, tried)
 
-    def options_at(level: str) -> ort.SessionOptions:
-        options = make()
-        options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
+
+@dataclass(frozen=True)
+class _Probe:
+    """One file, feed and reference: sessions at a level (or with a setting changed), and their outputs judged."""
+
+    ort: Any
+    onnx_path: str
+    feed: Mapping[str, np.ndarray]
+    names: list[str]
+    reference: Mapping[str, np.ndarray]
+    tolerance: Tolerance
+    make: Callable[[], Any]
+
+    @property
+    def against_unoptimized(self) -> Tolerance:
+        """The tolerance against another run of the same file: less top-1 agreement (near-tied logits)."""
+        return dataclasses.replace(self.tolerance, min_top1_agreement_pct=None)
+
+    def options_at(self, level: str) -> ort.SessionOptions:
+        options = self.make()
+        options.graph_optimization_level = getattr(self.ort.GraphOptimizationLevel, level)
         if options.log_severity_level < 3:
             options.log_severity_level = 3  # ENABLE_ALL warns that NCHWc graphs are hardware specific
         return options
 
-    def run(options: ort.SessionOptions, providers: Sequence[Any]) -> dict[str, np.ndarray]:
-        session = ort.InferenceSession(str(onnx_path), options, providers=list(providers))
-        return dict(zip(names, session.run(names, session_inputs(session, feed)), strict=True))
+    def run(self, options: ort.SessionOptions, providers: Sequence[Any]) -> dict[str, np.ndarray]:
+        from engines.onnx.intermediates import session_inputs
 
-    def judged(outputs: Mapping[str, np.ndarray]) -> tuple[tuple[str, ...], float | None, float | None]:
+        session = self.ort.InferenceSession(self.onnx_path, options, providers=list(providers))
+        return dict(zip(self.names, session.run(self.names, session_inputs(session, self.feed)), strict=True))
+
+    def judged(self, outputs: Mapping[str, np.ndarray]) -> tuple[tuple[str, ...], float | None, float | None]:
         """Failures against the reference, worst cosine, worst top-1 agreement."""
-        reports = compare_outputs(reference, outputs, tolerance)
+        reports = compare_outputs(self.reference, outputs, self.tolerance)
         return (tuple(f"{n}: {f}" for n, r in reports.items() for f in r.failures),
                 _worst(r.cosine for r in reports.values()),
                 _worst(r.top1_agreement_pct for r in reports.values() if r.top1_agreement_pct is not None))
 
+
+def _run_levels(probe: _Probe, providers: Sequence[Any], folder: Path) -> tuple[
+        list[LevelResult], dict[str, onnx.ModelProto | None], dict[str, dict[str, np.ndarray]]]:
+    """Each available level run and judged, against the reference and against the unoptimized run; its optimized
+    graph written to ``folder`` and loaded. Returns the results, the graphs and the outputs by level."""
     results: list[LevelResult] = []
     graphs: dict[str, onnx.ModelProto | None] = {}
+    level_outputs: dict[str, dict[str, np.ndarray]] = {}
     unoptimized: dict[str, np.ndarray] | None = None
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(workdir) if workdir is not None else Path(tmp)
-        folder.mkdir(parents=True, exist_ok=True)
-        for level in available_levels():
-            options = options_at(level)
-            options.optimized_model_filepath = str(folder / f"{level}.onnx")
-            try:
-                outputs = run(options, providers)
-            except Exception as exc:
-                graphs[level] = None
-                results.append(LevelResult(level, False, ("session failed",), None, None, None, None, None,
-                                           error=_first_line(exc)))
-                continue
-            level_outputs[level] = outputs
-            graph = _load(folder / f"{level}.onnx")
-            graphs[level] = graph
-            failures, cosine, top1 = judged(outputs)
-            if unoptimized is None and level == "ORT_DISABLE_ALL":
-                unoptimized = outputs
-            cos_u = max_u = None
-            departures: tuple[str, ...] = ()
-            if unoptimized is not None:
-                cos_u, max_u, departures = _against(unoptimized, outputs, against_unoptimized)
-            results.append(LevelResult(
-                level, not failures, failures, cosine, top1, cos_u, max_u,
-                None if graph is None else len(graph.graph.node),
-                {} if graph is None else _histogram(graph), departures=departures))
+    for level in available_levels():
+        options = probe.options_at(level)
+        options.optimized_model_filepath = str(folder / f"{level}.onnx")
+        try:
+            outputs = probe.run(options, providers)
+        except Exception as exc:
+            graphs[level] = None
+            results.append(LevelResult(level, False, ("session failed",), None, None, None, None, None,
+                                       error=_first_line(exc)))
+            continue
+        level_outputs[level] = outputs
+        graph = _load(folder / f"{level}.onnx")
+        graphs[level] = graph
+        failures, cosine, top1 = probe.judged(outputs)
+        if unoptimized is None and level == "ORT_DISABLE_ALL":
+            unoptimized = outputs
+        cos_u = max_u = None
+        departures: tuple[str, ...] = ()
+        if unoptimized is not None:
+            cos_u, max_u, departures = _against(unoptimized, outputs, probe.against_unoptimized)
+        results.append(LevelResult(
+            level, not failures, failures, cosine, top1, cos_u, max_u,
+            None if graph is None else len(graph.graph.node),
+            {} if graph is None else _histogram(graph), departures=departures))
+    return results, graphs, level_outputs
+
+
+def _first_departures(results: list[LevelResult]) -> tuple[LevelResult | None, LevelResult | None,
+                                                            LevelResult | None, LevelResult | None]:
+    """(breaking, last good, changing, unchanged): the lowest level that fails and the last passing one below it;
+    where the unoptimized run already fails, the first level that departs from it and the last one below that
+    does not."""
     breaking = next((r for r in results if not r.passed and not r.error), None)
     last_good = None
     if breaking is not None:
@@ -325,33 +371,27 @@ def bisect_optimizations(onnx_path: Path | str, feed: Mapping[str, np.ndarray],
         if changing is not None:
             below = results[:results.index(changing)]
             unchanged = next((r for r in reversed(below) if not r.departures and not r.error), None)
-    diff = None
-    pair = (last_good, breaking) if last_good is not None else (unchanged, changing)
-    if pair[0] is not None and pair[1] is not None:
-        good, bad = graphs.get(pair[0].level), graphs.get(pair[1].level)
-        if good is not None and bad is not None:
-            diff = diff_graphs(good, bad)
-    provider_names = tuple(_split(p)[0] for p in providers)
+    return breaking, last_good, changing, unchanged
+
+
+def _run_variants(probe: _Probe, providers: Sequence[Any], cell_level: str, cell_outputs: Mapping[str, np.ndarray],
+                  variants: Sequence[Variant]) -> tuple[VariantResult, ...]:
+    """Each variant at the cell's level, judged against the reference and against the cell's own run."""
     tried: list[VariantResult] = []
-    if cell_level is not None and cell_level in level_outputs:
-        cell_outputs = level_outputs[cell_level]
-        for variant in (variants if variants is not None else default_variants(providers, make)):
-            options = options_at(cell_level)
-            for key, value in variant.config_entries.items():
-                options.add_session_config_entry(key, value)
-            try:
-                outputs = run(options, _with_options(providers, variant.provider_options))
-            except Exception as exc:
-                tried.append(VariantResult(variant.label, False, ("session failed",), None, None, None, None,
-                                           error=_first_line(exc)))
-                continue
-            failures, cosine, top1 = judged(outputs)
-            tried.append(VariantResult(variant.label, not failures, failures, cosine, top1,
-                                       *_against(cell_outputs, outputs, against_unoptimized)))
-    return BisectReport(tuple(results), None if breaking is None else breaking.level,
-                        None if last_good is None else last_good.level, diff, ort.__version__, provider_names,
-                        str(onnx_path), None if changing is None else changing.level,
-                        None if unchanged is None else unchanged.level, cell_level, tuple(tried))
+    for variant in variants:
+        options = probe.options_at(cell_level)
+        for key, value in variant.config_entries.items():
+            options.add_session_config_entry(key, value)
+        try:
+            outputs = probe.run(options, _with_options(providers, variant.provider_options))
+        except Exception as exc:
+            tried.append(VariantResult(variant.label, False, ("session failed",), None, None, None, None,
+                                       error=_first_line(exc)))
+            continue
+        failures, cosine, top1 = probe.judged(outputs)
+        tried.append(VariantResult(variant.label, not failures, failures, cosine, top1,
+                                   *_against(cell_outputs, outputs, probe.against_unoptimized)))
+    return tuple(tried)
 
 
 def _against(base: Mapping[str, np.ndarray], outputs: Mapping[str, np.ndarray],

@@ -11,11 +11,12 @@ import copy
 import math
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from core.inputs import DISTRIBUTIONS, InputSpec
+from core.inputs import DISTRIBUTIONS, AxisRange, InputSpec
 from engines.base import ONNX_EXPORTERS, PRECISIONS
 from metrics import AccuracyThreshold, Tolerance
 from suite.config.excuses import _parse_known_failures, _parse_unsupported
@@ -88,11 +89,75 @@ def _parse_model(
         if required not in entry:
             raise ConfigError(f"{where}: missing required key {required!r}")
 
-    def origin(key: str) -> str:
-        """Where a value came from: the model's own key, or [defaults] when it inherited one."""
-        return f"{where}.{key}" if key in entry or key not in defaults else f"[defaults].{key} (used by {where})"
-
     factory = read_ref(f"{where}.factory", entry["factory"])
+    axes, inputs, outputs = _parse_io(where, entry)
+    batches = _parse_batches(where, entry, defaults, axes, inputs)
+    precisions = (read_choice_list(f"{where}.precisions", entry["precisions"], PRECISIONS) if "precisions" in entry
+                  else defaults.get("precisions", ("fp32",)))
+    engines = (read_choice_list(f"{where}.engines", entry["engines"], ENGINES) if "engines" in entry
+               else defaults.get("engines", ("torch", "onnxruntime")))
+    parity_samples = (read_int(f"{where}.parity_samples", entry["parity_samples"], lo=1) if "parity_samples" in entry
+                      else defaults.get("parity_samples", 64))
+
+    datasets = {key: read_ref(f"{where}.{key}", entry[key]) if key in entry else None
+                for key in ("accuracy_dataset", "parity_dataset", "calibration_dataset")}
+    min_top1, min_top5 = _parse_accuracy_floors(where, entry, datasets["accuracy_dataset"])
+    description = read_string(f"{where}.description", entry["description"], allow_empty=True) \
+        if "description" in entry else ""
+    tolerances, generated, accuracy = _parse_thresholds(where, entry, precision_defaults, outputs, min_top1, min_top5)
+
+    int8 = _parse_int8(f"{where}.int8", entry.get("int8", {}), int8_defaults)
+    if "int8" in entry and "int8" not in precisions:
+        raise ConfigError(f"{where}.int8: set, but the model's precisions {list(precisions)} have no int8, so it "
+                          "would never be used; add int8 to precisions or delete the table")
+    engine_options = _parse_engine_options(where, entry, engine_defaults, engines, precisions)
+
+    if "int8" in precisions and not datasets["calibration_dataset"]:
+        raise ConfigError(f"{where}: precision int8 needs calibration_dataset (data drawn from the model's dataset)")
+    static_batch = read_bool(f"{where}.static_batch", entry["static_batch"]) if "static_batch" in entry else False
+    if static_batch and "int8" in precisions:
+        raise ConfigError(f"{where}.static_batch: true, but precisions has int8, which has no static-batch graph "
+                          "(calibration runs the graph on chunks of any size); drop one of them")
+    export = _parse_export(f"{where}.export", entry.get("export", {}), batches.batch_sizes, static_batch)
+    known = _parse_known_failures(f"{where}.known_failures", entry.get("known_failures", {}), engines, precisions,
+                                  datasets["accuracy_dataset"], outputs)
+    unsupported = _parse_unsupported(f"{where}.unsupported", entry.get("unsupported", {}), engines, precisions)
+    return ModelConfig(
+        name=name,
+        factory=factory,
+        inputs=inputs,
+        outputs=outputs,
+        batch_sizes=batches.batch_sizes,
+        latency_batch_sizes=batches.latency_batch_sizes,
+        opt_batch=batches.opt_batch,
+        reference_batch=batches.reference_batch,
+        precisions=precisions,
+        engines=engines,
+        accuracy_dataset=datasets["accuracy_dataset"],
+        parity_dataset=datasets["parity_dataset"] or datasets["accuracy_dataset"],
+        calibration_dataset=datasets["calibration_dataset"],
+        min_top1=min_top1,
+        min_top5=min_top5,
+        parity_samples=parity_samples,
+        parity_samples_set="parity_samples" in entry or "parity_samples" in defaults,
+        tolerances=tolerances,
+        accuracy_thresholds=accuracy,
+        generated=generated,
+        int8=int8,
+        engine_options=engine_options,
+        description=description,
+        known_failures=known,
+        axes=tuple(axes.items()),
+        latency_shapes=batches.latency_shapes,
+        export=export,
+        static_batch=static_batch,
+        unsupported=unsupported,
+    )
+
+
+def _parse_io(where: str, entry: Mapping[str, Any]) -> tuple[dict[str, AxisRange], tuple[InputSpec, ...],
+                                                              tuple[str, ...]]:
+    """A model's named axes, its inputs (whose shapes name those axes, each at least once) and its outputs."""
     axes = _parse_axes(f"{where}.axes", entry.get("axes", {}))
     inputs_raw = read_list(f"{where}.inputs", entry["inputs"])
     inputs = tuple(_parse_input(f"{where}.inputs[{i}]", spec, axes, f"{where}.axes")
@@ -108,6 +173,28 @@ def _parse_model(
                                                                                             entry["outputs"])))
     if len(set(outputs)) != len(outputs):
         raise ConfigError(f"{where}.outputs: duplicate output names {list(outputs)}")
+    return axes, inputs, outputs
+
+
+@dataclass(frozen=True)
+class _Batches:
+    """A model's batch sizes and the batches its latency cases, shape profile and reference run at."""
+
+    batch_sizes: tuple[int, ...]
+    latency_batch_sizes: tuple[int, ...]
+    latency_shapes: tuple[LatencyShape, ...]
+    opt_batch: int | None
+    reference_batch: int | None
+
+
+def _parse_batches(where: str, entry: Mapping[str, Any], defaults: Mapping[str, Any], axes: dict[str, AxisRange],
+                   inputs: tuple[InputSpec, ...]) -> _Batches:
+    """batch_sizes, then the latency cases' batches (or shapes), opt_batch and reference_batch, each within
+    batch_sizes' range; a value inherited from [defaults] is blamed on [defaults]."""
+
+    def origin(key: str) -> str:
+        """Where a value came from: the model's own key, or [defaults] when it inherited one."""
+        return f"{where}.{key}" if key in entry or key not in defaults else f"[defaults].{key} (used by {where})"
 
     batch_sizes = (read_batch_list(f"{where}.batch_sizes", entry["batch_sizes"]) if "batch_sizes" in entry
                    else defaults.get("batch_sizes", (1, 8, 32)))
@@ -140,27 +227,29 @@ def _parse_model(
     if reference_batch is not None and not lo <= reference_batch <= hi:
         raise ConfigError(f"{origin('reference_batch')}: reference_batch {reference_batch} is outside batch_sizes "
                           f"{list(batch_sizes)} (range {lo}..{hi}); the reference runs every feed at that batch")
-    precisions = (read_choice_list(f"{where}.precisions", entry["precisions"], PRECISIONS) if "precisions" in entry
-                  else defaults.get("precisions", ("fp32",)))
-    engines = (read_choice_list(f"{where}.engines", entry["engines"], ENGINES) if "engines" in entry
-               else defaults.get("engines", ("torch", "onnxruntime")))
-    parity_samples = (read_int(f"{where}.parity_samples", entry["parity_samples"], lo=1) if "parity_samples" in entry
-                      else defaults.get("parity_samples", 64))
+    return _Batches(batch_sizes, latency_batches, latency_shapes, opt_batch, reference_batch)
 
-    datasets = {key: read_ref(f"{where}.{key}", entry[key]) if key in entry else None
-                for key in ("accuracy_dataset", "parity_dataset", "calibration_dataset")}
+
+def _parse_accuracy_floors(where: str, entry: Mapping[str, Any],
+                           accuracy_dataset: str | None) -> tuple[float | None, float | None]:
+    """min_top1 and min_top5: a floor of 0 judges nothing, and a floor without an accuracy_dataset is never checked."""
     min_top1 = read_number(f"{where}.min_top1", entry["min_top1"], 0.0, 1.0) if "min_top1" in entry else None
     min_top5 = read_number(f"{where}.min_top5", entry["min_top5"], 0.0, 1.0) if "min_top5" in entry else None
     for key in ("min_top1", "min_top5"):
         if key in entry and entry[key] == 0:
             raise ConfigError(f"{where}.{key}: 0 cannot fail (any model's accuracy is >= 0): a floor that passes any "
                               "model judges nothing; set the accuracy the model must reach")
-        if key in entry and datasets["accuracy_dataset"] is None:
+        if key in entry and accuracy_dataset is None:
             raise ConfigError(f"{where}.{key}: set, but the model has no accuracy_dataset, so it would never "
                               "be checked")
-    description = read_string(f"{where}.description", entry["description"], allow_empty=True) \
-        if "description" in entry else ""
+    return min_top1, min_top5
 
+
+def _parse_thresholds(where: str, entry: Mapping[str, Any], precision_defaults: Mapping[str, dict[str, Any]],
+                      outputs: tuple[str, ...], min_top1: float | None, min_top5: float | None) -> tuple[
+                          dict[str, Tolerance], dict[str, tuple[str, ...]], dict[str, AccuracyThreshold]]:
+    """Each precision's parity tolerance, generated feeds and accuracy threshold: [precision.P] merged with the
+    model's own [models.NAME.precision.P]."""
     tables = copy.deepcopy(dict(precision_defaults))
     for prec, table in read_table(f"{where}.precision", entry.get("precision", {})).items():
         check_choice(f"{where}.precision", prec, PRECISIONS)
@@ -177,11 +266,12 @@ def _parse_model(
         if unknown:
             raise ConfigError(f"{where}: precision {prec}'s parity.approximate_outputs names {unknown}, not among the "
                               f"model's outputs {list(outputs)}")
+    return tolerances, generated, accuracy
 
-    int8 = _parse_int8(f"{where}.int8", entry.get("int8", {}), int8_defaults)
-    if "int8" in entry and "int8" not in precisions:
-        raise ConfigError(f"{where}.int8: set, but the model's precisions {list(precisions)} have no int8, so it "
-                          "would never be used; add int8 to precisions or delete the table")
+
+def _parse_engine_options(where: str, entry: Mapping[str, Any], engine_defaults: Mapping[str, Mapping[str, Any]],
+                          engines: tuple[str, ...], precisions: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    """Each engine's options: [engine_options.ENGINE] updated by the model's own, only for an engine it runs."""
     engine_options = {e: dict(engine_defaults.get(e, {})) for e in ENGINES}
     for eng, opts in read_table(f"{where}.engine_options", entry.get("engine_options", {})).items():
         check_choice(f"{where}.engine_options", eng, ENGINES)
@@ -192,48 +282,7 @@ def _parse_model(
         engine_options[eng].update(opts)
     if "inductor" in engines:
         _check_inductor_precisions(where, entry, engine_options["inductor"], precisions)
-
-    if "int8" in precisions and not datasets["calibration_dataset"]:
-        raise ConfigError(f"{where}: precision int8 needs calibration_dataset (data drawn from the model's dataset)")
-    static_batch = read_bool(f"{where}.static_batch", entry["static_batch"]) if "static_batch" in entry else False
-    if static_batch and "int8" in precisions:
-        raise ConfigError(f"{where}.static_batch: true, but precisions has int8, which has no static-batch graph "
-                          "(calibration runs the graph on chunks of any size); drop one of them")
-    export = _parse_export(f"{where}.export", entry.get("export", {}), batch_sizes, static_batch)
-    known = _parse_known_failures(f"{where}.known_failures", entry.get("known_failures", {}), engines, precisions,
-                                  datasets["accuracy_dataset"], outputs)
-    unsupported = _parse_unsupported(f"{where}.unsupported", entry.get("unsupported", {}), engines, precisions)
-    return ModelConfig(
-        name=name,
-        factory=factory,
-        inputs=inputs,
-        outputs=outputs,
-        batch_sizes=batch_sizes,
-        latency_batch_sizes=latency_batches,
-        opt_batch=opt_batch,
-        reference_batch=reference_batch,
-        precisions=precisions,
-        engines=engines,
-        accuracy_dataset=datasets["accuracy_dataset"],
-        parity_dataset=datasets["parity_dataset"] or datasets["accuracy_dataset"],
-        calibration_dataset=datasets["calibration_dataset"],
-        min_top1=min_top1,
-        min_top5=min_top5,
-        parity_samples=parity_samples,
-        parity_samples_set="parity_samples" in entry or "parity_samples" in defaults,
-        tolerances=tolerances,
-        accuracy_thresholds=accuracy,
-        generated=generated,
-        int8=int8,
-        engine_options=engine_options,
-        description=description,
-        known_failures=known,
-        axes=tuple(axes.items()),
-        latency_shapes=latency_shapes,
-        export=export,
-        static_batch=static_batch,
-        unsupported=unsupported,
-    )
+    return engine_options
 
 
 def _check_batch_bytes(where: str, batch: int, inputs: tuple[InputSpec, ...]) -> None:

@@ -239,9 +239,9 @@ def test_onnxruntimes_version_is_read_through_the_backends_import(monkeypatch: p
     """Every import of onnxruntime goes through import_onnxruntime (telemetry off), the version's too."""
     import types
 
-    import engines.onnxrt.backend as ort_backend
+    import engines.ort_import as ort_import
 
-    monkeypatch.setattr(ort_backend, "import_onnxruntime", lambda: types.SimpleNamespace(__version__="7.7.7-seen"))
+    monkeypatch.setattr(ort_import, "import_onnxruntime", lambda: types.SimpleNamespace(__version__="7.7.7-seen"))
     assert version_of("onnxruntime") == "7.7.7-seen"
 
 

@@ -92,7 +92,7 @@ def test_a_bf16_clip_left_to_onnx_runtime_has_no_kernel_and_the_converter_keeps_
     """The MiniLM bf16 failure on the H100, reproduced on the CPU EP: ONNX Runtime has no bf16 Clip, expands it
     into its ONNX function body, and finds no kernel for the bf16 Less inside ("Less(13) node with name ''").
     The converted graph keeps Clip in fp32 and runs."""
-    from engines.onnxrt.backend import import_onnxruntime
+    from engines.ort_import import import_onnxruntime
 
     ort = import_onnxruntime()
     lo = helper.make_tensor("lo", TensorProto.BFLOAT16, [], [0.0])

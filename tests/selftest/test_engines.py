@@ -148,7 +148,7 @@ def test_onnxruntime_cpu_has_no_bf16_by_design():
     ("cpu", "fp32", {"execution_provider": "directml"}, "valid: cpu, cuda, tensorrt", "unsupported"),
 ])
 def test_onnxruntime_execution_provider_skips_name_the_reason(device, precision, options, reason, kind):
-    from engines.onnxrt.backend import import_onnxruntime
+    from engines.ort_import import import_onnxruntime
 
     ort = import_onnxruntime()
     if reason.startswith("lacks") and "TensorrtExecutionProvider" in ort.get_available_providers():

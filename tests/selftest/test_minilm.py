@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from fixtures.data import sentences
+from fixtures.data import minilm_files, sentences
 from fixtures.models import minilm
 from suite.config import load_config
 
@@ -60,7 +60,7 @@ def test_agrees_with_sentence_transformers(model):
     """sentence-transformers (installed with the model's wheel) loads the same directory by its own code."""
     st = pytest.importorskip("sentence_transformers")
     texts = list(sentences.split("parity")[:16])
-    reference = st.SentenceTransformer(str(minilm.model_dir()), device="cpu").encode(texts, convert_to_numpy=True)
+    reference = st.SentenceTransformer(str(minilm_files.model_dir()), device="cpu").encode(texts, convert_to_numpy=True)
     np.testing.assert_allclose(_embed(model, texts), reference, atol=2e-6)
 
 
@@ -70,8 +70,8 @@ def test_eager_variant_computes_the_same_embeddings(model):
 
 
 def test_head_is_checked_against_the_models_config(monkeypatch):
-    monkeypatch.setattr(minilm, "_json", lambda name: {"pooling_mode_cls_token": True,
-                                                       "pooling_mode_mean_tokens": False}
+    monkeypatch.setattr(minilm, "read_json", lambda name: {"pooling_mode_cls_token": True,
+                                                           "pooling_mode_mean_tokens": False}
                         if name == "1_Pooling/config.json" else
                         [{"idx": i, "type": t} for i, t in enumerate(minilm.EXPECTED_MODULES)])
     with pytest.raises(ValueError, match=r"enables \['pooling_mode_cls_token'\]; this module implements mean"):
@@ -92,15 +92,15 @@ def test_dataset_feeds_are_valid_tokens_padded_at_the_end():
     data = sentences.sentences_parity()
     ids, mask = data.feeds["input_ids"], data.feeds["attention_mask"]
     assert ids.dtype == mask.dtype == np.int64 and ids.shape == mask.shape
-    assert ids.min() >= 0 and ids.max() < minilm.vocab_size()
+    assert ids.min() >= 0 and ids.max() < minilm_files.vocab_size()
     lengths = mask.sum(1)
     assert lengths.min() >= 3  # [CLS] a token [SEP] at the least: never an all-zero row
     assert np.array_equal(mask, (np.arange(mask.shape[1]) < lengths[:, None]).astype(np.int64))  # 1s then 0s
-    tok = minilm.tokenizer()
+    tok = minilm_files.tokenizer()
     assert (ids[mask == 0] == tok.token_to_id("[PAD]")).all()
     assert (ids[:, 0] == tok.token_to_id("[CLS]")).all()
     assert (ids[np.arange(len(ids)), lengths - 1] == tok.token_to_id("[SEP]")).all()
-    assert sentences.MIN_LENGTH <= ids.shape[1] <= minilm.max_seq_length()
+    assert sentences.MIN_LENGTH <= ids.shape[1] <= minilm_files.max_seq_length()
     assert data.digest() == sentences.sentences_parity().digest()
 
 
@@ -110,7 +110,7 @@ def test_shipped_configs_fit_the_model_and_data():
         config = load_config(ROOT / name)
         for model in (m for m in config.models.values() if m.factory.startswith("fixtures.models.minilm:")):
             ids = next(i for i in model.inputs if i.name == "input_ids")
-            assert ids.high == minilm.vocab_size() - 1 and ids.low == 0, (name, model.name)
+            assert ids.high == minilm_files.vocab_size() - 1 and ids.low == 0, (name, model.name)
             seq = ids.axis("seq")
-            assert seq.min == sentences.MIN_LENGTH and seq.max == minilm.max_seq_length(), (name, model.name)
+            assert seq.min == sentences.MIN_LENGTH and seq.max == minilm_files.max_seq_length(), (name, model.name)
             assert model.attention_mask is not None and model.attention_mask.name == "attention_mask"

@@ -156,14 +156,14 @@ def _writes_of(imports: str, tmp_path: Path) -> list[str]:
 
 def test_onnxruntime_through_the_engines_writes_no_telemetry(tmp_path: Path) -> None:
     """The suite's own share of the telemetry fix, without the lead's wiring: onnxruntime imported through
-    engines.onnxrt.backend.import_onnxruntime, and a session run, write nothing in HOME, XDG_CACHE_HOME or
+    engines.ort_import.import_onnxruntime, and a session run, write nothing in HOME, XDG_CACHE_HOME or
     TMPDIR, where a plain ``import onnxruntime`` writes a device id, an event database and a session file."""
     plain = _writes_of("import onnxruntime as ort", tmp_path / "plain")
     if not plain:
         verdict.skip("unavailable", "this onnxruntime writes no telemetry even on a plain import: nothing to tell "
                                     "apart")
     assert any("Microsoft" in p for p in plain), plain
-    ours = _writes_of("from engines.onnxrt.backend import import_onnxruntime\nort = import_onnxruntime()",
+    ours = _writes_of("from engines.ort_import import import_onnxruntime\nort = import_onnxruntime()",
                       tmp_path / "engines")
     assert not ours, f"telemetry written although the engines imported onnxruntime: {ours} (plain import: {plain})"
 

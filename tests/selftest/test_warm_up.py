@@ -150,7 +150,8 @@ def test_the_onnx_runtime_warm_up_graph_is_a_valid_model_with_every_convolution_
     import onnx
 
     from engines.base import WARM_UP_IMAGE, WARM_UP_LAYERS, WARM_UP_STEM
-    from engines.onnxrt.backend import _warm_up_model, import_onnxruntime
+    from engines.onnxrt.backend import _warm_up_model
+    from engines.ort_import import import_onnxruntime
 
     model = onnx.load_from_string(_warm_up_model(precision))
     convs = [n for n in model.graph.node if n.op_type == "Conv"]
