@@ -58,6 +58,11 @@ PATTERNS = [
     "metrics.clocks.*", "metrics.latency.x_two_modes__mutmut_*",
     "suite.bound.x_classify__mutmut_*", "suite.bound.x_class_noise__mutmut_*", "suite.bound.x_between_half__mutmut_*",
     "suite.bound.x_gate_rule__mutmut_*",
+    # the latency comparison: its rule (regression, improvement, unchanged, inconclusive) and what feeds it
+    "metrics.regression.x_compare_latency__mutmut_*", "metrics.regression.x__batch_interval__mutmut_*",
+    "metrics.regression.x__batch_medians__mutmut_*", "metrics.regression.x_between_night_deviations__mutmut_*",
+    "metrics.regression.x_pooled_half_width__mutmut_*", "metrics.regression.x__as_runs__mutmut_*",
+    "metrics.regression.x__samples__mutmut_*",
 ]
 
 _NAMED = re.compile(r"^(?P<module>[\w.]+?)\.x(?:ǁ(?P<cls>\w+)ǁ|_)(?P<func>\w+?)__mutmut_\*$")
