@@ -26,6 +26,7 @@ SURVIVORS = ROOT / "docs" / "mutation-survivors.md"
 HEADING = "## Fingerprints of the mutated code"
 
 L, G = "suite.gate.latency.xǁ", "suite.gate.state.xǁ"
+K = "suite.config.known_failures.xǁKnownFailureǁ"
 A, B = "engines.artifacts.xǁModelBuildǁ", "engines.base.xǁ"
 R, T = "engines.onnxrt.backend.xǁOnnxRuntimeBackendǁ", "engines.trt.settings.xǁBuildPlanǁ"
 #: mutmut's names: ``module.*`` (every function of the module), ``module.x_FUNCTION__mutmut_*`` or
@@ -63,6 +64,9 @@ PATTERNS = [
     "metrics.regression.x__batch_medians__mutmut_*", "metrics.regression.x_between_night_deviations__mutmut_*",
     "metrics.regression.x_pooled_half_width__mutmut_*", "metrics.regression.x__as_runs__mutmut_*",
     "metrics.regression.x__samples__mutmut_*",
+    # whether a known failure absorbs a failed figure, or the figure fell beyond its declared margin
+    f"{K}covers__mutmut_*", f"{K}refusal__mutmut_*", f"{K}bound__mutmut_*", f"{K}beyond__mutmut_*",
+    "suite.config.known_failures.x_parity_failures_in__mutmut_*",
 ]
 
 _NAMED = re.compile(r"^(?P<module>[\w.]+?)\.x(?:ǁ(?P<cls>\w+)ǁ|_)(?P<func>\w+?)__mutmut_\*$")
