@@ -46,6 +46,10 @@ PATTERNS = [
     "engines.artifacts.x__onnx_stage__mutmut_*", f"{A}traced__mutmut_*",
     f"{A}onnx_path__mutmut_*", f"{A}onnx_key__mutmut_*", f"{A}export_options_for__mutmut_*",
     f"{A}_export_parts__mutmut_*", f"{A}_fused_stage__mutmut_*", f"{A}_stage__mutmut_*",
+    # the model digest every key grows from: weights, source and layers, and the module's non-parameter state
+    f"{A}model_digest__mutmut_*", "engines.artifacts.x_module_state__mutmut_*",
+    "engines.artifacts.x__state_value__mutmut_*", "engines.artifacts.x__qualname__mutmut_*",
+    "engines.pytorch.backend.x_model_digest__mutmut_*", "engines.pytorch.backend.x__digest__mutmut_*",
     "core.inputs.xǁAxisRangeǁas_dict__mutmut_*", "core.inputs.xǁInputSpecǁas_key__mutmut_*",
     f"{B}ShapeProfileǁas_dict__mutmut_*",
     "engines.onnx.convert.x_convert_parts__mutmut_*", "engines.onnx.convert.x__block_list__mutmut_*",
