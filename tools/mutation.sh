@@ -9,7 +9,7 @@
 #
 # Exit status: 0 when every survivor is listed, with why it is harmless, in docs/mutation-survivors.md; 1 when one
 # is not (its diff is printed: kill it with a test, or list it with its reason); 2 when mutmut itself failed.
-#   bash tools/mutation.sh            # everything above (about 1850 mutants, 2-4 minutes on 2 CPU cores)
+#   bash tools/mutation.sh            # everything above (mutants and minutes per target: docs/mutation-survivors.md)
 #   bash tools/mutation.sh 'metrics.parity.*'   # only these mutants (mutmut's names, fnmatch patterns)
 # MAX_CHILDREN: mutmut's worker processes (default: the CPU count). The run starts from a fresh mutants/ (mutmut
 # reruns every mutant it is given by pattern anyway); mutants/ is left for `mutmut show NAME` / `mutmut browse`.

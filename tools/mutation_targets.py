@@ -26,6 +26,7 @@ SURVIVORS = ROOT / "docs" / "mutation-survivors.md"
 HEADING = "## Fingerprints of the mutated code"
 
 L, G = "suite.gate.latency.xǁ", "suite.gate.state.xǁ"
+K = "suite.config.known_failures.xǁKnownFailureǁ"
 A, B = "engines.artifacts.xǁModelBuildǁ", "engines.base.xǁ"
 R, T = "engines.onnxrt.backend.xǁOnnxRuntimeBackendǁ", "engines.trt.settings.xǁBuildPlanǁ"
 #: mutmut's names: ``module.*`` (every function of the module), ``module.x_FUNCTION__mutmut_*`` or
@@ -45,6 +46,10 @@ PATTERNS = [
     "engines.artifacts.x__onnx_stage__mutmut_*", f"{A}traced__mutmut_*",
     f"{A}onnx_path__mutmut_*", f"{A}onnx_key__mutmut_*", f"{A}export_options_for__mutmut_*",
     f"{A}_export_parts__mutmut_*", f"{A}_fused_stage__mutmut_*", f"{A}_stage__mutmut_*",
+    # the model digest every key grows from: weights, source and layers, and the module's non-parameter state
+    f"{A}model_digest__mutmut_*", "engines.artifacts.x_module_state__mutmut_*",
+    "engines.artifacts.x__state_value__mutmut_*", "engines.artifacts.x__qualname__mutmut_*",
+    "engines.pytorch.backend.x_model_digest__mutmut_*", "engines.pytorch.backend.x__digest__mutmut_*",
     "core.inputs.xǁAxisRangeǁas_dict__mutmut_*", "core.inputs.xǁInputSpecǁas_key__mutmut_*",
     f"{B}ShapeProfileǁas_dict__mutmut_*",
     "engines.onnx.convert.x_convert_parts__mutmut_*", "engines.onnx.convert.x__block_list__mutmut_*",
@@ -58,6 +63,17 @@ PATTERNS = [
     "metrics.clocks.*", "metrics.latency.x_two_modes__mutmut_*",
     "suite.bound.x_classify__mutmut_*", "suite.bound.x_class_noise__mutmut_*", "suite.bound.x_between_half__mutmut_*",
     "suite.bound.x_gate_rule__mutmut_*",
+    # the latency comparison: its rule (regression, improvement, unchanged, inconclusive) and what feeds it
+    "metrics.regression.x_compare_latency__mutmut_*", "metrics.regression.x__batch_interval__mutmut_*",
+    "metrics.regression.x__batch_medians__mutmut_*", "metrics.regression.x_between_night_deviations__mutmut_*",
+    "metrics.regression.x_pooled_half_width__mutmut_*", "metrics.regression.x__as_runs__mutmut_*",
+    "metrics.regression.x__samples__mutmut_*",
+    # whether a known failure absorbs a failed figure, or the figure fell beyond its declared margin
+    f"{K}covers__mutmut_*", f"{K}refusal__mutmut_*", f"{K}bound__mutmut_*", f"{K}beyond__mutmut_*",
+    "suite.config.known_failures.x_parity_failures_in__mutmut_*",
+    # the states suite/verdict_wiring.py decides (the rest of it is pytest plumbing)
+    "suite.verdict_wiring.xǁVerdictPluginǁ_strict_known_failures__mutmut_*",
+    "suite.verdict_wiring.x__required_engines_judged__mutmut_*", "suite.verdict_wiring.x__engine_of__mutmut_*",
 ]
 
 _NAMED = re.compile(r"^(?P<module>[\w.]+?)\.x(?:ǁ(?P<cls>\w+)ǁ|_)(?P<func>\w+?)__mutmut_\*$")

@@ -591,6 +591,32 @@ def test_a_known_failure_absorbs_only_its_figures_on_its_outputs():
         "it does not match /isclose [0-9.]+% < /")
 
 
+def test_each_refusal_of_a_known_failure_says_exactly_why():
+    """The refusals under mutation (tools/mutation.sh): each names what it refused, in words a report can show."""
+    from suite.config.known_failures import parity_failures_in
+
+    entry = KnownFailure("r", "required", ("accuracy", "parity"), ("a",), ("isclose_pct",))
+    two = "output 'a' (64, 5): isclose 0.00% < 99.00% required; cosine 0.51 < 0.98 required"
+    assert parity_failures_in(two) == (("a", "isclose_pct"), ("a", "cosine"))
+    assert entry.refusal("latency", two) == "the entry covers accuracy, parity, not latency"
+    ours = "output 'a' (64, 5): isclose 0.00% < 99.00% required"
+    assert entry.covers("parity", ours)
+    # an accuracy failure's figures are never read from a parity headline in its text
+    assert entry.refusal("accuracy", ours) == ("it states no failed figure of an output, so it is not the declared "
+                                               "failure")
+    assert entry.refusal("parity", ours, (("a", "nonfinite"),)) == (
+        "it says 'NaN/Inf', which no known failure may absorb (a broken engine or model)")
+    assert entry.refusal("parity", f"{ours}\nengine output has 3 NaN/Inf values", (("a", "isclose_pct"),)) == (
+        "it says 'engine output has 3 NaN/Inf', which no known failure may absorb (a broken engine or model)")
+    assert entry.refusal("parity", ours, (("a", None), ("a", "isclose_pct"))) == (
+        "it has a failure of output 'a' that names no figure, which no known failure may absorb")
+    assert entry.refusal("parity", ours, (("a", "cosine"), ("b", "isclose_pct"))) == (
+        "it has failed figures the entry does not declare (output 'a': cosine; output 'b': isclose_pct; declared: "
+        "outputs ['a'], metrics ['isclose_pct'])")
+    ceiling = KnownFailure("r", "x", ("parity",), ("a",), ("max_abs_error",), (("max_abs_error", 0.1, 0.05),))
+    assert ceiling.beyond((("a", "max_abs_error", ceiling.bound("max_abs_error")),)) is None  # the ceiling is in
+
+
 def test_every_failure_the_metrics_write_names_its_figure():
     """A failure the comparators write must name a figure (else no known failure could ever declare it, and a new
     check would silently be one no entry absorbs): every check of compare_arrays and judge_accuracy, failed."""

@@ -348,3 +348,178 @@ def test_the_between_night_model_pools_a_class_and_keeps_a_cases_own_wider_sprea
     spread = [0.01 * i for i in range(101)]
     assert pooled_half_width(spread, 0.99) == pytest.approx(0.99) and pooled_half_width(spread, 0.5) == \
         pytest.approx(0.5)
+
+
+# =========================================================================== every edge of the rule (issue 43)
+# compare_latency is under mutation (tools/mutation.sh): each test below pins an edge a mutant moved unnoticed.
+# Steady rounds (every round the same) give a within-run interval of zero width at the estimate, so an interval is
+# whatever a between-night half-width makes it, and each edge can be reached exactly.
+
+
+def steady(ms: float, n: int = 60) -> list[float]:
+    return [ms * 1e-3] * n
+
+
+def test_each_setting_is_refused_past_its_bound_by_name_and_accepted_at_it() -> None:
+    a = steady(1.0)
+    refused = [({"max_slowdown": 10.0}, r"max_slowdown must be a fraction in \(0, 10\), got 10.0"),
+               ({"confidence": 1.0}, r"confidence must be in \[0.5, 1\), got 1.0"),
+               ({"decision_fraction": 1.5}, r"decision_fraction must be in \(0, 1\], got 1.5"),
+               ({"method": "rank"}, r"method must be one of \('batch', 'bootstrap'\), got 'rank'"),
+               ({"batches": 2}, r"batches must be >= 3, got 2")]
+    for kwargs, message in refused:
+        with pytest.raises(ValueError, match=f"^{message}$"):
+            compare_latency(a, a, **kwargs)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="^method='bootstrap' compares one baseline run; use method='batch' for "
+                                         "several$"):
+        compare_latency([a, a], a, method="bootstrap")
+    for kwargs in ({"max_slowdown": 9.99}, {"confidence": 0.5}, {"decision_fraction": 1.0}, {"batches": 3}):
+        assert compare_latency(a, a, **kwargs).verdict == "unchanged"  # type: ignore[arg-type]
+
+
+def test_a_broken_sample_names_its_run() -> None:
+    with pytest.raises(ValueError, match=r"^current samples: 1 are NaN/Inf$"):
+        compare_latency(steady(1.0), [1e-3] * 9 + [float("nan")])
+    with pytest.raises(ValueError, match=r"^current samples must be a non-empty 1-D sequence, got shape \(0,\)$"):
+        compare_latency(steady(1.0), [])
+    with pytest.raises(ValueError, match=r"^baseline run 1 samples: 1 are <= 0 s \(a timing bug\)$"):
+        compare_latency([steady(1.0), [1e-3] * 9 + [0.0]], steady(1.0))
+
+
+def test_a_comparison_says_its_counts_method_and_interval() -> None:
+    a, b = lognormal_run(1, n=40), lognormal_run(2, n=37)
+    batch, boot = compare_latency(a, b), compare_latency(a, b, method="bootstrap")
+    assert (batch.n_baseline, batch.n_current, batch.baseline_runs) == (40, 37, 1)
+    assert (batch.method, batch.interval) == ("batch", "within-run, batch means")
+    assert (boot.method, boot.interval) == ("bootstrap", "within-run, i.i.d. bootstrap")
+    # the bootstrap is seeded (seed 0, 2000 resamples by default): the same interval every run
+    again = compare_latency(a, b, method="bootstrap", n_boot=2000, seed=0)
+    assert (boot.ci_low, boot.ci_high) == (again.ci_low, again.ci_high)
+    assert compare_latency(a, b, method="bootstrap", seed=1).ci_low != boot.ci_low  # (the seed is what fixes it)
+
+
+def test_the_between_run_interval_is_the_prediction_interval_of_a_new_run() -> None:
+    """Three steady baseline runs at 1.00, 1.02 and 0.98 ms: the interval is mean +- t(0.995; 2) * s * sqrt(1 + 1/3),
+    s the sample standard deviation (k - 1) of their log-medians."""
+    import statistics
+
+    logs = [math.log(m * 1e-3) for m in (1.0, 1.02, 0.98)]
+    c = compare_latency([steady(1.0), steady(1.02), steady(0.98)], steady(1.0))
+    s = statistics.stdev(logs)
+    assert c.run_spread == pytest.approx(s, rel=1e-12) and c.interval == "between-run"
+    est = math.log(1e-3) - statistics.fmean(logs)
+    half = 9.9248 * s * math.sqrt(1 + 1 / 3)  # t(0.995; 2) = 9.9248 (tables)
+    assert (c.ci_low, c.ci_high) == (pytest.approx(math.exp(est - half), rel=1e-4),
+                                     pytest.approx(math.exp(est + half), rel=1e-4))
+    same = compare_latency([steady(1.0)] * 3, steady(1.0))  # no spread: the within-run interval (of no width) stays
+    assert same.run_spread == 0.0 and same.interval == "within-run, batch means"
+
+
+def test_the_wider_of_the_two_intervals_is_used() -> None:
+    a, b = lognormal_run(1), lognormal_run(2)
+    within = compare_latency(a, b)
+    w = math.log(within.ci_high / within.ci_low) / 2.0  # the within-run half-width
+    narrower = compare_latency(a, b, between_half=0.8 * w)
+    assert narrower.interval == "within-run, batch means"
+    assert (narrower.ci_low, narrower.ci_high) == (within.ci_low, within.ci_high)
+    wider = compare_latency(a, b, between_half=1.5 * w)
+    assert wider.interval == "between-night, pooled by class"
+    assert wider.ci_low == pytest.approx(within.ratio * math.exp(-1.5 * w), rel=1e-9)
+    assert compare_latency(steady(1.0), steady(1.0), between_half=0.0).interval == "within-run, batch means"
+
+
+def test_too_few_rounds_give_the_whole_axis_as_interval() -> None:
+    c = compare_latency([1e-3] * 5, [2e-3] * 7)
+    assert (c.ci_low, c.ci_high) == (0.0, math.inf) and math.isinf(c.detectable_slowdown)
+    assert c.reason == "too few rounds for an interval (5 baseline, 7 current; at least 6 each)"
+
+
+def test_the_decision_and_significance_bounds_are_where_the_rule_says() -> None:
+    """A regression needs the interval's low end above 1 (strictly) and the ratio at least the decision ratio
+    (inclusive); an improvement mirrors both."""
+    base = steady(1.0)
+    for r in (1.03, 1 / 1.03):
+        est = math.log(r * 1e-3) - math.log(1e-3)
+        t = math.expm1(abs(est))  # the threshold whose decision ratio is exactly this ratio (decision_fraction 1)
+        assert math.log1p(t) == abs(est)
+        at = compare_latency(base, steady(r), t, decision_fraction=1.0)
+        assert at.verdict == ("regression" if r > 1 else "improvement")
+        # an interval with one end exactly at 1 is not significant: [1, 1.061] or [0.943, 1]
+        touching = compare_latency(base, steady(r), 0.05, between_half=abs(est))
+        assert (touching.ci_low if r > 1 else touching.ci_high) == 1.0
+        assert touching.verdict == "inconclusive"
+    assert compare_latency(base, steady(1 / 1.02), 0.05).verdict == "unchanged"  # significant, below the decision
+
+
+def test_each_verdict_gives_its_reason() -> None:
+    base = steady(1.0)
+    assert compare_latency(base, steady(1.1)).reason == "significantly slower, by more than half the threshold"
+    assert compare_latency(base, steady(0.9)).reason == "significantly faster, by more than half the threshold"
+    assert compare_latency(base, base).reason == "the CI excludes a change as large as the threshold"
+    wide = "the CI is too wide to rule out a change as large as the threshold; time more rounds"
+    assert compare_latency(base, base, between_half=0.1).reason == wide
+    assert compare_latency([steady(1.0), steady(1.5)], base).reason == wide + " or keep more baseline runs"
+
+
+def test_batch_medians_are_of_contiguous_blocks_of_at_least_two_rounds() -> None:
+    from metrics.regression import _batch_medians
+
+    assert _batch_medians(np.arange(12.0), 4).tolist() == [1.0, 4.0, 7.0, 10.0]
+    assert _batch_medians(np.arange(12.0), 10).tolist() == [0.5, 2.5, 4.5, 6.5, 8.5, 10.5]  # 6 blocks of 2
+    assert _batch_medians(np.arange(6.0), 10).tolist() == [0.5, 2.5, 4.5]  # 3 blocks: the fewest
+    assert _batch_medians(np.arange(5.0), 10) is None and _batch_medians(np.arange(40.0), 2) is None
+
+
+def test_the_batch_interval_is_welchs_t_interval_of_the_batch_medians() -> None:
+    """Batch medians [0.5, 2.5, 4.5] (variance 4) and [1, 5, 9] (variance 16), 3 each: the variance of the log-ratio is
+    4/3 + 16/3, its Welch-Satterthwaite degrees of freedom (20/3)^2 / ((4/3)^2/2 + (16/3)^2/2) = 400/136. A baseline of
+    k runs is their mean: each run's term is divided by k^2. A term of no variance adds no degrees of freedom."""
+    from metrics.regression import _batch_interval
+
+    x = np.arange(6.0)
+
+    def expected(var: float, dof: float) -> tuple[float, float]:
+        half = student_t_quantile(0.995, dof) * math.sqrt(var)
+        return pytest.approx(0.1 - half, rel=1e-12), pytest.approx(0.1 + half, rel=1e-12)
+
+    assert _batch_interval([x], 2 * x, 0.1, 0.99, 3) == expected(20 / 3, 400 / 136)
+    v1, v2, vc = 4 / 3 / 4, 36 / 3 / 4, 16 / 3  # two runs [x, 3x]: variances 4 and 36, over 3 batches, over k^2 = 4
+    dof = (v1 + v2 + vc) ** 2 / (v1 * v1 / 2 + v2 * v2 / 2 + vc * vc / 2)
+    assert _batch_interval([x, 3 * x], 2 * x, 0.1, 0.99, 3) == expected(v1 + v2 + vc, dof)
+    assert _batch_interval([np.zeros(6)], 2 * x, 0.1, 0.99, 3) == expected(16 / 3, 2.0)  # a steady baseline
+    assert _batch_interval([np.zeros(6)], np.ones(6), 0.1, 0.99, 3) == (0.1, 0.1)  # steady both: no width
+    assert _batch_interval([x], 2 * x, 0.1, 0.9, 3) != _batch_interval([x], 2 * x, 0.1, 0.99, 3)
+    assert _batch_interval([x], np.arange(5.0), 0.1, 0.99, 3) is None
+    assert _batch_interval([np.arange(5.0), x], x, 0.1, 0.99, 3) is None  # any run too short
+
+
+def test_between_night_deviations_need_two_nights() -> None:
+    from metrics.regression import between_night_deviations
+
+    assert between_night_deviations([]) == [] and between_night_deviations([2.0]) == []
+    assert between_night_deviations([1.0, 1.0, 1.0]) == [0.0, 0.0, 0.0]
+    with pytest.raises(ValueError, match=r"^night medians samples: 1 are <= 0 s \(a timing bug\)$"):
+        between_night_deviations([1.0, 0.0])
+
+
+def test_a_baseline_is_one_run_or_several_whatever_its_container() -> None:
+    from metrics.regression import _as_runs
+
+    run = [1e-3] * 6
+    assert _as_runs(run) == [run] and _as_runs(np.array(run)) == [pytest.approx(run)]
+    assert _as_runs([run, run]) == [run, run] and _as_runs((np.array(run), run)) == [pytest.approx(run), run]
+    assert len(_as_runs(np.array([run, run, run]))) == 3 and len(_as_runs(np.array(1e-3))) == 1  # 0-d: one run
+    assert _as_runs([]) == [[]] and _as_runs(["1e-3", "2e-3"]) == [["1e-3", "2e-3"]]
+    assert compare_latency(np.array([run, [2e-3] * 6]), run).baseline_runs == 2
+
+
+def test_samples_are_judged_in_float64_whatever_their_dtype() -> None:
+    """float32 rounds (a timer's array) give the same comparison to the last bit as the same values in float64: the
+    logs and batch medians are not computed in float32."""
+    from metrics.regression import pooled_half_width
+
+    a, b = (lognormal_run(s).astype(np.float32) for s in (1, 2))
+    c32, c64 = compare_latency(a, b), compare_latency(a.astype(np.float64), b.astype(np.float64))
+    assert (c32.ci_low, c32.ci_high, c32.ratio) == (c64.ci_low, c64.ci_high, c64.ratio)
+    deviations = (0.01 * np.arange(1, 101) / 3).astype(np.float32)
+    assert pooled_half_width(deviations, 0.99) == pooled_half_width(deviations.astype(np.float64).tolist(), 0.99)

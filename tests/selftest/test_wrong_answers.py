@@ -6,9 +6,8 @@ import numpy as np
 import pytest
 
 from core.cache import ArtifactCache
-from engines.artifacts import ModelBuild
 from engines.base import EngineFacts, LoadedEngine, ShapeProfile, StaticBatchRunner, path_outputs
-from suite.config import parse_config, resolve
+from suite.config import parse_config
 from suite.session import Cell, SuiteSession
 from suite.timing import TimedCall
 from tests.latency.test_latency import _set_up, check_timed_outputs
@@ -283,84 +282,3 @@ def test_a_timed_round_runs_on_its_own_feed_once_a_call_changes_it():
     reads = Reads()
     _timed(reads, "all", feed, rounds=4, warmup=1)
     assert len({id(a) for a in reads.given}) == 1 and reads.given[0] is not feed["x"]
-
-
-# ---- a stale engine: the cache key covers the module's non-parameter state ---------------------------------------
-
-def _build(tmp_path, factory, name="m"):
-    model = parse_config({"models": {name: {**TINY, "factory": factory}}}).models[name]
-    return ModelBuild(name, resolve(factory, "factory"), model.inputs, model.outputs, ArtifactCache(tmp_path))
-
-
-W = "tests.selftest.wrong_answer_models"
-
-
-def test_a_plain_attribute_changes_the_model_digest_every_key_grows_from(tmp_path):
-    """variant "v1" and "v2": the same weights, the same eager outputs, another export; the same factory twice, the
-    same digest."""
-    v1, v2, again = (_build(tmp_path, f"{W}:variant_{v}") for v in ("v1", "v2", "v1"))
-    assert v1.model_digest() != v2.model_digest()
-    assert v1.model_digest() == again.model_digest()
-    assert v1.export_options == v2.export_options and v1._export_parts(v1.export_options)["model_digest"] == \
-        v1.model_digest()
-
-
-def test_module_state_is_the_same_in_every_process():
-    """Sets, dicts, functions, enums and objects without a repr of their address: the digest of a warm cache must
-    not change with PYTHONHASHSEED."""
-    import os
-    import subprocess
-    import sys
-
-    code = ("import enum, hashlib, json, torch\n"
-            "from engines.artifacts import module_state\n"
-            "class Cfg:\n    def __init__(self): self.names = {'b', 'a', 'c'}; self.d = {'x': 1, 2: 'y'}\n"
-            "m = torch.nn.Sequential(torch.nn.Linear(2, 2)); m.cfg = Cfg(); m.act = torch.relu\n"
-            "m.register_forward_hook(lambda mod, i, o: o)\n"
-            "print(hashlib.sha256(json.dumps(module_state(m), sort_keys=True).encode()).hexdigest())\n")
-    digests = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                              env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2", "3")}
-    assert len(digests) == 1
-
-
-def test_module_state_covers_attributes_tensors_and_forward_hooks():
-    import torch
-
-    from engines.artifacts import module_state
-
-    def state(edit=None):
-        torch.manual_seed(0)
-        m = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU())
-        if edit:
-            edit(m)
-        return module_state(m)
-
-    base = state()
-    assert state() == base
-    assert state(lambda m: setattr(m[0], "variant", "v2")) != base  # a submodule's plain attribute
-    assert state(lambda m: setattr(m, "mask", torch.ones(2))) != state(lambda m: setattr(m, "mask", torch.zeros(2)))
-    def hook(mod, i, o):
-        return o * 2
-
-    hooked = state(lambda m: m[1].register_forward_hook(hook))
-    assert hooked != base and hooked == state(lambda m: m[1].register_forward_hook(hook))  # not by handle id
-    assert state(lambda m: setattr(m[1], "inplace", True)) != base  # a torch module's attribute, not in a repr
-    assert state(lambda m: m.register_full_backward_hook(lambda *a: None)) == base  # no forward changes
-
-    class Config:
-        def __init__(self, where, attention):
-            self._name_or_path, self.attn_implementation = where, attention
-
-    assert state(lambda m: setattr(m, "config", Config("/host/a/model", "sdpa"))) == \
-        state(lambda m: setattr(m, "config", Config("/host/b/model", "sdpa")))  # where it was loaded from: not keyed
-    assert state(lambda m: setattr(m, "name_or_path", "/host/a/model")) == base  # as transformers' models keep it
-    assert state(lambda m: setattr(m, "config", Config("/a", "sdpa"))) != \
-        state(lambda m: setattr(m, "config", Config("/a", "eager")))
-
-
-def test_the_state_is_taken_as_the_factory_made_it(tmp_path):
-    """A forward that updates an attribute (a call counter, a cache) does not move the key of a later export."""
-    build = _build(tmp_path, f"{W}:stale_when_repeated")
-    module = build.torch_module()
-    module.repeats = 7  # what forwards on the reference leave
-    assert build.model_digest() == _build(tmp_path, f"{W}:stale_when_repeated").model_digest()
