@@ -54,8 +54,8 @@ class GateCheck:
         the rounds' two modes (or None), why it was timed again (or None) and what stopped it (or None)."""
         node, gate = self._request.node, gate_of(self._request.config)
         meter = node.stash.get(METER_KEY, None)
-        now = time.perf_counter()
         share = meter.stop(pad=self._pad) if meter is not None else None
+        now = time.perf_counter()  # each attempt's time includes its meter's window (padded to 0.2 s), the first too
         attempts = [_attempt(record, share)]
         bound = None if gate is None or meter is None else WallBound(meter.started, now - meter.started,
                                                                      gate.case_bound)

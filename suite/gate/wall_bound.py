@@ -20,9 +20,12 @@ DEFAULT_FACTOR = 4.0
 
 def parse_factor(text: str) -> float:
     """``4x`` or ``4`` -> 4.0; below 1 (shorter than the first attempt itself) is a ValueError."""
-    value = float(text.strip().lower().removesuffix("x"))
+    try:
+        value = float(text.strip().lower().removesuffix("x"))
+    except ValueError:
+        value = float("nan")
     if not value >= 1.0:  # also NaN
-        raise ValueError(f"{text!r}: a case's bound is a factor of its first attempt's time, at least 1x")
+        raise ValueError(f"{text!r}: a case's bound is a factor of its first attempt's time, at least 1x (e.g. 4x)")
     return value
 
 
