@@ -131,15 +131,18 @@ class GateCheck:
                 _annotate_benchmark(request, interference, outcome)
             else:
                 component, message = gate.check_drift(record, node.nodeid)
-            if component is not None:
-                verdict.report_component(node, component)
             stopped = node.stash.get(STOPPED_KEY, None) if record.get("kind") == "latency" else None
-            if stopped:  # busy past its bound: not judged on the attempt it kept (a failure still fails)
+            components = [component] if component is not None else []
+            if stopped:  # busy past its bound: not judged (busy), saying so first; a failure of the gate's still
+                # fails, and a case with nothing to compare with (a run saving its first baseline) stays no-baseline
                 key = latency_key(record)
                 label = key_label(key) if key else node.name
                 gate.stopped[label] = stopped
-                verdict.report_component(node, verdict.Component(f"latency bound {label}", verdict.NOT_JUDGED,
-                                                                 "busy", stopped))
+                bound = verdict.Component(f"latency bound {label}", verdict.NOT_JUDGED, "busy", stopped)
+                no_baseline = component is not None and component.reason == "no-baseline"
+                components = [*components, bound] if no_baseline else [bound, *components]
+            for each in components:
+                verdict.report_component(node, each)
             if message:
                 failures.append(message)
         if failures:

@@ -89,8 +89,10 @@ def busy_run_line(gate: Gate, records: list[dict[str, Any]], load: float, cores:
             f"{len(shares)} latency cases were timed" + (f" (median {pct(busy[len(busy) // 2])})" if busy else "")
             + f", load average {load:.1f} on {cores} cores at the end: this run's times are a busy machine's")
     if gate.stopped:
-        line += (f"; {len(gate.stopped)} case(s) stopped re-measuring at their bound (--latency-case-bound "
-                 f"{gate.case_bound:g}x), not judged (busy)")
+        names = list(gate.stopped)
+        line += (f"; {len(names)} case(s) stopped re-measuring at their bound (--latency-case-bound "
+                 f"{gate.case_bound:g}x), not judged (busy): {', '.join(names[:4])}"
+                 + (" ..." if len(names) > 4 else ""))
     return line
 
 

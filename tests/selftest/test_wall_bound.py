@@ -184,16 +184,25 @@ def test_a_stopped_case_ends_busy_and_a_regression_beyond_load_still_fails():
     gate = _gate()
     _check(gate, node, [{**RECORD, "samples_s": list(SLOW)}]).check()
     components = [verdict.Component(**c) for _, c in node.user_properties]
-    assert [(c.label, c.state, c.reason) for c in components] == [
-        ("latency gate m-onnxruntime-fp32-bs1-all", verdict.NOT_JUDGED, "busy"),
-        ("latency bound m-onnxruntime-fp32-bs1-all", verdict.NOT_JUDGED, "busy")]
-    assert components[1].detail == said and gate.stopped == {"m-onnxruntime-fp32-bs1-all": said}
+    assert [(c.label, c.state, c.reason) for c in components] == [  # the bound's first: the case's line says it
+        ("latency bound m-onnxruntime-fp32-bs1-all", verdict.NOT_JUDGED, "busy"),
+        ("latency gate m-onnxruntime-fp32-bs1-all", verdict.NOT_JUDGED, "busy")]
+    assert components[0].detail == said and gate.stopped == {"m-onnxruntime-fp32-bs1-all": said}
     gate = _gate()
     gate.latency_baseline.interference[KEY] = 0.9  # as busy as this run: load explains nothing
     node = _node({INTERFERENCE_KEY: 0.9, STOPPED_KEY: said})
     with pytest.raises(pytest.fail.Exception, match="m-onnxruntime-fp32-bs1-all"):
         _check(gate, node, [{**RECORD, "samples_s": list(SLOW)}]).check()
-    assert [c["state"] for _, c in node.user_properties] == [verdict.FAILED, verdict.NOT_JUDGED]
+    assert [c["state"] for _, c in node.user_properties] == [verdict.NOT_JUDGED, verdict.FAILED]
+    ledger = verdict.Ledger()
+    ledger.add("t::a", verdict.PASSED)
+    for _, c in node.user_properties:
+        ledger.add_component("t::a", verdict.Component(**c))
+    assert ledger.checks["t::a"].state == verdict.FAILED  # the failure outranks the bound's not judged
+    gate.latency_baseline = None  # a run saving its first baseline: nothing to compare with, no-baseline it stays
+    node = _node({INTERFERENCE_KEY: 0.9, STOPPED_KEY: said})
+    _check(gate, node, [{**RECORD, "samples_s": list(SLOW)}]).check()
+    assert [c["reason"] for _, c in node.user_properties] == ["no-baseline", "busy"]
 
 
 def test_the_run_says_when_its_cases_were_timed_busy():
@@ -208,7 +217,8 @@ def test_the_run_says_when_its_cases_were_timed_busy():
     gate.stopped["m-onnxruntime-fp32-bs1-all"] = "stopped ..."
     assert busy_run_line(gate, quiet, 3.07, 2).endswith(
         "while 0 of 1 latency cases were timed, load average 3.1 on 2 cores at the end: this run's times are a busy "
-        "machine's; 1 case(s) stopped re-measuring at their bound (--latency-case-bound 4x), not judged (busy)")
+        "machine's; 1 case(s) stopped re-measuring at their bound (--latency-case-bound 4x), not judged (busy): "
+        "m-onnxruntime-fp32-bs1-all")
 
 
 @pytest.mark.timing
