@@ -5,6 +5,7 @@ beside a busy loop is marked ``timing``."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -237,5 +238,10 @@ def test_beside_a_busy_loop_an_injected_slowdown_run_stops_its_re_measures_and_s
         loop.kill()
         loop.wait()
     assert done.returncode in (1, 75), explain(done)
-    assert "latency bound " in done.stdout and "stopped re-measuring before attempt 2" in done.stdout, explain(done)
-    assert "machine busy: other processes used more than 0% of the CPUs while" in done.stdout, explain(done)
+    busy = [line for line in done.stdout.splitlines() if line.startswith("machine busy: other processes used more "
+                                                                          "than 0% of the CPUs while")]
+    # a case re-measured (busy at 0%) stops before its second attempt; one the load cannot excuse still fails
+    assert len(busy) == 1 and re.search(r"; [1-6] case\(s\) stopped re-measuring at their bound \(--latency-case-bound "
+                                        r"1x\), not judged \(busy\): ", busy[0]), explain(done)
+    busy_lines = re.findall(r"latency bound \S+: stopped re-measuring before attempt 2 at", done.stdout)
+    assert busy_lines or "checks: 0 passed, 6 failed" in done.stdout, explain(done)
