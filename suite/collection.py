@@ -1,9 +1,12 @@
 """What a run collects: what the user left out by request is deselected, the cells that cannot run here by design are
-left out with one line per reason (a CPU run's verdict is then mostly judgements), the rest is put in run order; and
-which configured models the collected tests exercise."""
+left out with one line per reason, and so are the checks that could only end not judged in this run (a model's
+accuracy check without labels, latency cases with nothing to judge them against), so that a CPU run's verdict is
+mostly judgements (issue 47); the rest is put in run order; and which configured models the collected tests
+exercise."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +30,21 @@ PADDING_TEST = "test_embeddings.py::test_padding_does_not_change_embeddings["
 PADDING_NOT_EMBEDDING = ("not sentence-embedding models (an input with role = \"attention_mask\" and a "
                          "parity_dataset): the padding-invariance check has nothing to pad")
 
+#: The accuracy check of a model without labels (its one ``test_top1_top5[MODEL]``, not judged: no-data), left out.
+NO_LABELS = ("declare no accuracy_dataset (labelled rows): top-1/top-5 has nothing to count, their engines are judged "
+             "by parity; naming tests/accuracy or -m accuracy reports them (not judged, no-data)")
+
+#: The latency cases of a run that neither judges nor keeps their times, left out (latency_unjudged).
+LATENCY_UNJUDGED = ("latency cases with nothing to judge them against (no --latency-baseline or "
+                    "--benchmark-compare-fail, nothing saved): --benchmark-autosave times them and keeps the run for "
+                    "a later --latency-baseline last:K")
+
+#: Options with which a run judges latency cases, keeps their times, or asks for latency by name: with any of them the
+#: cases are collected (pytest's dest names for pytest-benchmark's options, the suite's flags for its own).
+_LATENCY_WANTED = ("--latency-baseline", "benchmark_compare_fail", "benchmark_save", "benchmark_autosave",
+                   "benchmark_json", "benchmark_disable", "--latency-rounds", "--latency-batch-sizes",
+                   "--latency-paths", "--node-profile", "--kernel-profile", "--inject-slowdown")
+
 #: pytest-benchmark's --benchmark-only / --benchmark-skip mark what they leave out with these skips.
 _BENCHMARK_FILTERS = ("Skipping non-benchmark (--benchmark-only active).",
                       "Skipping benchmark (--benchmark-skip active).")
@@ -39,6 +57,38 @@ def embedding_model_reason(model: ModelConfig) -> str | None:
     if model.parity_dataset is None:
         return f"{model.name} declares no parity_dataset: no real sentences to pad"
     return None
+
+
+def latency_unjudged(config: pytest.Config) -> bool:
+    """Whether this run's latency cases could only end not judged (no-baseline) and leave nothing behind: no
+    --latency-baseline or --benchmark-compare-fail judges them, no --benchmark-save, -autosave or -json keeps their
+    times, and no latency option asks for them. Timed and thrown away, they were 34 of the CPU tier's 125 checks,
+    each 'not judged (no-baseline)' (issue 47)."""
+    return not any(config.getoption(name, None) for name in _LATENCY_WANTED)
+
+
+def asked_for(config: pytest.Config, path: Path, marker: str) -> bool:
+    """Whether the command line asks by name for the checks of tests/MARKER at ``path`` (a test file, or that
+    folder): ``-m`` naming the marker, or an argument at or below the folder that holds ``path`` (a test id, its
+    file, the folder). pytest's default testpaths name nothing."""
+    if re.search(rf"\b{marker}\b", config.getoption("markexpr", "") or ""):
+        return True
+    if config.args_source != pytest.Config.ArgsSource.ARGS:
+        return False
+    folder = _ROOT / "tests" / marker
+    return any(arg.is_relative_to(folder) and path.resolve().is_relative_to(arg) for arg in _arg_paths(config))
+
+
+def _arg_paths(config: pytest.Config) -> list[Path]:
+    """The command line's test paths (a test id's file), resolved from where pytest was started."""
+    return [(config.invocation_params.dir / arg.partition("::")[0]).resolve() for arg in config.args]
+
+
+def unlabelled_model(item: pytest.Item) -> str | None:
+    """The model of an accuracy check without labels (``test_top1_top5[MODEL]``, its cell None: suite/parametrize.py),
+    or None."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return item.callspec.id if "accuracy_cell" in params and params["accuracy_cell"] is None else None  # type: ignore[attr-defined]
 
 
 def cannot_run_here(config: pytest.Config) -> dict[Cell, str]:
@@ -99,10 +149,12 @@ def select_and_order(config: pytest.Config, items: list[pytest.Item]) -> None:
 
 def leave_out_what_cannot_run_here(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Deselect the checks of cells that cannot run on this device (cannot_run_here), unless named on the command
-    line by their id, the GPU-only harness-overhead check off CUDA (harness_left_out) and the padding-invariance
-    check of models that are not sentence-embedding models (the config says so); remember them for the summary."""
+    line by their id, the GPU-only harness-overhead check off CUDA (harness_left_out), the padding-invariance
+    check of models that are not sentence-embedding models (the config says so), and, unless asked for by name
+    (asked_for), the accuracy check of models without labels and latency cases nothing judges or keeps
+    (latency_unjudged); remember them for the summary."""
     impossible, harness = cannot_run_here(config), harness_left_out(config)
-    session = suite_session(config)
+    session, unjudged = suite_session(config), latency_unjudged(config)
     left: dict[str, tuple[list[str], int]] = {}
     kept: list[pytest.Item] = []
     dropped: list[pytest.Item] = []
@@ -115,6 +167,11 @@ def leave_out_what_cannot_run_here(config: pytest.Config, items: list[pytest.Ite
         elif (cell is not None and PADDING_TEST in item.nodeid.replace("\\", "/")
               and embedding_model_reason(session.model(cell.model)) and not named_on_command_line(config, item)):
             reason, what = PADDING_NOT_EMBEDDING, cell.model
+        elif unlabelled_model(item) and not asked_for(config, Path(item.path), "accuracy"):
+            reason, what = NO_LABELS, unlabelled_model(item)
+        elif (cell is not None and unjudged and "latency_case" in item.callspec.params  # type: ignore[attr-defined]
+              and not asked_for(config, Path(item.path), "latency")):
+            reason, what = LATENCY_UNJUDGED, cell.model
         else:
             kept.append(item)
             continue
@@ -137,17 +194,28 @@ def not_collected_lines(config: pytest.Config) -> list[str]:
         for cell, reason in cannot_run_here(config).items():
             left.setdefault(reason, ([], 0))[0].append(cell.id)
         harness = _ROOT / "tests" / "latency" / HARNESS_TEST.partition("::")[0]
-        args = [(config.invocation_params.dir / arg.partition("::")[0]).resolve() for arg in config.args]
+        args = _arg_paths(config)
         if harness_left_out(config) and any(harness.is_relative_to(arg) for arg in args):  # it was selected
             left[HARNESS_ON_CPU] = (["test_harness_overhead"], 0)
         padding = _ROOT / "tests" / "parity" / PADDING_TEST.partition("::")[0]
-        others = [m.name for m in suite_session(config).config.models.values() if embedding_model_reason(m)]
+        models = suite_session(config).config.models.values()
+        others = [m.name for m in models if embedding_model_reason(m)]
         if others and any(padding.is_relative_to(arg) for arg in args):
             left[PADDING_NOT_EMBEDDING] = (others, 0)
+        accuracy = _ROOT / "tests" / "accuracy" / "test_accuracy.py"
+        unlabelled = [m.name for m in models if m.accuracy_dataset is None]
+        if unlabelled and any(accuracy.is_relative_to(arg) for arg in args) and not asked_for(config, accuracy,
+                                                                                              "accuracy"):
+            left[NO_LABELS] = (unlabelled, 0)
+        latency = _ROOT / "tests" / "latency" / "test_latency.py"
+        if (latency_unjudged(config) and any(latency.is_relative_to(arg) for arg in args)
+                and not asked_for(config, latency, "latency")):
+            left[LATENCY_UNJUDGED] = ([m.name for m in models], 0)
     if not left:
         return []
-    head = (f"not collected, as they cannot run on {suite_session(config).device} (naming their engine with "
-            "--engines or precision with --precisions, or --overhead-model, has them reported instead):")
+    head = (f"not collected, as they cannot run on {suite_session(config).device} or be judged in this run (naming "
+            "their engine with --engines or precision with --precisions, or --overhead-model, has them reported "
+            "instead):")
     return [head, *(f"  {count_text(n)}{some_names(names)}: {reason}" for reason, (names, n) in left.items())]
 
 

@@ -6,6 +6,7 @@ latency case measured busy."""
 from __future__ import annotations
 
 import statistics
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -18,12 +19,15 @@ from suite.gate import census
 from suite.gate.cpu_meter import CpuMeter
 from suite.gate.latency import LatencyOutcome, implausibly_fast, unproven_speedup
 from suite.gate.state import gate_of
+from suite.gate.wall_bound import WallBound
 from suite.state import suite_session
 
 #: The meter started when a latency case's timed callable is made (suite/gate/plugin.py latency_wrapper).
 METER_KEY = pytest.StashKey["CpuMeter"]()
 #: The share of the CPUs others used during the case's last attempt.
 INTERFERENCE_KEY = pytest.StashKey["float | None"]()
+#: What the case's bound said when it stopped its re-measures (suite/gate/wall_bound.py), or None.
+STOPPED_KEY = pytest.StashKey["str | None"]()
 
 
 class GateCheck:
@@ -39,25 +43,43 @@ class GateCheck:
         # Pad short cases' CPU windows only where the figure is used: gating now, or a saved baseline.
         self._pad = bool((gate is not None and gate.latency_baseline is not None) or self._saving)
 
-    def settle_latency(self, record: dict[str, Any], remeasure: Callable[[], list[float]]) -> list[dict[str, Any]]:
+    def settle_latency(self, record: dict[str, Any],
+                       remeasure: Callable[[float | None], list[float] | None]) -> list[dict[str, Any]]:
         """Measure the CPU share others used during the case; while the case must be timed again (measured busy
         where that could change the outcome, or device-bound with its rounds in two modes: Gate.remeasure_why),
-        re-measure (at most --latency-busy-retries times), updating ``record["samples_s"]``. Returns one entry per
-        attempt: the share, the median, the rounds' two modes (or None) and why it was timed again (or None)."""
+        re-measure (at most --latency-busy-retries times), updating ``record["samples_s"]``. The case's bound
+        (--latency-case-bound times its first attempt, suite/gate/wall_bound.py) ends the re-measures: one that would
+        end past it is not begun, and ``remeasure(deadline)`` stops at the deadline, returning None; the case then
+        ends busy, on its last complete attempt (``check``). Returns one entry per attempt: the share, the median,
+        the rounds' two modes (or None), why it was timed again (or None) and what stopped it (or None)."""
         node, gate = self._request.node, gate_of(self._request.config)
         meter = node.stash.get(METER_KEY, None)
         share = meter.stop(pad=self._pad) if meter is not None else None
+        now = time.perf_counter()  # each attempt's time includes its meter's window (padded to 0.2 s), the first too
         attempts = [_attempt(record, share)]
+        bound = None if gate is None or meter is None else WallBound(meter.started, now - meter.started,
+                                                                     gate.case_bound)
+        last_s = now - meter.started if meter is not None else 0.0
         while gate is not None and len(attempts) <= gate.busy_retries:
             why = gate.remeasure_why(record, share, self._saving)
             if why is None:
                 break
             attempts[-1]["remeasured_because"] = why
-            meter = CpuMeter()
-            record["samples_s"] = list(remeasure())
+            if bound is not None and bound.refuses(time.perf_counter(), last_s):
+                attempts[-1]["stopped"] = bound.explain(time.perf_counter(), len(attempts), during=False)
+                break
+            begun, meter = time.perf_counter(), CpuMeter()
+            samples = remeasure(None if bound is None else bound.deadline)
+            if samples is None:  # the bound stopped it: the record keeps its last complete attempt
+                assert bound is not None
+                attempts[-1]["stopped"] = bound.explain(time.perf_counter(), len(attempts), during=True)
+                break
+            record["samples_s"] = list(samples)
             share = meter.stop(pad=self._pad)
+            last_s = time.perf_counter() - begun
             attempts.append(_attempt(record, share))
         node.stash[INTERFERENCE_KEY] = share
+        node.stash[STOPPED_KEY] = attempts[-1].get("stopped")
         if self._saving and gate is not None and share is not None and share > gate.busy_limit \
                 and record.get("bound") != "device":
             key = latency_key(record)
@@ -72,8 +94,8 @@ class GateCheck:
         (``unproven_speedup``: not judged where the proof could not be made)."""
         gate = gate_of(self._request.config)
         comparison = gate.compare(record) if gate is not None else None
-        if comparison is None or not implausibly_fast(comparison):
-            return
+        if comparison is None or not implausibly_fast(comparison) or attempts[-1].get("stopped"):
+            return  # a case its bound stopped is busy: no proof could make it judged
         attempts[-1]["remeasured_because"] = (f"{1 / comparison.ratio:.1f}x faster than its baseline: every round "
                                               "timed again on a feed of its own, its outputs checked")
         meter = CpuMeter()
@@ -109,8 +131,18 @@ class GateCheck:
                 _annotate_benchmark(request, interference, outcome)
             else:
                 component, message = gate.check_drift(record, node.nodeid)
-            if component is not None:
-                verdict.report_component(node, component)
+            stopped = node.stash.get(STOPPED_KEY, None) if record.get("kind") == "latency" else None
+            components = [component] if component is not None else []
+            if stopped:  # busy past its bound: not judged (busy), saying so first; a failure of the gate's still
+                # fails, and a case with nothing to compare with (a run saving its first baseline) stays no-baseline
+                key = latency_key(record)
+                label = key_label(key) if key else node.name
+                gate.stopped[label] = stopped
+                bound = verdict.Component(f"latency bound {label}", verdict.NOT_JUDGED, "busy", stopped)
+                no_baseline = component is not None and component.reason == "no-baseline"
+                components = [*components, bound] if no_baseline else [bound, *components]
+            for each in components:
+                verdict.report_component(node, each)
             if message:
                 failures.append(message)
         if failures:

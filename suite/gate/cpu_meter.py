@@ -60,6 +60,8 @@ class CpuMeter:
         self._cpus = sorted(cpus) if cpus is not None else sorted(os.sched_getaffinity(0))
         self._root = root if root is not None else int(os.environ.get(SUITE_RUN_PID_ENV) or os.getpid())
         self._hz = os.sysconf("SC_CLK_TCK")
+        #: when the window began (``time.perf_counter``), also where /proc cannot be read: a case's bound starts here
+        self.started = time.perf_counter()
         self._start = self._snapshot()
 
     def _busy(self) -> float | None:

@@ -19,6 +19,7 @@ from suite.gate import tables
 from suite.gate.check import METER_KEY, GateCheck
 from suite.gate.cpu_meter import CpuMeter
 from suite.gate.state import GATE_KEY, gate_from_options, gate_of
+from suite.gate.wall_bound import DEFAULT_FACTOR
 from suite.results import incompleteness
 from suite.state import suite_session
 
@@ -40,6 +41,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--latency-busy-retries", type=int, default=2, metavar="N",
                     help="re-measure a case measured busy, or a device-bound case whose rounds fell in two "
                          "modes, up to N times (default 2); still busy, it is not judged")
+    group.addoption("--latency-case-bound", default=f"{DEFAULT_FACTOR:g}x", metavar="FACTOR",
+                    help="a latency case may take FACTOR times its first attempt, re-measures included (default "
+                         "%(default)s): a re-measure that would end past it is not begun, or is stopped, and the case "
+                         "ends 'busy', saying so")
     group.addoption("--accept-incomplete-baseline", action="store_true", default=False,
                     help="use a baseline saved by a run that was interrupted (its missing cases are not judged)")
     group.addoption("--accuracy-baseline", default=None, metavar="FILE",

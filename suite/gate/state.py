@@ -37,6 +37,7 @@ from suite.environment import fingerprint
 from suite.gate.coverage import Coverage, CoverageChecks, benchmark_compare_coverage
 from suite.gate.drift import DriftChecks, DriftOutcome
 from suite.gate.latency import STATE, LatencyChecks, LatencyOutcome, runs_shortfall
+from suite.gate.wall_bound import DEFAULT_FACTOR, parse_factor
 from suite.state import suite_session
 
 GATE_KEY = pytest.StashKey["Gate"]()
@@ -55,6 +56,8 @@ class Gate(LatencyChecks, DriftChecks, CoverageChecks):
     inject_accuracy_drop: float | None
     environment: dict[str, Any]
     busy_retries: int = 2
+    #: a latency case may take this many times its first attempt, re-measures included (suite/gate/wall_bound.py)
+    case_bound: float = DEFAULT_FACTOR
     latency_baseline: LatencyBaseline | None = None
     #: each class's between-night half-width, learned from the kept nights (suite/bound.py class_noise)
     noise: dict[tuple[str, ...], tuple[float, int]] = field(default_factory=dict)
@@ -68,6 +71,8 @@ class Gate(LatencyChecks, DriftChecks, CoverageChecks):
     coverage: dict[str, Coverage] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     saved_busy: list[str] = field(default_factory=list)
+    #: cases whose re-measures their bound stopped (case label -> what it says), for the run's busy line
+    stopped: dict[str, str] = field(default_factory=dict)
     #: (source, saved_fingerprint) of each run --benchmark-compare loaded (pytest_benchmark_compare_machine_info)
     compared: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     imported: bool = False  # holds comparisons sent by xdist workers (suite/fleet.py)
@@ -157,7 +162,8 @@ class Gate(LatencyChecks, DriftChecks, CoverageChecks):
                 "drift": [{"label": o.label, "nodeid": o.nodeid, "kind": o.comparison.kind,
                            "figures": [f.as_dict() for f in o.comparison.figures], "notes": list(o.comparison.notes),
                            "layers": o.layers} for o in self.drift_results],
-                "no_accuracy_baseline": list(self.no_accuracy_baseline), "saved_busy": list(self.saved_busy)}
+                "no_accuracy_baseline": list(self.no_accuracy_baseline), "saved_busy": list(self.saved_busy),
+                "stopped": dict(self.stopped)}
 
     def import_outcomes(self, data: dict[str, Any]) -> None:
         """Add a worker's comparisons (``export_outcomes``) to this process's tables."""
@@ -172,6 +178,7 @@ class Gate(LatencyChecks, DriftChecks, CoverageChecks):
                                                    d.get("layers")))
         self.no_accuracy_baseline.extend(data.get("no_accuracy_baseline", []))
         self.saved_busy.extend(data.get("saved_busy", []))
+        self.stopped.update(data.get("stopped", {}))
 
     def baseline_fingerprints(self) -> list[tuple[str, dict[str, Any]]]:
         """(source, saved fingerprint) of every baseline run this run is compared with, latency runs oldest first:
@@ -214,6 +221,7 @@ def gate_from_options(config: pytest.Config) -> Gate:
             inject_accuracy_drop=None if inject_drop is None else parse_fraction(inject_drop, "--inject-accuracy-drop"),
             environment=fingerprint(config.getoption("--device", "cpu")),
             busy_retries=int(config.getoption("--latency-busy-retries")),
+            case_bound=_case_bound(config.getoption("--latency-case-bound")),
             benchmark_compares=bool(config.getoption("benchmark_compare_fail", None)),
         )
         if not (0.0 < gate.max_slowdown < 10.0):
@@ -239,6 +247,13 @@ def gate_from_options(config: pytest.Config) -> Gate:
     except BaselineError as exc:
         raise pytest.UsageError(str(exc)) from exc
     return gate
+
+
+def _case_bound(text: str) -> float:
+    try:
+        return parse_factor(text)
+    except ValueError as exc:
+        raise BaselineError(f"--latency-case-bound {exc}") from exc
 
 
 def self_test_knobs(config: pytest.Config) -> dict[str, float]:

@@ -3,6 +3,7 @@ latency and drift tables of the terminal summary. The HTML report (report/) read
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -73,7 +74,30 @@ def verdict_lines(config: pytest.Config) -> list[tuple[str, dict[str, bool]]]:
             lines.append((f"  DRIFT {o.label}: {figures}", {"red": True}))
     for warning in gate.warnings + gate.saved_busy_warning():
         lines.append((f"WARNING: {warning}", {"yellow": True}))
+    busy = busy_run_line(gate, suite_session(config).records, os.getloadavg()[0], len(os.sched_getaffinity(0)))
+    if busy:
+        lines.append((busy, {"yellow": True}))
     return lines
+
+
+def busy_run_line(gate: Gate, records: list[dict[str, Any]], load: float, cores: int) -> str | None:
+    """One line where latency cases were timed while other processes used the CPUs (the CPU meter's share of any
+    attempt above --latency-busy-limit, suite/gate/cpu_meter.py) or stopped at their bound: the run was slow, and its
+    times are a busy machine's. Beside one busy loop on 2 cores torch cases ran up to 135x slower (issue 47)."""
+    shares = [[a.get("interference") for a in r.get("attempts") or ()] for r in records if r.get("kind") == "latency"]
+    busy = sorted(max(x for x in s if x is not None) for s in shares
+                  if any(x is not None and x > gate.busy_limit for x in s))
+    if not busy and not gate.stopped:
+        return None
+    line = (f"machine busy: other processes used more than {gate.busy_limit * 100:g}% of the CPUs while {len(busy)} of "
+            f"{len(shares)} latency cases were timed" + (f" (median {pct(busy[len(busy) // 2])})" if busy else "")
+            + f", load average {load:.1f} on {cores} cores at the end: this run's times are a busy machine's")
+    if gate.stopped:
+        names = list(gate.stopped)
+        line += (f"; {len(names)} case(s) stopped re-measuring at their bound (--latency-case-bound "
+                 f"{gate.case_bound:g}x), not judged (busy): {', '.join(names[:4])}"
+                 + (" ..." if len(names) > 4 else ""))
+    return line
 
 
 def terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

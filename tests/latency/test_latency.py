@@ -65,14 +65,17 @@ def test_latency(latency_case, suite, engine_for, benchmark, request, latency_wr
               "samples_s": samples, "median_ms": statistics.median(samples) * 1e3, "gpu": monitor.summary()}
     record["bound"], record["bound_why"] = classify(record, suite.records)  # device- or host-bound, and why
 
-    def remeasure(every_round=False):
+    def remeasure(deadline=None, every_round=False):
         """The same case again, in this process (a busy attempt is not judged; see settle_latency), its timed rounds
-        audited afresh: a random sample of them, or every one."""
+        audited afresh: a random sample of them, or every one. None where the ``perf_counter`` deadline (the case's
+        bound) passed before its last round: the benchmark keeps the attempt before."""
         # Index the call's own samples for the audit but return the timed callable's: under --inject-slowdown
         # those carry the injected wait, and a busy case's second attempt must be the same slowed engine.
         first, host = len(call.samples_s), []
         call.audit_from(first + warmup, every_round)
         for _ in range(warmup + rounds):
+            if deadline is not None and time.perf_counter() > deadline:
+                return None
             call.setup()  # the audit's copy and the next feed, outside the host time too
             start = time.perf_counter()
             timed()
@@ -84,7 +87,7 @@ def test_latency(latency_case, suite, engine_for, benchmark, request, latency_wr
         """The case again with every round on a feed no other call ran and every timed round's outputs kept: what
         an implausible speed-up must pass before the gate believes it (suite/gate/check.py prove_speedup)."""
         call.fresh_feeds()
-        return remeasure(every_round=True)
+        return remeasure(None, every_round=True)
 
     attempts = gate.settle_latency(record, remeasure)
     gate.prove_speedup(record, attempts, prove)

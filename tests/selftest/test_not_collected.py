@@ -8,12 +8,15 @@ harness-overhead file, --overhead-model) and a required engine that cannot run a
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.selftest.suite_runs import ROOT, TINY, explain, run_suite
+from tests.selftest.suite_runs import CHILD_ENV, ROOT, TINY, explain, run_suite, suite_args
 
 pytestmark = pytest.mark.selftest
 
@@ -165,3 +168,52 @@ def test_the_padding_check_is_collected_for_sentence_embedding_models_only(tmp_p
     named = run_suite(tmp_path, "--suite-config", _config(tmp_path), "--collect-only",
                       tests=(f"{EMBEDDINGS}::test_padding_does_not_change_embeddings[tiny-onnxruntime-fp32]",))
     assert len(_collected(named)) == 1, explain(named)
+
+
+NO_LABELS = ("declare no accuracy_dataset (labelled rows): top-1/top-5 has nothing to count, their engines are judged "
+             "by parity; naming tests/accuracy or -m accuracy reports them (not judged, no-data)")
+LATENCY_UNJUDGED = ("latency cases with nothing to judge them against (no --latency-baseline or "
+                    "--benchmark-compare-fail, nothing saved): --benchmark-autosave times them and keeps the run for a "
+                    "later --latency-baseline last:K")
+
+
+def _main_job(tmp_path: Path, *args: str, tests: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    """The main job's collection (`.venv/bin/pytest --collect-only`) on the tiny config: without ``tests``, run from the
+    checkout, where pytest takes its testpaths (which name nothing: asked_for)."""
+    argv = suite_args(tmp_path, "--collect-only", *args, tests=tests or ("--collect-only",))
+    return subprocess.run([sys.executable, "-m", "pytest", *argv], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600, env={**os.environ, **CHILD_ENV})
+
+
+def test_the_main_job_leaves_out_what_could_only_end_not_judged(tmp_path):
+    """Issue 47: a plain run collected the accuracy check of each model without labels and every latency case with no
+    baseline, and ended each not judged (no-data, no-baseline): a third of the CPU tier's checks. Now each reason is
+    one line, naming the option that brings them."""
+    done = _main_job(tmp_path)
+    assert done.returncode == 0, explain(done)
+    collected = _collected(done)
+    assert collected and not [t for t in collected if "test_latency[" in t or "test_top1_top5[steady]" in t], \
+        explain(done)
+    assert [t for t in collected if "test_top1_top5[tiny-" in t], explain(done)  # a labelled model's: judged
+    left = _left_out(done)
+    assert left[NO_LABELS] == "1 check of steady", explain(done)
+    assert re.fullmatch(r"\d+ checks of tiny, steady", left[LATENCY_UNJUDGED]), explain(done)
+
+
+@pytest.mark.parametrize("asked", [("--benchmark-autosave",), ("--benchmark-json", "/dev/null"), ("-m", "latency"),
+                                   ("--latency-rounds", "5"), ("latency folder",)])
+def test_latency_cases_are_collected_when_something_judges_keeps_or_names_them(tmp_path, asked):
+    folder = asked == ("latency folder",)
+    done = _main_job(tmp_path, *(() if folder else asked), tests=(str(ROOT / "tests" / "latency"),) if folder else ())
+    assert done.returncode == 0, explain(done)
+    assert [t for t in _collected(done) if "test_latency[" in t] and LATENCY_UNJUDGED not in done.stdout, \
+        explain(done)
+
+
+@pytest.mark.parametrize("asked", [("-m", "accuracy"), ("accuracy folder",)])
+def test_the_accuracy_check_of_a_model_without_labels_is_collected_when_named(tmp_path, asked):
+    """Named, it is reported: not judged (no-data), which a config that does not accept it fails on (exit 75)."""
+    folder = asked == ("accuracy folder",)
+    done = _main_job(tmp_path, *(() if folder else asked), tests=(ACCURACY,) if folder else ())
+    assert [t for t in _collected(done) if "test_top1_top5[steady]" in t] and NO_LABELS not in done.stdout, \
+        explain(done)

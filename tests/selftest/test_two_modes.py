@@ -112,7 +112,7 @@ def _check(gate: Gate) -> GateCheck:
 def _settle(gate: Gate, first: list[float], then: list[list[float]]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     record = {**RECORD, "bound": "device", "samples_s": _s(first)}
     again = iter(then)
-    attempts = _check(gate).settle_latency(record, lambda: _s(next(again)))
+    attempts = _check(gate).settle_latency(record, lambda deadline: _s(next(again)))
     return record, attempts
 
 
