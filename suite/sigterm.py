@@ -49,7 +49,7 @@ def _program(argv: list[str]) -> str | None:
             return next(args, None)
         if arg.startswith("-m"):
             return arg[2:]
-        if arg == "-c" or (arg.startswith("-c") and not arg.startswith("--")) or arg == "-":
+        if arg.startswith("-c") or arg == "-":
             return None
         if arg in _WITH_VALUE:
             next(args, None)
