@@ -543,7 +543,8 @@ def test_a_busy_limit_beyond_every_cpu_is_refused(limit: str, refused: bool) -> 
     from suite.gate.state import gate_from_options
 
     options = {"--latency-regression": "5%", "--latency-confidence": "99%", "--latency-busy-limit": limit,
-               "--accuracy-drift": DriftTolerances().describe(), "--latency-busy-retries": 2, "--device": "cpu"}
+               "--accuracy-drift": DriftTolerances().describe(), "--latency-busy-retries": 2, "--device": "cpu",
+               "--latency-case-bound": "4x"}
     config = SimpleNamespace(getoption=lambda name, default=None: options.get(name, default))
     if not refused:
         assert gate_from_options(config).busy_limit == pytest.approx(float(limit.rstrip("%")) / 100)  # type: ignore[arg-type]
