@@ -75,6 +75,12 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
+def _dataset(records: list[dict[str, Any]], cell: Cell) -> str | None:
+    """The data set this test's failing records of ``cell`` were judged on (``generated:sparse``): which of a known
+    failure's declared values hold (``expected_on``)."""
+    return next((str(r.get("dataset")) for r in records if r.get("cell") == cell.id and r.get("failures")), None)
+
+
 def _drifted(item: pytest.Item, report: pytest.TestReport, records: list[dict[str, Any]]) -> str | None:
     """The drift gate on this test's records, before a known failure may absorb the test (the test's own
     ``gate.check()`` comes after the assertion it failed): each comparison goes into the verdict with the test, and
@@ -126,7 +132,8 @@ def judge(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestRep
             why = ("does not state the figures the check recorded as failed (another assertion), so it is not the "
                    "declared failure")
         else:
-            why = entry.refusal(kind, message, figures) or entry.beyond(values) or _drifted(item, report, records)
+            why = (entry.refusal(kind, message, figures) or entry.beyond(values, _dataset(records, cell))
+                   or _drifted(item, report, records))
         if why is None:
             report.outcome, report.wasxfail = "skipped", f"known failure: {entry.reason}"
         else:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from core.inputs import DISTRIBUTIONS
 from engines.base import PRECISIONS
 from metrics.parity_report import PARITY_METRICS
 from suite.config.known_failures import (
@@ -34,14 +35,15 @@ from suite.config.validate import (
 )
 from suite.timing import PATHS
 
-_KNOWN_FAILURE_KEYS = {"reason", "match", "checks", "outputs", "metrics", "expected"}
+_KNOWN_FAILURE_KEYS = {"reason", "match", "checks", "outputs", "metrics", "expected", "expected_on"}
 _KNOWN_FAILURE_FORM = ('{ reason = "what fails, measured how, since when", outputs = ["logits"], metrics = '
                        '["top1_agreement_pct"], expected = { top1_agreement_pct = { value = 64.0, margin = 4.0 } }, '
                        'match = "REGEX over the failure message", checks = ["parity"] }')
 
 
 def _parse_known_failures(where: str, table: Any, engines: tuple[str, ...], precisions: tuple[str, ...],
-                          accuracy_dataset: str | None, outputs: tuple[str, ...] = ()) -> dict[str, KnownFailure]:
+                          accuracy_dataset: str | None, outputs: tuple[str, ...] = (),
+                          parity_dataset: str | None = None) -> dict[str, KnownFailure]:
     """Each entry says what is expected to fail and how (which figures of which outputs, and the message's
     pattern), so that it cannot hide another failure."""
     out: dict[str, KnownFailure] = {}
@@ -95,9 +97,24 @@ def _parse_known_failures(where: str, table: Any, engines: tuple[str, ...], prec
                                   f"does not cover (checks {list(checks)}); figures of those: "
                                   f"{', '.join(m for c in checks for m in KNOWN_FAILURE_METRICS[c])}")
         expected = _parse_expected(f"{at}.expected", spec.get("expected"), metrics)
+        expected_on = _parse_expected_on(at, spec, metrics, accuracy_dataset, parity_dataset)
         out[cell_key] = KnownFailure(reason=reason, match=pattern, checks=checks, outputs=declared_outputs,
-                                     metrics=metrics, expected=expected)
+                                     metrics=metrics, expected=expected, expected_on=expected_on)
     return out
+
+
+def _parse_expected_on(at: str, spec: Any, metrics: tuple[str, ...], accuracy_dataset: str | None,
+                       parity_dataset: str | None) -> tuple[tuple[str, tuple[tuple[str, float, float], ...]], ...]:
+    """``expected_on = { "generated:sparse" = { FIGURE = { value = V, margin = M } } }``: the declared values on one
+    data set the cell's checks run on (its data sets, ``generated:<distribution>``), where the same failure stands
+    at another depth; every other data set is held to ``expected``."""
+    data_sets = (*dict.fromkeys(d for d in (parity_dataset or accuracy_dataset, accuracy_dataset) if d),
+                 *(f"generated:{d}" for d in DISTRIBUTIONS))
+    out = []
+    for name, declared in read_table(f"{at}.expected_on", spec.get("expected_on", {})).items():
+        check_choice(f"{at}.expected_on", name, data_sets)
+        out.append((name, _parse_expected(f"{at}.expected_on.{name}", declared, metrics)))
+    return tuple(out)
 
 
 def _parse_expected(at: str, table: Any, metrics: tuple[str, ...]) -> tuple[tuple[str, float, float], ...]:

@@ -74,7 +74,9 @@ class KnownFailure:
     output or figure, an exception (a shape mismatch's ValueError, an engine that does not build), a NaN/Inf or an
     output of the wrong shape or dtype (``NEVER_KNOWN``), whatever ``match`` says. ``expected``: each figure's
     declared value and margin, (metric, value, margin): a failed figure further than the margin beyond its value
-    (below it; above it for ``CEILING_METRICS``) is no longer the known failure (``beyond``)."""
+    (below it; above it for ``CEILING_METRICS``) is no longer the known failure (``beyond``). ``expected_on``: the
+    same, for the checks on one data set (``generated:sparse``), where the same failure stands at another depth
+    (3 of 8 near-tied rows on sparse inputs, 20 of 32 on photos); (data set, expected) pairs."""
 
     reason: str
     match: str
@@ -82,6 +84,7 @@ class KnownFailure:
     outputs: tuple[str, ...] = ()
     metrics: tuple[str, ...] = ()
     expected: tuple[tuple[str, float, float], ...] = ()
+    expected_on: tuple[tuple[str, tuple[tuple[str, float, float], ...]], ...] = ()
 
     def covers(self, check: str, message: str, failed: FailedFigures | None = None,
                exception: str = "AssertionError") -> bool:
@@ -120,21 +123,26 @@ class KnownFailure:
             return f"it does not match /{self.match}/"
         return None
 
-    def bound(self, metric: str) -> float | None:
-        """How far the figure may fall (or, for a ceiling, rise): its declared value less (plus) its margin; None
-        where the entry declares none."""
-        declared = next(((value, margin) for name, value, margin in self.expected if name == metric), None)
+    def expected_for(self, dataset: str | None) -> tuple[tuple[str, float, float], ...]:
+        """The values and margins the checks on ``dataset`` are held to: its own where ``expected_on`` names it."""
+        return next((expected for name, expected in self.expected_on if name == dataset), self.expected)
+
+    def bound(self, metric: str, dataset: str | None = None) -> float | None:
+        """How far the figure may fall (or, for a ceiling, rise) on ``dataset``: its declared value less (plus) its
+        margin; None where the entry declares none."""
+        declared = next(((value, margin) for name, value, margin in self.expected_for(dataset) if name == metric),
+                        None)
         if declared is None:
             return None
         value, margin = declared
         return value + margin if metric in CEILING_METRICS else value - margin
 
-    def beyond(self, values: FailedValues) -> str | None:
-        """Why these failed figures are worse than the entry allows (for its report), or None where each is within
-        its declared value and margin. A known failure has a floor: the same figure failing much further (84 % once
-        absorbed 58 %) is another failure."""
+    def beyond(self, values: FailedValues, dataset: str | None = None) -> str | None:
+        """Why these failed figures, of a check on ``dataset``, are worse than the entry allows (for its report), or
+        None where each is within its declared value and margin. A known failure has a floor: the same figure
+        failing much further (84 % once absorbed 58 %) is another failure."""
         for output, metric, value in values:
-            bound = self.bound(metric)
+            bound = self.bound(metric, dataset)
             if bound is None:
                 return (f"it has failed figure {metric} of output {output!r}, for which the entry declares no value "
                         "and margin")
@@ -142,14 +150,17 @@ class KnownFailure:
                 return f"it has no recorded value of {metric} of output {output!r} to hold to the declared one"
             ceiling = metric in CEILING_METRICS
             if (value > bound) if ceiling else (value < bound):
-                declared, margin = next((v, m) for n, v, m in self.expected if n == metric)
-                return (f"it has {metric} of output {output!r} at {value:.6g}, beyond the declared {declared:g} "
+                declared, margin = next((v, m) for n, v, m in self.expected_for(dataset) if n == metric)
+                on = f" on {dataset}" if any(name == dataset for name, _ in self.expected_on) else ""
+                return (f"it has {metric} of output {output!r} at {value:.6g}, beyond the declared {declared:g}{on} "
                         f"{'+' if ceiling else '-'} {margin:g} (the entry's {'ceiling' if ceiling else 'floor'} "
                         f"{bound:.6g}): it failed further than the known failure")
         return None
 
     def describe(self) -> str:
         """What the entry declares, for a report."""
-        declared = ", ".join(f"{m} {v:g} +- {d:g}" for m, v, d in self.expected)
+        declared = "; ".join([", ".join(f"{m} {v:g} +- {d:g}" for m, v, d in self.expected)]
+                             + [f"on {name}: " + ", ".join(f"{m} {v:g} +- {d:g}" for m, v, d in expected)
+                                for name, expected in self.expected_on])
         return (f"{', '.join(self.metrics)} on output(s) {', '.join(self.outputs)} in {', '.join(self.checks)}"
                 + (f" (expected {declared})" if declared else "") + f", matching /{self.match}/")

@@ -120,7 +120,7 @@ def _parse_model(
                           "(calibration runs the graph on chunks of any size); drop one of them")
     export = _parse_export(f"{where}.export", entry.get("export", {}), batches.batch_sizes, static_batch)
     known = _parse_known_failures(f"{where}.known_failures", entry.get("known_failures", {}), engines, precisions,
-                                  datasets["accuracy_dataset"], outputs)
+                                  datasets["accuracy_dataset"], outputs, datasets["parity_dataset"])
     unsupported = _parse_unsupported(f"{where}.unsupported", entry.get("unsupported", {}), engines, precisions)
     return ModelConfig(
         name=name,

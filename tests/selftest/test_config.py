@@ -695,8 +695,16 @@ KF = rf"^{M}\.known_failures\.onnxruntime-fp32"
     ({**KNOWN, "checks": ["latency"]}, KF + r"\.checks\[0\]: unknown 'latency'; valid: accuracy, parity$"),
     ({**KNOWN, "checks": []}, KF + r"\.checks: must not be empty"),
     ({**KNOWN, "checks": ["accuracy"]}, KF + r"\.checks: 'accuracy' listed, but the model has no accuracy_dataset"),
-    ({**KNOWN, "since": "today"}, KF + r": unknown key\(s\) since; valid: checks, expected, match, metrics, outputs, "
-     r"reason$"),
+    ({**KNOWN, "since": "today"}, KF + r": unknown key\(s\) since; valid: checks, expected, expected_on, match, "
+     r"metrics, outputs, reason$"),
+    # a depth per data set: only one the cell's checks see, holding every figure of metrics
+    ({**KNOWN, "expected_on": {"generated:zeros": {"cosine": {"value": 0.5, "margin": 0.1}}}},
+     KF + r"\.expected_on: unknown 'generated:zeros'; valid: generated:uniform, generated:normal, generated:extremes, "
+     r"generated:sparse$"),
+    ({**KNOWN, "expected_on": {"generated:sparse": {}}},
+     KF + r"\.expected_on\.generated:sparse: 'cosine' is in metrics but has no value and margin"),
+    ({**KNOWN, "expected_on": {"generated:sparse": {"cosine": {"value": 0.5, "margin": 1.5}}}},
+     KF + r"\.expected_on\.generated:sparse\.cosine: value 0\.5 - margin 1\.5 = -1, a floor no cosine can fall"),
     # issue 43, item 1: a known failure states how far its figure may fall
     ({k: v for k, v in KNOWN.items() if k != "expected"},
      KF + r"\.expected: missing: a known failure states how far each of its figures may fall, as the value seen and a "
@@ -719,6 +727,28 @@ KF = rf"^{M}\.known_failures\.onnxruntime-fp32"
 def test_broken_known_failure_is_a_clear_error(entry, match):
     with pytest.raises(ConfigError, match=match):
         parse_config(_with(known_failures={"onnxruntime-fp32": entry}))
+
+
+def test_a_known_failure_holds_each_data_set_to_its_own_depth():
+    """``expected_on``: the same failure at another depth on one data set (efficientnet_lite0's int8, 64 % on photos,
+    37.5 % on sparse inputs); every other data set is held to ``expected``."""
+    entry = KnownFailure("r", "top-1", ("parity",), ("logits",), ("top1_agreement_pct",),
+                         expected=(("top1_agreement_pct", 64.0, 7.0),),
+                         expected_on=(("generated:sparse", (("top1_agreement_pct", 37.5, 12.5),)),
+                                      ("generated:normal", (("top1_agreement_pct", 50.0, 5.0),))))
+    assert entry.expected_for("generated:normal") == (("top1_agreement_pct", 50.0, 5.0),)
+    assert entry.expected_for("generated:uniform") == entry.expected_for(None) == (("top1_agreement_pct", 64.0, 7.0),)
+    bounds = [entry.bound("top1_agreement_pct", d) for d in (None, "generated:uniform", "generated:sparse")]
+    assert bounds == [57, 57, 25]
+    assert entry.beyond((("logits", "top1_agreement_pct", 30.0),), "generated:sparse") is None
+    assert entry.beyond((("logits", "top1_agreement_pct", 20.0),), "generated:sparse") == (
+        "it has top1_agreement_pct of output 'logits' at 20, beyond the declared 37.5 on generated:sparse - 12.5 "
+        "(the entry's floor 25): it failed further than the known failure")
+    for dataset in (None, "generated:uniform"):
+        assert entry.beyond((("logits", "top1_agreement_pct", 30.0),), dataset) == (
+            "it has top1_agreement_pct of output 'logits' at 30, beyond the declared 64 - 7 (the entry's floor 57): it "
+            "failed further than the known failure")
+    assert "on generated:sparse: top1_agreement_pct 37.5 +- 12.5" in entry.describe()
 
 
 def test_a_known_failure_never_absorbs_nan_inf_or_a_wrong_output_shape_or_dtype():
