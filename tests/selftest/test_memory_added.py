@@ -130,3 +130,17 @@ def test_the_meter_reads_this_processs_memory_from_nvmls_process_list(monkeypatc
     assert meter.nvml_used_mib() == 50.0 and meter.source == "device"
     meter._nvml = FakeNvml(None, 40 * gpu_memory.MIB)  # a binding without the call
     assert meter.nvml_used_mib() == 40.0 and meter.source == "device"
+
+
+@pytest.mark.parametrize("baseline,current,grew", [
+    (100.0, 150.0, False), (100.0, 150.1, False),  # beyond 1.5x, but by no more than the slack (64 MiB)
+    (200.0, 300.0, False), (200.0, 300.5, True),   # at 1.5x exactly: not beyond it; a hair over, by > 64 MiB: grew
+    (1000.0, 1064.0, False), (100.0, 164.0, False), (100.0, 164.5, True),  # the slack is a strict bound too
+    (1000.0, 900.0, False), (0.0, 65.0, True),
+])
+def test_memory_grows_only_beyond_both_the_factor_and_the_slack(baseline: float, current: float, grew: bool) -> None:
+    from metrics.drift import MEMORY_SLACK_MIB, MemoryComparison, memory_grew
+
+    assert MEMORY_SLACK_MIB == 64.0
+    assert memory_grew(baseline, current, 1.5) is grew
+    assert MemoryComparison("nvml_added_mib", baseline, current, 1.5).failed is grew
