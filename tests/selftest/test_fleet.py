@@ -159,14 +159,16 @@ def test_a_worker_knows_the_runs_spread_and_a_regression_names_a_baseline_spread
     worker = SimpleNamespace(workerinput={"workercount": 3}, getoption=lambda name, default=None: None,
                              pluginmanager=SimpleNamespace(get_plugin=lambda name: None))
     assert fleet.worker_layout(worker) == {"worker_count": 3, "worker_gpus": "none"}  # type: ignore[arg-type]
-    latency = (TESTS[0], "--models", "steady", "--latency-rounds", "10")
+    latency = (TESTS[0], "--models", "steady", "--latency-rounds", "20")
     saved = run_suite(tmp_path, *latency[1:], "--benchmark-autosave", tests=latency[:1])
     assert saved.returncode == EXIT_NOT_JUDGED, explain(saved)
     done = run_suite(tmp_path, *latency[1:], "-n", "2", "--latency-baseline", "0001", "--inject-slowdown", "100%",
                      "--latency-busy-limit", "100%", tests=latency[:1], env={"PYTHONPATH": str(ROOT)})
     assert done.returncode == 1, explain(done)
-    assert done.stdout.count("NOTE: the baseline comes from a different environment (worker_count: 1 -> 2") == 2, \
-        explain(done)
+    # Each regression says so (both cases regress on a quiet machine; a busy one may leave one inconclusive).
+    regressions = re.findall(r"^steady-torch-fp32-bs\d-all: latency regression", done.stdout, flags=re.M)
+    note = "NOTE: the baseline comes from a different environment (worker_count: 1 -> 2"
+    assert regressions and done.stdout.count(note) == len(regressions), explain(done)
     assert re.search(r"^  worker_count +1  ->  2$", done.stdout, flags=re.M), explain(done)
 
 

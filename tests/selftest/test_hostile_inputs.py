@@ -1305,7 +1305,11 @@ CASES += [
              ("--latency-baseline", "{work}/base.json", "--inject-slowdown", "50%", "--latency-busy-limit", "100%",
               "--latency-rounds", "20", "--latency-batch-sizes", "1"),
              tests=(LATENCY,), prepare=_write("base.json", _busy_steady_baseline(0.0, round_s=0.124))), 0,
-         (r"VERDICT: PASSED", r"m-torch-fp32-bs1-all\s+12\d(\.\d+)?ms\s+3[0-3]\.\d+ms\s+-7[3-6]\.\d+%.*improvement"),
+         # 20 ms a call, 30 with the wait; a busy machine only lengthens it (39.6 ms in CI beside a mutation run), so
+         # the fastest round is what tells the wait was kept: 30-49 ms (the lost wait: 20-29 ms)
+         (r"VERDICT: PASSED",
+          r"m-torch-fp32-bs1-all\s+12\d(\.\d+)?ms\s+[34]\d\.\d+ms\s+-(6\d|7[0-6])\.\d+%.*improvement",
+          r"test_latency\[m-torch-fp32-bs1\]\s+[34]\d\.\d+\s"),
          lines=PASSING + 5),  # + the self-test knobs' banner (3 lines) and the gate table's
     Case("zeros-between-the-checked-calls",
          "torch fp16 returning zeros at once at calls 8-45 of 46 (1 untimed, 5 warm-up, 40 timed), 20 ms at the others "
