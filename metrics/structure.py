@@ -16,12 +16,16 @@ from typing import Any
 SIZE_TOLERANCE = 0.01
 
 
+def changed_keys(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+    """The keys whose counts differ, in the order the line names them (what metrics/attribution.py scores)."""
+    return [key for key in sorted(set(before) | set(after)) if before.get(key, 0) != after.get(key, 0)]
+
+
 def _histogram_change(what: str, before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> str | None:
-    """'WHAT: Conv 2 -> 0, FusedConv 0 -> 2' over the keys whose counts differ, sorted by name; None if none."""
+    """'WHAT: Conv 2 -> 0, FusedConv 0 -> 2' over the keys whose counts differ (``changed_keys``); None if none."""
     if before is None or after is None:
         return None
-    changed = [f"{key} {before.get(key, 0)} -> {after.get(key, 0)}" for key in sorted(set(before) | set(after))
-               if before.get(key, 0) != after.get(key, 0)]
+    changed = [f"{key} {before.get(key, 0)} -> {after.get(key, 0)}" for key in changed_keys(before, after)]
     return f"{what}: {', '.join(changed)}" if changed else None
 
 
