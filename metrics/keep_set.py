@@ -18,27 +18,36 @@ Passes = Callable[[frozenset[str]], bool]
 
 @dataclass(frozen=True)
 class KeepSet:
-    """``nodes``: the set found (None: no set passes, not even every candidate); ``tried``: the oracle's calls."""
+    """``nodes``: the set found (None: no set passes within the budget, or not even every candidate); ``tried``:
+    the oracle's calls; ``pruned``: every node of the set was tried without (False: the budget ran out first)."""
 
     nodes: tuple[str, ...] | None
     tried: int
     order: tuple[str, ...] = field(default=())  # candidates, most helpful alone first
+    pruned: bool = True
 
 
-def greedy_keep_set(error_alone: Mapping[str, float], passes: Passes) -> KeepSet:
+def greedy_keep_set(error_alone: Mapping[str, float], passes: Passes, budget: int | None = None) -> KeepSet:
     """``error_alone``: node -> the output's error with only that node kept (lower: the node matters more).
-    Add nodes in that order until ``passes``; then drop each (the last added first) where the rest still pass."""
+    Add nodes in that order, in chunks that double after the first two (1, 1, 2, 4, ...: a fault spread over many
+    nodes costs log2 calls, not one per node), until ``passes``; then drop each node, the last added first, where
+    the rest still pass. ``budget``: the most oracle calls (a quantizer run each)."""
     order = tuple(sorted(error_alone, key=lambda n: (error_alone[n], n)))
-    tried = 0
-    keep: list[str] = []
-    for node in order:
-        keep.append(node)
+    tried, size, chunk = 0, 0, 1
+    while True:
+        if budget is not None and tried >= budget:
+            return KeepSet(None, tried, order, pruned=False)
+        size = min(size + chunk, len(order))
         tried += 1
-        if passes(frozenset(keep)):
+        if passes(frozenset(order[:size])):
             break
-    else:
-        return KeepSet(None, tried, order)
-    for node in reversed(keep[:-1]):
+        if size == len(order):
+            return KeepSet(None, tried, order)
+        chunk = chunk * 2 if tried >= 2 else 1
+    keep = list(order[:size])
+    for node in reversed(keep):
+        if budget is not None and tried >= budget:
+            return KeepSet(tuple(keep), tried, order, pruned=False)
         trial = [n for n in keep if n != node]
         tried += 1
         if passes(frozenset(trial)):

@@ -153,6 +153,9 @@ def outlier_channel(model: onnx.ModelProto, producer: str, consumer: str, channe
     int8 scale cannot hold with the others (the outlier channels of LLM.int8)."""
     out = _copy(model)
     p, c = node(out, producer), node(out, consumer)
+    if (producer, consumer) not in conv_relu_conv(model):
+        raise ValueError(f"{producer!r} -> Relu -> {consumer!r} is not a chain of one reader each: the scaled "
+                         "channel would reach another node unscaled back")
     w = _initializer(out, p.input[1])
     a = numpy_helper.to_array(w).copy()
     a[channel] *= scale
@@ -171,3 +174,19 @@ def outlier_channel(model: onnx.ModelProto, producer: str, consumer: str, channe
         cw[channel] /= scale
     v.CopyFrom(numpy_helper.from_array(cw, v.name))
     return out
+
+
+def conv_relu_conv(model: onnx.ModelProto) -> list[tuple[str, str]]:
+    """(producer, consumer) Conv pairs joined by one Relu, each tensor between them read by one node only: where
+    ``outlier_channel`` keeps the fp32 function."""
+    pairs = []
+    for p in model.graph.node:
+        if p.op_type != "Conv":
+            continue
+        relu = consumers(model, p.output[0])
+        if len(relu) != 1 or relu[0].op_type != "Relu":
+            continue
+        after = consumers(model, relu[0].output[0])
+        if len(after) == 1 and after[0].op_type == "Conv" and after[0].input[0] == relu[0].output[0]:
+            pairs.append((p.name, after[0].name))
+    return pairs

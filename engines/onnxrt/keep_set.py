@@ -72,7 +72,8 @@ class Int8Oracle:
         return self.judge(keep)[0]
 
 
-def find_keep_set(case: str, oracle: Int8Oracle) -> KeepSetResult:
+def find_keep_set(case: str, oracle: Int8Oracle, budget: int | None = None) -> KeepSetResult:
+    """``budget``: the most quantizer runs the greedy search may make (the bisection's own come on top)."""
     started = time.perf_counter()
     ok, cosine = oracle.judge(frozenset())
     if ok:
@@ -88,7 +89,7 @@ def find_keep_set(case: str, oracle: Int8Oracle) -> KeepSetResult:
         except Exception:  # the approximation cannot express this node (it only ranks): last in the order
             worst = float("nan")
         alone[name] = 1.0 - worst if worst == worst else 2.0  # NaN cosine: the least helpful
-    found = greedy_keep_set(alone, oracle)
+    found = greedy_keep_set(alone, oracle, budget)
     prefix, _ = bisect_prefix(candidates, oracle)
     recheck = "-"
     if found.nodes:
@@ -97,5 +98,9 @@ def find_keep_set(case: str, oracle: Int8Oracle) -> KeepSetResult:
                      oracle.model)
         passed, cos = judge(oracle.reference, run(path, oracle.parity), oracle.tolerance)
         recheck = f"{'passes' if passed else 'FAILS'} (cosine {cos:.4f})"
+        if not found.pruned:
+            recheck += f"; pruning stopped at the budget of {budget} runs"
+    elif found.nodes is None and not found.pruned:
+        recheck = f"no passing set within {budget} quantizer runs"
     return KeepSetResult(case, oracle.model, f"cosine {cosine:.4f}", len(candidates), found.nodes, prefix, recheck,
                          oracle.calls, time.perf_counter() - started)

@@ -72,6 +72,18 @@ def test_greedy_adds_by_error_alone_then_prunes_what_the_rest_does_not_need() ->
     assert found.order[:4] == ("a", "b", "c", "e")
 
 
+def test_greedy_grows_in_doubling_chunks_and_stops_at_its_budget() -> None:
+    alone = {f"n{i:02d}": i / 100 for i in range(40)}
+    passes, calls = _needs("n00", "n20")
+    found = greedy_keep_set(alone, passes)
+    assert found.nodes == ("n00", "n20") and found.pruned
+    assert [len(c) for c in calls[:6]] == [1, 2, 4, 8, 16, 32]  # 1, 1, 2, 4, 8, 16 added
+    assert len(calls) == 6 + 32  # then each of the 32 tried without
+    capped = greedy_keep_set(alone, _needs("n00", "n20")[0], budget=10)
+    assert not capped.pruned and capped.tried == 10 and {"n00", "n20"} <= set(capped.nodes or ())
+    assert greedy_keep_set(alone, _needs("n00", "n20")[0], budget=3).nodes is None
+
+
 def test_greedy_says_none_where_no_set_passes() -> None:
     passes, _ = _needs("zz")
     assert greedy_keep_set({"a": 0.1, "b": 0.2}, passes).nodes is None
@@ -133,6 +145,8 @@ def test_seeded_edits_change_what_they_say_and_nothing_else() -> None:
     assert not np.allclose(_out(seeded.perturb_weights(model, "conv2", 0.05)), base)
     np.testing.assert_allclose(_out(seeded.outlier_channel(model, "conv1", "conv2", channel=3)), base, rtol=1e-4,
                                atol=1e-5)
+    with pytest.raises(ValueError, match="not a chain"):  # conv2's output does not reach conv1
+        seeded.outlier_channel(model, "conv2", "conv1")
     assert not np.allclose(_out(seeded.clip_activation(model, "relu1", high=0.1)), base)
     rounded = _out(seeded.round_through_fp16(model, "conv1"))
     assert not np.array_equal(rounded, base) and np.allclose(rounded, base, rtol=1e-2, atol=1e-2)
