@@ -426,7 +426,8 @@ def _tolerance(model: str, precision: str) -> Any:
 
 def keep_table(results: Sequence[Any]) -> str:
     lines = ["| case | int8 failure | quantized nodes | keep-set (greedy, pruned) | prefix by bisection | "
-             "set / prefix | applied with `keep_fp32` | quantizer runs (search and bisection) | s |", "|---|---|---|---|---|---|---|---|---|"]
+             "set / prefix | applied with `keep_fp32` | quantizer runs (search and bisection) | s |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         size = "none found" if r.keep is None else str(len(r.keep))
         ratio = "-" if not r.keep or not r.prefix else f"{len(r.keep) / r.prefix:.2f}"
