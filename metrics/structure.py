@@ -17,8 +17,12 @@ SIZE_TOLERANCE = 0.01
 
 
 def changed_keys(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
-    """The keys whose counts differ, in the order the line names them (what metrics/attribution.py scores)."""
-    return [key for key in sorted(set(before) | set(after)) if before.get(key, 0) != after.get(key, 0)]
+    """The keys whose counts differ, in the order the line names them (what metrics/attribution.py scores): those
+    that appear or disappear first (a fusion lost or gained: Attention 6 -> 0), then by the size of the change, then
+    by name. Why not by name alone: a lost Attention fusion was named after its parts ("Add 18 -> 42" first)."""
+    changed = [key for key in set(before) | set(after) if before.get(key, 0) != after.get(key, 0)]
+    return sorted(changed, key=lambda k: (bool(before.get(k, 0)) and bool(after.get(k, 0)),
+                                          -abs(after.get(k, 0) - before.get(k, 0)), k))
 
 
 def _histogram_change(what: str, before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> str | None:

@@ -43,11 +43,12 @@ def test_score_counts_only_cases_run_and_beyond_the_threshold() -> None:
     assert "| 33% | 67% | 1 |" in text and "needs CUDA" in text and "miss" in text and "(< 3 %)" in text
 
 
-def test_changed_keys_are_what_the_structure_line_names_in_its_order() -> None:
-    before, after = {"Conv": 2, "Relu": 0, "Add": 1}, {"Conv": 2, "FusedConv": 1, "Add": 3}
-    assert changed_keys(before, after) == ["Add", "FusedConv"]
+def test_changed_keys_name_what_appears_or_disappears_first_then_the_largest_change() -> None:
+    before = {"Attention": 6, "MatMul": 18, "Add": 30, "Softmax": 0, "Conv": 2, "Gelu": 1}
+    after = {"MatMul": 42, "Add": 31, "Softmax": 6, "Conv": 2, "Gelu": 3}
+    assert changed_keys(before, after) == ["Attention", "Softmax", "MatMul", "Gelu", "Add"]
     assert cell_changes({"precision_census": {"ops": before}}, {"precision_census": {"ops": after}}) == [
-        "compute nodes as run: Add 1 -> 3, FusedConv 0 -> 1"]
+        "compute nodes as run: Attention 6 -> 0, Softmax 0 -> 6, MatMul 18 -> 42, Gelu 1 -> 3, Add 30 -> 31"]
 
 
 # ------------------------------------------------------------------------------------------------ keep-set
