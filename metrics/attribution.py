@@ -110,7 +110,9 @@ def _effect(o: Outcome) -> str:
         return "not run"
     if o.kind == "layer":
         return f"1-cos {o.effect:.2g}" + ("" if o.beyond else " (within tolerance)")
-    return f"{o.effect:+.1%}" + ("" if o.beyond else " (< 3 %)")
+    if o.beyond:
+        return f"{o.effect:+.1%}"
+    return f"{o.effect:+.1%}" + (" (< 3 %)" if abs(o.effect) < MIN_LATENCY_CHANGE else " (not scored: see the change)")
 
 
 def table(outcomes: Sequence[Outcome]) -> str:

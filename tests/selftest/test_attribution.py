@@ -31,16 +31,18 @@ def test_score_counts_only_cases_run_and_beyond_the_threshold() -> None:
         Outcome("b", "node", "m", "c", ("x",), ("y", "z", "x"), 0.10, True),
         Outcome("c", "node", "m", "c", ("x",), ("y",), 0.10, True),
         Outcome("d", "node", "m", "c", ("x",), ("y",), 0.01, False),  # below 3 %: listed, not scored
+        Outcome("g", "node", "m", "undone", ("x",), ("y",), 0.09, False),  # the change did not happen
         Outcome("e", "node", "m", "c", ("x",), device="GPU", not_run="needs CUDA"),
         Outcome("f", "layer", "m", "c", ("t",), ("t",), 0.5, True),
     ]
     by_kind = {s.kind: s for s in score(outcomes)}
     node = by_kind["node"]
-    assert (node.cases, node.scored, node.hits, node.not_run) == (4, 3, (1, 2), 1)
+    assert (node.cases, node.scored, node.hits, node.not_run) == (5, 3, (1, 2), 1)
     assert node.rate(1) == pytest.approx(1 / 3) and node.rate(3) == pytest.approx(2 / 3)
     assert by_kind["layer"].rate(1) == 1.0 and by_kind["op"].rate(1) is None
     text = table(outcomes)
-    assert "| 33% | 67% | 1 |" in text and "needs CUDA" in text and "miss" in text and "(< 3 %)" in text
+    assert "| 33% | 67% | 1 |" in text and "needs CUDA" in text and "miss" in text and "+1.0% (< 3 %)" in text
+    assert "+9.0% (not scored: see the change)" in text
 
 
 def test_changed_keys_name_what_appears_or_disappears_first_then_the_largest_change() -> None:
