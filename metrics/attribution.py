@@ -67,7 +67,13 @@ def matches(named: str, patterns: Iterable[str]) -> bool:
     return any(fnmatchcase(named, p) for p in patterns)
 
 
+#: The truth of a change that changes no op type (an opset, a static batch): naming nothing is the right answer.
+NO_CHANGE = "(no op changes)"
+
+
 def rank_of(named: Sequence[str], truth: Sequence[str]) -> int | None:
+    if NO_CHANGE in truth and not named:
+        return 1
     return next((i + 1 for i, item in enumerate(named) if matches(item, truth)), None)
 
 

@@ -303,7 +303,7 @@ def _feed(kind: str, rows: int, seed: int) -> dict[str, np.ndarray]:
 
 def run_latency(case: LatencyCase, runs: int) -> list[Any]:
     from engines.onnxrt import attribution as ort_attr
-    from metrics.attribution import MIN_LATENCY_CHANGE, Outcome
+    from metrics.attribution import MIN_LATENCY_CHANGE, NO_CHANGE, Outcome
     from metrics.node_profile import node_deltas
     from metrics.structure import changed_keys
 
@@ -324,7 +324,7 @@ def run_latency(case: LatencyCase, runs: int) -> list[Any]:
     ops_before = ort_attr.ops_as_run(before_model, case.baseline.level, case.baseline.disabled)
     ops_after = ort_attr.ops_as_run(after_model, case.current.level, case.current.disabled)
     named_ops = tuple(changed_keys(ops_before, ops_after))
-    truth_ops = case.ops or ("(no op changes)",)
+    truth_ops = case.ops or (NO_CHANGE,)
     if case.new_or_gone:  # an op type only one run has: the undone fusion's parts (Add, Softmax for Attention)
         truth_ops = (*truth_ops, *(op for op in named_ops if not ops_before.get(op, 0) or not ops_after.get(op, 0)))
     change = case.change

@@ -23,6 +23,7 @@ def test_rank_is_the_first_named_item_matching_any_truth_pattern() -> None:
     assert rank_of(named, ("Add x", "*_dup*")) == 2
     assert rank_of(named, ("Relu *",)) is None
     assert rank_of((), ("*",)) is None
+    assert rank_of((), ("(no op changes)",)) == 1 and rank_of(("Add",), ("(no op changes)",)) is None
 
 
 def test_score_counts_only_cases_run_and_beyond_the_threshold() -> None:
