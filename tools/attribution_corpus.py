@@ -120,7 +120,7 @@ class Models:
 
 def _fuse_bert(src: Path, dst: Path, disabled: dict[str, bool]) -> Path:
     """ONNX Runtime's BERT fusions as suite's ``transformer_fusion = "bert"`` makes them, with some turned off."""
-    from engines.onnxrt.backend import import_onnxruntime
+    from engines.ort_import import import_onnxruntime
 
     import_onnxruntime()
     from onnxruntime.transformers.fusion_options import FusionOptions

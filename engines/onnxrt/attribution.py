@@ -22,7 +22,7 @@ import onnx
 
 from engines.onnx.intermediates import collect_layer_pairs, session_inputs
 from engines.onnx.precision_census import precision_census
-from engines.onnxrt.backend import import_onnxruntime
+from engines.ort_import import import_onnxruntime
 from metrics import Tolerance, compare_outputs
 from metrics.localize import LayerComparison, compare_layers
 from metrics.node_profile import node_times_us
