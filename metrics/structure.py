@@ -16,12 +16,20 @@ from typing import Any
 SIZE_TOLERANCE = 0.01
 
 
+def changed_keys(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+    """The keys whose counts differ, in the order the line names them (what metrics/attribution.py scores): those
+    that appear or disappear first (a fusion lost or gained: Attention 6 -> 0), then by the size of the change, then
+    by name. Why not by name alone: a lost Attention fusion was named after its parts ("Add 18 -> 42" first)."""
+    changed = [key for key in set(before) | set(after) if before.get(key, 0) != after.get(key, 0)]
+    return sorted(changed, key=lambda k: (bool(before.get(k, 0)) and bool(after.get(k, 0)),
+                                          -abs(after.get(k, 0) - before.get(k, 0)), k))
+
+
 def _histogram_change(what: str, before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> str | None:
-    """'WHAT: Conv 2 -> 0, FusedConv 0 -> 2' over the keys whose counts differ, sorted by name; None if none."""
+    """'WHAT: Conv 2 -> 0, FusedConv 0 -> 2' over the keys whose counts differ (``changed_keys``); None if none."""
     if before is None or after is None:
         return None
-    changed = [f"{key} {before.get(key, 0)} -> {after.get(key, 0)}" for key in sorted(set(before) | set(after))
-               if before.get(key, 0) != after.get(key, 0)]
+    changed = [f"{key} {before.get(key, 0)} -> {after.get(key, 0)}" for key in changed_keys(before, after)]
     return f"{what}: {', '.join(changed)}" if changed else None
 
 

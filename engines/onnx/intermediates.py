@@ -30,7 +30,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto
 
-from engines.onnx.matching import pair_layers
+from engines.onnx.matching import pair_layers, reorder_blocked
 from metrics.localize import LayerPair
 
 if TYPE_CHECKING:
@@ -185,7 +185,8 @@ def collect_layer_pairs(reference_path: Path, engine_path: Path, feed: Mapping[s
             run = onnx.load(str(optimized))
             replay = engine_options()
             replay.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-            arrays = run_all(mark_all_outputs(run), feed, replay, providers)
+            arrays = run_all(mark_all_outputs(reorder_blocked(reference, original, run, ref_arrays)), feed, replay,
+                             providers)
             mode = "replay of ONNX Runtime's optimized graph, every tensor marked"
         except Exception as exc:  # compiled nodes (TensorRT EP) cannot be saved
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__

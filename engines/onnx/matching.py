@@ -45,6 +45,8 @@ MOVEMENT_OPS = frozenset({
 _ALIAS_OPS = frozenset({"Cast", "Identity", "QuantizeLinear", "DequantizeLinear", "Transpose",
                         "ReorderInput", "ReorderOutput"})
 _NCHWC = "com.microsoft.nchwc"
+#: The suffix of an NCHWc tensor read back into NCHW (``reorder_blocked``).
+REORDERED = "::nchw"
 _TOKEN_SUFFIX = re.compile(r"(_token_\d+)+$")
 #: (op_type) -> positions of (scale, zero point) of the node's quantized output.
 _QUANT_OUTPUT_PARAMS = {
@@ -113,6 +115,25 @@ class TensorMatch:
     engine: dict[str, list[EngineTensor]]  # reference name -> candidates in engine-graph order
     blocked: set[str] = field(default_factory=set)  # engine tensors in the blocked NCHWc layout
     blocked_refs: set[str] = field(default_factory=set)  # reference tensors the engine holds only in that layout
+    blocked_as: dict[str, str] = field(default_factory=dict)  # blocked engine tensor -> the reference tensor it holds
+
+
+def reorder_blocked(reference: onnx.ModelProto, original: onnx.ModelProto, run: onnx.ModelProto,
+                    ref_arrays: Mapping[str, np.ndarray]) -> onnx.ModelProto:
+    """A copy of ``run`` where every NCHWc tensor that holds a reference tensor is also read back into NCHW by
+    ONNX Runtime's own ``ReorderOutput`` (with the reference's channel count: blocked channels are padded), as
+    ``<tensor>::nchw``. Why: at ORT_ENABLE_ALL on x86 every Conv runs in the blocked layout, and without this
+    the localizer compared 3 of ResNet-18's 49 tensors (docs/attribution.md); the reordered copy is the value
+    the next plain node would read."""
+    out = onnx.ModelProto()
+    out.CopyFrom(run)
+    for name, ref in match_tensors(reference, original, run).blocked_as.items():
+        value = ref_arrays.get(ref)
+        if value is None or value.ndim != 4:
+            continue
+        out.graph.node.append(onnx.helper.make_node("ReorderOutput", [name], [name + REORDERED], domain=_NCHWC,
+                                                    name=name + REORDERED, channels=int(value.shape[1])))
+    return out
 
 
 def reference_tensors(model: onnx.ModelProto) -> list[ReferenceTensor]:
@@ -156,6 +177,8 @@ def match_tensors(reference: onnx.ModelProto, original: onnx.ModelProto,
 
     blocked: set[str] = set()
     blocked_refs: set[str] = set()
+    blocked_as: dict[str, str] = {}
+    op_of = {row.name: row.op_type for row in rows}
     found: dict[str, list[EngineTensor]] = {}
     for node in run.graph.node:
         is_blocked = (node.domain == _NCHWC and node.op_type != "ReorderOutput") or (
@@ -175,12 +198,17 @@ def match_tensors(reference: onnx.ModelProto, original: onnx.ModelProto,
                     ref = by_class.get(classes.find(node.name[: -len("_nchwc")]))
                 if ref is not None:
                     blocked_refs.add(ref)
+                    if _holds(node, op_of.get(ref, "")):
+                        blocked_as[name] = ref
+                        # read through the ReorderOutput the replay adds (reorder_blocked)
+                        found.setdefault(ref, []).append(EngineTensor(name + REORDERED, None,
+                                                                      f"NCHWc {name} reordered"))
                 continue
             if ref is None:
                 continue
             quant = _quant_params(name, producers, consumers, initializers)
             found.setdefault(ref, []).append(EngineTensor(name, quant, how))
-    return TensorMatch(rows, found, blocked, blocked_refs)
+    return TensorMatch(rows, found, blocked, blocked_refs, blocked_as)
 
 
 @dataclass(frozen=True)
@@ -222,6 +250,8 @@ def engine_value(candidate: EngineTensor, arrays: Mapping[str, np.ndarray], init
             notes.append("NHWC->NCHW")
         else:
             return None
+    if candidate.name.endswith(REORDERED):
+        notes.append("NCHWc->NCHW")
     if candidate.how != "name":
         notes.insert(0, f"engine tensor {candidate.name!r}")
     return EngineValue(value, representable, ", ".join(notes))
@@ -265,6 +295,18 @@ def pair_layers(reference: onnx.ModelProto, ref_arrays: Mapping[str, np.ndarray]
 
 # ---------------------------------------------------------------------------------------------------------
 # helpers
+
+
+def _holds(node: onnx.NodeProto, ref_op: str) -> bool:
+    """Whether a blocked node's output is the value of the reference tensor its name points to. An NCHWc Conv named
+    after a Conv's output but with a residual added (its ``Sum`` input) or an activation applied holds the Add's or
+    the activation's value, not that Conv's (ResNet-18: ``getitem_6_nchwc`` is conv + residual + Relu)."""
+    if node.domain != _NCHWC or node.op_type != "Conv":
+        return True
+    if len(node.input) > 3 and node.input[3]:
+        return False
+    activation = next((a.s.decode() for a in node.attribute if a.name == "activation"), "")
+    return ref_op == (activation or "Conv")
 
 
 def _types(model: onnx.ModelProto) -> dict[str, int]:

@@ -80,9 +80,11 @@ def _input_dtypes(path: Path) -> dict[str, np.dtype[Any]]:
 
 
 def quantize_qdq(src: Path, dst: Path, feeds: Mapping[str, np.ndarray], options: Mapping[str, Any],
-                 model_name: str) -> None:
+                 model_name: str, calibration_cache: Path | None = None) -> None:
     """Calibrate on every row of ``feeds`` (any count) and write the QDQ model; only float tensors are
-    quantized, so integer and bool inputs (token ids, masks) pass through unchanged."""
+    quantized, so integer and bool inputs (token ids, masks) pass through unchanged. ``keep_fp32`` in ``options``:
+    nodes left unquantized. ``calibration_cache``: the ranges kept in (and read back from) that file, so that a
+    search over ``keep_fp32`` sets (tools/attribution_corpus.py) calibrates once."""
     from engines.ort_import import import_onnxruntime
 
     import_onnxruntime()  # telemetry off before the quantizer's calibration sessions
@@ -111,6 +113,8 @@ def quantize_qdq(src: Path, dst: Path, feeds: Mapping[str, np.ndarray], options:
                 str(prepared), str(dst), reader, quant_format=QuantFormat.QDQ,
                 per_channel=bool(options.get("per_channel", True)), activation_type=QuantType.QInt8,
                 weight_type=QuantType.QInt8, calibrate_method=methods[method], extra_options=extra,
+                nodes_to_exclude=list(options.get("keep_fp32", ())),
+                **({"calibration_cache_path": str(calibration_cache)} if calibration_cache is not None else {}),
             )
     except Exception as exc:
         raise EngineBuildError(f"int8 calibration of {model_name!r} ({method}, {rows} rows) failed: "

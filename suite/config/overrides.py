@@ -38,7 +38,7 @@ _PRECISION_KEYS = {"parity", "accuracy", "generated"}
 _PARITY_KEYS = set(Tolerance.__dataclass_fields__)
 # min_top1/min_top5 are per model (absolute floors), the rest per precision (relative to the reference).
 _ACCURACY_KEYS = set(AccuracyThreshold.__dataclass_fields__) - {"min_top1", "min_top5"}
-_INT8_KEYS = {"method", "samples", "percentile", "per_channel"}
+_INT8_KEYS = {"method", "samples", "percentile", "per_channel", "keep_fp32"}
 # What each backend reads from [engine_options.ENGINE] (README "Configuration reference"); a typo is an error,
 # not an option silently ignored.
 _ENGINE_OPTION_KEYS = {
@@ -126,6 +126,11 @@ def _parse_int8(where: str, table: Any, base: Int8Options | None = None) -> Int8
                                                               lo_open=True))
     if "per_channel" in table:
         out = dataclasses.replace(out, per_channel=read_bool(f"{where}.per_channel", table["per_channel"]))
+    if "keep_fp32" in table:
+        names = table["keep_fp32"]
+        if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+            raise ConfigError(f"{where}.keep_fp32: expected a list of node names (strings), got {names!r}")
+        out = dataclasses.replace(out, keep_fp32=tuple(sorted(set(names))))
     return out
 
 

@@ -42,10 +42,15 @@ class Int8Options:
     samples: int = 256
     percentile: float = 99.999
     per_channel: bool = True
+    #: Nodes the quantizer leaves in fp32 (``nodes_to_exclude``): the keep-set tools/attribution_corpus.py finds.
+    keep_fp32: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
-        return {"method": self.method, "samples": self.samples, "percentile": self.percentile,
-                "per_channel": self.per_channel}
+        out: dict[str, Any] = {"method": self.method, "samples": self.samples, "percentile": self.percentile,
+                               "per_channel": self.per_channel}
+        if self.keep_fp32:  # only when set: every other int8 cell keeps its cache key
+            out["keep_fp32"] = list(self.keep_fp32)
+        return out
 
 
 #: The most timed rounds a latency case may ask for ([latency].rounds, --latency-rounds). A billion rounds ran until

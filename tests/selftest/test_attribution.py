@@ -1,0 +1,217 @@
+"""The attribution corpus's pieces (issue 46), fast: scoring, the keep-set search, the seeded graph edits on a tiny
+convolution net, the int8 keep_fp32 option, and the localizer reading NCHWc tensors back. The corpus itself (three
+real models, minutes) is the command tools/attribution_corpus.py, not a self-test."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from metrics import Tolerance
+from metrics.attribution import Outcome, rank_of, score, table
+from metrics.keep_set import bisect_prefix, greedy_keep_set
+from metrics.structure import cell_changes, changed_keys
+
+# ------------------------------------------------------------------------------------------------ scoring
+
+
+def test_rank_is_the_first_named_item_matching_any_truth_pattern() -> None:
+    named = ("Conv relu_3_nchwc", "Conv getitem_9_dup_zeroed_nchwc", "Add x")
+    assert rank_of(named, ("*_dup*",)) == 2
+    assert rank_of(named, ("Add x", "*_dup*")) == 2
+    assert rank_of(named, ("Relu *",)) is None
+    assert rank_of((), ("*",)) is None
+    assert rank_of((), ("(no op changes)",)) == 1 and rank_of(("Add",), ("(no op changes)",)) is None
+
+
+def test_score_counts_only_cases_run_and_beyond_the_threshold() -> None:
+    outcomes = [
+        Outcome("a", "node", "m", "c", ("x",), ("x", "y"), 0.10, True),
+        Outcome("b", "node", "m", "c", ("x",), ("y", "z", "x"), 0.10, True),
+        Outcome("c", "node", "m", "c", ("x",), ("y",), 0.10, True),
+        Outcome("d", "node", "m", "c", ("x",), ("y",), 0.01, False),  # below 3 %: listed, not scored
+        Outcome("g", "node", "m", "undone", ("x",), ("y",), 0.09, False),  # the change did not happen
+        Outcome("e", "node", "m", "c", ("x",), device="GPU", not_run="needs CUDA"),
+        Outcome("f", "layer", "m", "c", ("t",), ("t",), 0.5, True),
+    ]
+    by_kind = {s.kind: s for s in score(outcomes)}
+    node = by_kind["node"]
+    assert (node.cases, node.scored, node.hits, node.not_run) == (5, 3, (1, 2), 1)
+    assert node.rate(1) == pytest.approx(1 / 3) and node.rate(3) == pytest.approx(2 / 3)
+    assert by_kind["layer"].rate(1) == 1.0 and by_kind["op"].rate(1) is None
+    text = table(outcomes)
+    assert "| 33% | 67% | 1 |" in text and "needs CUDA" in text and "miss" in text and "+1.0% (< 3 %)" in text
+    assert "+9.0% (not scored: see the change)" in text
+
+
+def test_changed_keys_name_what_appears_or_disappears_first_then_the_largest_change() -> None:
+    before = {"Attention": 6, "MatMul": 18, "Add": 30, "Softmax": 0, "Conv": 2, "Gelu": 1}
+    after = {"MatMul": 42, "Add": 31, "Softmax": 6, "Conv": 2, "Gelu": 3}
+    assert changed_keys(before, after) == ["Attention", "Softmax", "MatMul", "Gelu", "Add"]
+    assert cell_changes({"precision_census": {"ops": before}}, {"precision_census": {"ops": after}}) == [
+        "compute nodes as run: Attention 6 -> 0, Softmax 0 -> 6, MatMul 18 -> 42, Gelu 1 -> 3, Add 30 -> 31"]
+
+
+# ------------------------------------------------------------------------------------------------ keep-set
+
+
+def _needs(*nodes: str):
+    calls: list[frozenset[str]] = []
+
+    def passes(keep: frozenset[str]) -> bool:
+        calls.append(keep)
+        return set(nodes) <= keep
+
+    return passes, calls
+
+
+def test_greedy_adds_by_error_alone_then_prunes_what_the_rest_does_not_need() -> None:
+    passes, _ = _needs("b", "e")
+    # a alone helps most (a red herring), then b, c, e
+    alone = {"a": 0.1, "b": 0.2, "c": 0.3, "d": 0.9, "e": 0.4, "f": 0.8}
+    found = greedy_keep_set(alone, passes)
+    assert found.nodes == ("b", "e")
+    assert found.order[:4] == ("a", "b", "c", "e")
+
+
+def test_greedy_grows_in_doubling_chunks_and_stops_at_its_budget() -> None:
+    alone = {f"n{i:02d}": i / 100 for i in range(40)}
+    passes, calls = _needs("n00", "n20")
+    found = greedy_keep_set(alone, passes)
+    assert found.nodes == ("n00", "n20") and found.pruned
+    assert [len(c) for c in calls[:6]] == [1, 2, 4, 8, 16, 32]  # 1, 1, 2, 4, 8, 16 added
+    assert len(calls) == 6 + 32  # then each of the 32 tried without
+    capped = greedy_keep_set(alone, _needs("n00", "n20")[0], budget=10)
+    assert not capped.pruned and capped.tried == 10 and {"n00", "n20"} <= set(capped.nodes or ())
+    assert greedy_keep_set(alone, _needs("n00", "n20")[0], budget=3).nodes is None
+
+
+def test_greedy_says_none_where_no_set_passes() -> None:
+    passes, _ = _needs("zz")
+    assert greedy_keep_set({"a": 0.1, "b": 0.2}, passes).nodes is None
+
+
+def test_bisection_keeps_the_prefix_up_to_the_last_node_needed() -> None:
+    order = [f"n{i}" for i in range(20)]
+    passes, calls = _needs("n3", "n12")
+    assert bisect_prefix(order, passes) == (13, len(calls))
+    assert bisect_prefix(order, _needs()[0])[0] == 0
+    assert bisect_prefix(order, _needs("other")[0])[0] is None
+
+
+# ------------------------------------------------------------------------------------------------ graph edits
+
+
+def _tiny_cnn(channels: int = 16, residual: bool = False) -> onnx.ModelProto:
+    """image (N, 3, 8, 8) -> Conv -> Relu -> Conv -> Relu -> output (``residual``: the last Relu replaced by
+    + the first Relu's output, then a third Conv): seeded weights."""
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal((channels, 3, 3, 3)).astype(np.float32) * 0.3, "w1"),
+             numpy_helper.from_array(rng.standard_normal(channels).astype(np.float32) * 0.1, "b1"),
+             numpy_helper.from_array(rng.standard_normal((channels, channels, 3, 3)).astype(np.float32) * 0.1, "w2"),
+             numpy_helper.from_array(rng.standard_normal(channels).astype(np.float32) * 0.1, "b2")]
+    nodes = [helper.make_node("Conv", ["image", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+             helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c2"], ["out"], name="relu2")]
+    if residual:  # no Relu after the sum (an NCHWc Conv whose only fusion is the residual), then a Conv
+        nodes[3:] = [helper.make_node("Add", ["c2", "r1"], ["s2"], name="add"),
+                     helper.make_node("Conv", ["s2", "w2", "b2"], ["out"], name="conv3", pads=[1, 1, 1, 1])]
+    graph = helper.make_graph(nodes, "tiny", [helper.make_tensor_value_info("image", TensorProto.FLOAT,
+                                                                           ["N", 3, 8, 8])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["N", channels, 8, 8])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+FEED = {"image": np.random.default_rng(1).standard_normal((2, 3, 8, 8)).astype(np.float32)}
+
+
+def _out(model: onnx.ModelProto, level: str = "ORT_DISABLE_ALL") -> np.ndarray:
+    from engines.onnxrt.attribution import run
+
+    return run(model, FEED, level)["out"]
+
+
+def test_seeded_edits_change_what_they_say_and_nothing_else() -> None:
+    from engines.onnx import seeded_changes as seeded
+
+    model = _tiny_cnn()
+    base = _out(model)
+    dup = seeded.duplicate_node(model, "conv2")
+    onnx.checker.check_model(dup)
+    assert {"conv2_dup", "conv2_dup_mul", "conv2_dup_add"} <= {n.name for n in dup.graph.node}
+    np.testing.assert_allclose(_out(dup), base, rtol=0, atol=0)  # twice the work, the same answer
+    assert len(model.graph.node) == 4  # the argument is left alone
+    assert not np.allclose(_out(seeded.perturb_weights(model, "conv2", 0.05)), base)
+    np.testing.assert_allclose(_out(seeded.outlier_channel(model, "conv1", "conv2", channel=3)), base, rtol=1e-4,
+                               atol=1e-5)
+    with pytest.raises(ValueError, match="not a chain"):  # conv2's output does not reach conv1
+        seeded.outlier_channel(model, "conv2", "conv1")
+    assert not np.allclose(_out(seeded.clip_activation(model, "relu1", high=0.1)), base)
+    rounded = _out(seeded.round_through_fp16(model, "conv1"))
+    assert not np.array_equal(rounded, base) and np.allclose(rounded, base, rtol=1e-2, atol=1e-2)
+
+
+def test_keep_set_of_an_outlier_channel_is_found_applied_and_smaller_than_no_set(tmp_path) -> None:
+    """A channel 500x the others between conv1 and conv2 (the fp32 function unchanged) breaks int8; the search
+    through the suite's quantizer finds the nodes around that tensor, and the set applied through keep_fp32
+    passes. The approximate ranking (keep_in_fp32) orders the candidates, the quantizer decides."""
+    from engines.onnx import seeded_changes as seeded
+    from engines.onnxrt.attribution import judge, keep_in_fp32, quantized_nodes
+    from engines.onnxrt.keep_set import Int8Oracle, find_keep_set
+
+    fp32 = seeded.outlier_channel(_tiny_cnn(), "conv1", "conv2", channel=3, scale=500.0)
+    src = tmp_path / "fp32.onnx"
+    onnx.save(fp32, str(src))
+    calibration = {"image": np.random.default_rng(2).standard_normal((16, 3, 8, 8)).astype(np.float32)}
+    tol = Tolerance(rtol=1e-1, atol=5e-2, min_isclose_pct=0.0, min_cosine=0.99)
+    oracle = Int8Oracle(src, calibration, FEED, tol, tmp_path, "tiny")
+    assert not oracle(frozenset())  # the outlier channel breaks int8
+    qdq = onnx.load(str(oracle.quantize((), tmp_path / "int8.onnx")))
+    assert quantized_nodes(qdq) == ["conv1", "relu1", "conv2", "relu2"]
+    assert judge(oracle.reference, {"out": _out(keep_in_fp32(qdq, fp32, ["relu1", "conv2"]), "ORT_ENABLE_ALL")},
+                 tol)[0]  # the approximation: the tensor's readers back in fp32
+    found = find_keep_set("tiny-outlier", oracle)
+    assert found.keep is not None and "relu2" not in found.keep and found.recheck.startswith("passes")
+    assert found.prefix is not None and len(found.keep) <= found.prefix
+    assert found.snippet.startswith("[models.tiny.int8]\nkeep_fp32 = [")
+    for dropped in found.keep:  # pruned: each node of the set is needed
+        assert not oracle(frozenset(found.keep) - {dropped})
+
+
+def test_localizer_reads_nchwc_tensors_back(tmp_path) -> None:
+    """At ORT_ENABLE_ALL on x86 the Convs run in the blocked NCHWc layout; their outputs are compared through a
+    ReorderOutput, not skipped (before: 3 of ResNet-18's 49 tensors compared); a Conv that adds the residual in
+    its kernel holds the sum, not the Conv's output, and is not compared as that."""
+    from engines.onnx.intermediates import collect_layer_pairs, save_optimized
+    from engines.onnxrt.attribution import session_options
+
+    path = tmp_path / "tiny.onnx"
+    onnx.save(_tiny_cnn(residual=True), str(path))
+    optimized = onnx.load(str(save_optimized(path, session_options("ORT_ENABLE_ALL"), ["CPUExecutionProvider"],
+                                             tmp_path / "optimized.onnx")))
+    if not any(n.domain == "com.microsoft.nchwc" for n in optimized.graph.node):
+        pytest.skip("ONNX Runtime chose no NCHWc kernels on this CPU (no AVX2)")
+    found = collect_layer_pairs(path, path, FEED, lambda: session_options("ORT_ENABLE_ALL"), ["CPUExecutionProvider"])
+    assert {p.name for p in found.pairs} >= {"r1", "out"}
+    assert [u for u in found.unmatched if "NCHWc" in u] == ["c2 (NCHWc)"]
+    assert any(p.name == "r1" and p.note.endswith("NCHWc->NCHW") for p in found.pairs)
+    assert "c2" not in {p.name for p in found.pairs}  # its NCHWc Conv adds the residual (s2's value, unnamed)
+    for pair in found.pairs:
+        np.testing.assert_allclose(pair.engine, pair.reference, rtol=1e-4, atol=1e-4)
+
+
+def test_int8_keep_fp32_is_read_from_the_config_and_keyed_only_when_set() -> None:
+    from suite.config import ConfigError
+    from suite.config.overrides import _parse_int8
+    from suite.config.schema import Int8Options
+
+    options = _parse_int8("[int8]", {"keep_fp32": ["b", "a", "a"]})
+    assert options.keep_fp32 == ("a", "b") and options.as_dict()["keep_fp32"] == ["a", "b"]
+    assert "keep_fp32" not in Int8Options().as_dict()
+    with pytest.raises(ConfigError, match="keep_fp32"):
+        _parse_int8("[int8]", {"keep_fp32": "conv2"})
