@@ -19,6 +19,7 @@ from typing import Any
 
 from core.cpuinfo import cpuinfo
 from core.hashing import digest
+from engines import get_backend
 from suite.results import write_json_atomic
 from suite.session import Cell, SuiteSession
 
@@ -65,12 +66,20 @@ def save(session: SuiteSession, engine_facts: dict[str, dict[str, Any]]) -> None
 
 def precision_not_run(session: SuiteSession) -> dict[Cell, str]:
     """The selected cells whose census, recorded under this run's key, says their precision does not run here,
-    each with the census's words."""
+    each with the census's words; where none is recorded, those the engine predicts before any build (ONNX
+    Runtime's kernel registry: a fresh clone's first run no longer collects 24 checks only to leave them not
+    judged). A census recorded under this run's key, either way, outranks a prediction."""
     known = load(session.cache.root)
     out = {}
     for cell in session.cells():
         entry = known.get(cell.id)
-        if isinstance(entry, dict) and entry.get("ok") is False and entry.get("key") == context_key(session, cell):
-            out[cell] = (f"{cell.engine} {entry.get('text', '').split(':', 1)[0]} here (the precision census of "
-                         f"the run of {entry.get('recorded')}, docs/localization.md)")
+        if isinstance(entry, dict) and entry.get("key") == context_key(session, cell):
+            if entry.get("ok") is False:
+                out[cell] = (f"{cell.engine} {entry.get('text', '').split(':', 1)[0]} here (the precision census "
+                             f"of the run of {entry.get('recorded')}, docs/localization.md)")
+            continue
+        predict = getattr(get_backend(cell.engine), "predicted_precision_not_run", None)
+        predicted = predict(session.request(cell)) if predict is not None else None
+        if predicted:
+            out[cell] = f"{cell.engine} {predicted}"
     return out

@@ -61,6 +61,11 @@ for _kind, _ops in {
     for _op in _ops:
         _KIND_OF[_op] = _kind
 _KIND_TEXT = {"matmul": "conv/gemm/matmul"}
+
+
+def kind_of(op_type: str) -> str | None:
+    """The kind (KINDS) the census counts ``op_type`` as; None for a node that computes nothing it counts."""
+    return _KIND_OF.get(op_type)
 _INTEGER_COMPUTE = ("QLinear", "QGemm", "ConvInteger", "MatMulInteger", "QAttention", "DynamicQuantizeMatMul",
                     "MatMulIntegerToFloat")
 PRECISION_OF_TYPE: dict[int, str] = {

@@ -30,6 +30,7 @@ from engines.base import (
 )
 from engines.feeds import Feed, as_input_dtype, check_feed
 from engines.onnx.export import onnx_facts
+from engines.onnxrt.kernel_registry import no_compute_kernels
 from engines.ort_import import import_onnxruntime
 from metrics.node_profile import node_times_us
 
@@ -369,6 +370,16 @@ class OnnxRuntimeBackend:
             return ("transformer_fusion makes ONNX Runtime contrib operators (Attention, SkipLayerNormalization) that "
                     "the TensorrtExecutionProvider does not take: fused graphs run on the CPU and CUDA EPs")
         return None
+
+    def predicted_precision_not_run(self, request: EngineRequest) -> str | None:
+        """Before anything is built: why a plainly exported cell would compute nothing in its precision here (the
+        execution provider's kernel registry, engines/onnxrt/kernel_registry.py), or None. A fused graph's contrib
+        ops are not predicted; the precision census of the built engine decides those."""
+        try:
+            ep = execution_provider(request)
+        except ValueError:
+            return None
+        return None if transformer_fusion(request) else no_compute_kernels(ep, request.precision)
 
     def skip_reason(self, request: EngineRequest) -> str | None:
         try:
