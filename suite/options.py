@@ -24,11 +24,9 @@ _CWD_STORAGE = "file://./.benchmarks"
 
 @dataclass(frozen=True)
 class SuiteOptions:
-    """Every command-line value the suite reads, its own and other plugins', read once per process (``read_options``)
-    so that no module reads an option raw and no two see two forms of one value (``--device cuda`` was ``cuda`` in
-    some fingerprints and ``cuda:0`` in others). The defaults are the options' own (a self-test's fake run starts
-    from them). Values are as parsed; what needs the config is checked in pytest_configure (``check_options``,
-    suite/configure.py, suite/gate/state.py), with the same usage errors."""
+    """Every command-line value the suite reads, its own and other plugins', read once per process: no module reads
+    an option raw, and none sees another form of a value (``--device cuda`` was ``cuda`` in some fingerprints and
+    ``cuda:0`` in others). The defaults are the options' own; values are as parsed, checked in pytest_configure."""
 
     suite_config: str = str(_ROOT / "suite.toml")
     models: str | None = None
