@@ -24,6 +24,7 @@ from metrics.regression import compare_latency
 from suite import verdict
 from suite.gate.coverage import benchmark_compared
 from suite.gate.state import gate_of
+from suite.options import options_of
 
 LABEL = "pytest-benchmark --benchmark-compare-fail"
 
@@ -107,7 +108,7 @@ def take_regressions(config: pytest.Config, ledger: verdict.Ledger) -> None:
         if case and case.fullname not in compared:
             ledger.add_component(case.fullname, verdict.Component(
                 LABEL, verdict.NOT_JUDGED, "no-baseline",
-                f"the compared run ({config.getoption('benchmark_compare')}) has no case named {case.fullname}"))
+                f"the compared run ({options_of(config).benchmark_compare}) has no case named {case.fullname}"))
     on_reports = config.stash.get(_ON_REPORTS, set())
     found = list(bench.performance_regressions or [])
     bench.performance_regressions.clear()

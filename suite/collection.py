@@ -40,10 +40,10 @@ LATENCY_UNJUDGED = ("latency cases with nothing to judge them against (no --late
                     "a later --latency-baseline last:K")
 
 #: Options with which a run judges latency cases, keeps their times, or asks for latency by name: with any of them the
-#: cases are collected (pytest's dest names for pytest-benchmark's options, the suite's flags for its own).
-_LATENCY_WANTED = ("--latency-baseline", "benchmark_compare_fail", "benchmark_save", "benchmark_autosave",
-                   "benchmark_json", "benchmark_disable", "--latency-rounds", "--latency-batch-sizes",
-                   "--latency-paths", "--node-profile", "--kernel-profile", "--inject-slowdown")
+#: cases are collected (fields of suite/options.py's SuiteOptions: pytest-benchmark's options and the suite's own).
+_LATENCY_WANTED = ("latency_baseline", "benchmark_compare_fail", "benchmark_save", "benchmark_autosave",
+                   "benchmark_json", "benchmark_disable", "latency_rounds", "latency_batch_sizes",
+                   "latency_paths", "node_profile", "kernel_profile", "inject_slowdown")
 
 #: pytest-benchmark's --benchmark-only / --benchmark-skip mark what they leave out with these skips.
 _BENCHMARK_FILTERS = ("Skipping non-benchmark (--benchmark-only active).",
@@ -64,14 +64,15 @@ def latency_unjudged(config: pytest.Config) -> bool:
     --latency-baseline or --benchmark-compare-fail judges them, no --benchmark-save, -autosave or -json keeps their
     times, and no latency option asks for them. Timed and thrown away, they were 34 of the CPU tier's 125 checks,
     each 'not judged (no-baseline)' (issue 47)."""
-    return not any(config.getoption(name, None) for name in _LATENCY_WANTED)
+    given = options.options_of(config)
+    return not any(getattr(given, name) for name in _LATENCY_WANTED)
 
 
 def asked_for(config: pytest.Config, path: Path, marker: str) -> bool:
     """Whether the command line asks by name for the checks of tests/MARKER at ``path`` (a test file, or that
     folder): ``-m`` naming the marker, or an argument at or below the folder that holds ``path`` (a test id, its
     file, the folder). pytest's default testpaths name nothing."""
-    if re.search(rf"\b{marker}\b", config.getoption("markexpr", "") or ""):
+    if re.search(rf"\b{marker}\b", options.options_of(config).markexpr):
         return True
     if config.args_source != pytest.Config.ArgsSource.ARGS:
         return False
@@ -104,8 +105,8 @@ def cannot_run_here(config: pytest.Config) -> dict[Cell, str]:
     collected and reported as before (not judged, or failed where required); so are all the cells of a required
     engine none of whose cells can run here, so that the run fails naming why (_required_engines_judged)."""
     session, state = suite_session(config), config.stash[RUN_KEY]
-    named = (set(options.split_list(config.getoption("--engines")) or ())
-             | set(options.split_list(config.getoption("--precisions")) or ()))
+    given = options.options_of(config)
+    named = set(options.split_list(given.engines) or ()) | set(options.split_list(given.precisions) or ())
     cells = session.cells()
     census = census_record.precision_not_run(session)
     out: dict[Cell, str] = {}
@@ -126,7 +127,7 @@ def select_and_order(config: pytest.Config, items: list[pytest.Item]) -> None:
     check unless asked for (--rebuild-check N >= 2), and what --benchmark-only or --benchmark-skip leave out
     (after pytest-benchmark has marked it: the hook is trylast), as -m and -k would. The rest runs a model, and
     within it a cell, at a time (suite/lifetime.py)."""
-    n = config.getoption("--rebuild-check")
+    n = options.options_of(config).rebuild_check
     if n and n < 2:
         raise pytest.UsageError(f"--rebuild-check {n}: at least 2 builds are needed to compare")
 
@@ -189,7 +190,7 @@ def not_collected_lines(config: pytest.Config) -> list[str]:
     checks of which cells (an xdist controller, which collects nothing, has its workers' deselection: the same
     cells, from the same rule; it names the cells without a count of checks)."""
     left = config.stash.get(NOT_COLLECTED_KEY, None)
-    if left is None and config.getoption("numprocesses", None):
+    if left is None and options.options_of(config).numprocesses:
         left = {}
         for cell, reason in cannot_run_here(config).items():
             left.setdefault(reason, ([], 0))[0].append(cell.id)
@@ -233,7 +234,7 @@ def harness_left_out(config: pytest.Config) -> bool:
     """The harness-overhead check times CUDA events: off CUDA it is left out, unless asked for by --overhead-model
     or by naming its file (then each case is reported: not judged, unsupported)."""
     named = any(Path(arg.partition("::")[0]).name == HARNESS_TEST.partition("::")[0] for arg in config.args)
-    return not (suite_session(config).device.startswith("cuda") or named or config.getoption("--overhead-model"))
+    return not (suite_session(config).device.startswith("cuda") or named or options.options_of(config).overhead_model)
 
 
 def some_names(names: list[str], shown: int = 4) -> str:

@@ -36,14 +36,15 @@ _ROOT = Path(__file__).resolve().parent.parent
 def configure(config: pytest.Config) -> None:
     """pytest_configure's work, once a SIGTERM during start-up has had its say (suite/interrupts.py)."""
     _add_markers(config)
-    if config.option.verbose < 2:
+    given = options.options_of(config)  # the run's options, read once (suite/options.py)
+    if given.verbose < 2:
         # On CI (the CI variable set), pytest's short summary repeats each failure's whole message; a parity
         # failure's message, with its localization and bisect tables, is 30 lines the long report just gave.
         # One line per failure there, as pytest prints off CI; -vv still prints it whole.
         config.option.force_short_summary = True
     loaded, suite_config, engines_option = _selected_config(config)
     device, gpus = _checked_device(config, suite_config)
-    accept = config.getoption("--accept-not-judged")
+    accept = given.accept_not_judged
     try:
         accepted = (verdict.check_reasons(accept.split(","), "--accept-not-judged") if accept is not None
                     else suite_config.accept_not_judged)
@@ -63,10 +64,10 @@ def configure(config: pytest.Config) -> None:
     for noisy in ("onnxscript", "onnx_ir", "torch.onnx", "torch._dynamo", "torch.export"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     cache = _engine_cache(config)
-    if config.getoption("benchmark_storage", None) == "file://./.benchmarks":  # pytest-benchmark's cwd default
-        config.option.benchmark_storage = f"file://{_ROOT / '.benchmarks'}"  # the project's, whatever the cwd
+    if given.benchmark_storage is not None:  # its cwd default made the project's, whatever the cwd (suite/options.py)
+        config.option.benchmark_storage = given.benchmark_storage
     session = SuiteSession(suite_config, cache, device)
-    results = config.getoption("--suite-results")
+    results = given.suite_results
     if results:
         session.stream_records_to(Path(f"{results}.partial.jsonl"))
     config.stash[SESSION_KEY] = session
@@ -87,21 +88,22 @@ def _add_markers(config: pytest.Config) -> None:
 def _selected_config(config: pytest.Config) -> tuple[SuiteConfig, SuiteConfig, list[str] | None]:
     """(the config as read, the config narrowed by --models/--engines/--precisions, --engines' list), with the
     options checked against it: the config file's errors, then the options'."""
-    engines_option = options.split_list(config.getoption("--engines"))
+    given = options.options_of(config)
+    engines_option = options.split_list(given.engines)
     try:
-        loaded = load_config(config.getoption("--suite-config"))
+        loaded = load_config(given.suite_config)
     except ConfigError as exc:
         raise pytest.UsageError(f"suite config: {exc}") from exc
     try:  # --models/--engines/--precisions: the option's error, not the config's
-        suite_config = loaded.select(options.split_list(config.getoption("--models")), engines_option,
-                                     options.split_list(config.getoption("--precisions")))
+        suite_config = loaded.select(options.split_list(given.models), engines_option,
+                                     options.split_list(given.precisions))
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from exc
     try:
-        if config.getoption("--latency-batch-sizes") is not None:
-            parse_batch_sizes_option(config.getoption("--latency-batch-sizes"), suite_config.models)
-        if config.getoption("--latency-rounds") is not None:
-            check_rounds_option(config.getoption("--latency-rounds"))
+        if given.latency_batch_sizes is not None:
+            parse_batch_sizes_option(given.latency_batch_sizes, suite_config.models)
+        if given.latency_rounds is not None:
+            check_rounds_option(given.latency_rounds)
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from exc
     options.check_options(config, suite_config)
@@ -109,29 +111,28 @@ def _selected_config(config: pytest.Config) -> tuple[SuiteConfig, SuiteConfig, l
 
 
 def _checked_device(config: pytest.Config, suite_config: SuiteConfig) -> tuple[str, int]:
-    """The run's device, normalised (``cuda`` -> ``cuda:0``), and the visible GPUs: checked against the workers,
-    the config's ``[run] requires`` and pytest-benchmark's comparisons (one process only); the run's root process
-    and each worker's GPUs noted in the environment."""
-    device = config.getoption("--device")
+    """The run's device, normalised (``cuda`` -> ``cuda:0``, suite/options.py), and the visible GPUs: the device as
+    written checked against the workers, the config's ``[run] requires`` and pytest-benchmark's comparisons (one
+    process only); the run's root process and each worker's GPUs noted in the environment."""
+    given = options.options_of(config)
+    device = given.device_requested
     requires = suite_config.requires
     try:
         gpus = check_device(device)
     except DeviceError as exc:
         raise pytest.UsageError(str(exc)) from exc
-    numprocesses = config.getoption("numprocesses", None)
+    numprocesses = given.numprocesses
     why = workers.check_workers(device, numprocesses, gpus)
     if why:
         raise pytest.UsageError(why)
-    if numprocesses and (config.getoption("benchmark_compare", None) or config.getoption("benchmark_compare_fail",
-                                                                                           None)):
+    if numprocesses and (given.benchmark_compare or given.benchmark_compare_fail):
         raise pytest.UsageError("--benchmark-compare/--benchmark-compare-fail compare in one process; under xdist "
                                 "use the suite's gate, --latency-baseline (docs/gating.md)")
     if not is_worker(config):  # the run's root: its process tree is never "other processes" (suite/gate/cpu_meter.py)
         os.environ[SUITE_RUN_PID_ENV] = str(os.getpid())
     if device == "cuda" and not is_worker(config):
         os.environ[workers.WORKER_GPUS_ENV] = ",".join(workers.visible_gpus(gpus))  # read by each worker at import
-    if device == "cuda" or workers.BOUND_GPU is not None:
-        device = "cuda:0"  # every visible GPU (one per worker: its own GPU is its cuda:0)
+    device = given.device  # cuda: every visible GPU (one per worker: its own GPU is its cuda:0)
     if "cuda" in requires and not device.startswith("cuda"):
         raise pytest.UsageError(f"{suite_config.path.name} requires a CUDA device ([run] requires); run with "
                                 "--device cuda:0")
@@ -155,7 +156,7 @@ def _engine_cache(config: pytest.Config) -> ArtifactCache:
             return
         startup_check.progress(config, text, logged=f"{PROGRESS_PREFIX} {text}")
 
-    cache = ArtifactCache(config.getoption("--engine-cache"), on_event=on_event)
+    cache = ArtifactCache(options.options_of(config).engine_cache, on_event=on_event)
     try:
         cache.ensure_usable()
     except CacheUnusable as exc:

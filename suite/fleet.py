@@ -24,7 +24,7 @@ from engines import get_backend
 from suite.benchmark_files import atomic_benchmark_files
 from suite.environment import fingerprint
 from suite.gate.state import gate_of
-from suite.options import collect_only
+from suite.options import collect_only, options_of
 from suite.scheduling import _scheduler_class, load_durations, model_kinship, work_per_model, work_unit_of
 from suite.state import SHARD_KEY, suite_session
 from suite.timeline import PHASES, PhaseClock, Timeline, timed_call
@@ -66,7 +66,7 @@ class FleetPlugin:
         result = yield
         if self.is_worker:
             self.timeline.mark("started")
-        if not self.is_worker and self.config.getoption("numprocesses", None):
+        if not self.is_worker and options_of(self.config).numprocesses:
             self.timeline.mark("start-up check started")
             self.check_early(self.config)
             self.timeline.mark("start-up check done")
@@ -80,7 +80,7 @@ class FleetPlugin:
             self._enable_benchmarks_in_worker()
         else:
             atomic_benchmark_files(self.config)
-        if self.is_worker or not self.config.getoption("numprocesses", None):
+        if self.is_worker or not options_of(self.config).numprocesses:
             suite = suite_session(self.config)
             engines = wanted(suite.device, [e for m in suite.config.models.values() for e in m.engines])
             if engines or self.is_worker:  # a worker's host lane starts once it has collected
@@ -212,7 +212,7 @@ class FleetPlugin:
         bench = getattr(self.config, "_benchmarksession", None)
         if bench is None:
             return
-        if not self.config.getoption("benchmark_disable"):
+        if not options_of(self.config).benchmark_disable:
             bench.disabled = False
             bench.xdist_warning = False
         bench.save = bench.autosave = bench.json = None
@@ -276,12 +276,12 @@ def worker_layout(config: pytest.Config) -> dict[str, Any]:
         return {"worker_count": len(names), "worker_gpus": ",".join(gpus) or "none",
                 "worker_cores": "; ".join(f"{w} {describe_cpus(plugin.worker_affinity.get(w))}"  # type: ignore[union-attr]
                                           for w in names)}
-    numprocesses = config.getoption("numprocesses", None)
+    numprocesses = options_of(config).numprocesses
     if hasattr(config, "workerinput"):
         numprocesses = config.workerinput.get("workercount") or numprocesses
     if numprocesses:
         return {"worker_count": int(numprocesses), "worker_gpus": os.environ.get(WORKER_GPUS_ENV) or "none"}
-    return {"worker_count": 1, "worker_gpus": _own_gpu(config.getoption("--device", "cpu")),
+    return {"worker_count": 1, "worker_gpus": _own_gpu(options_of(config).device),
             "worker_cores": f"main {describe_cpus(_affinity())}"}
 
 

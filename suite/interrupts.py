@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from suite import sigterm
+from suite.options import options_of
 from suite.state import LEDGER_KEY, VERDICT_KEY
 from suite.workers import is_worker
 
@@ -66,7 +67,7 @@ def unconfigure(config: pytest.Config) -> None:
     if _INTERRUPTED and VERDICT_KEY not in config.stash and not is_worker(config):
         # Stopped during start-up (imports, the config, the models' check): no test ran, so there is no
         # verdict block; say so, and that the results file was left as it was.
-        results = config.getoption("--suite-results", None)
+        results = options_of(config).suite_results
         sys.stderr.write(f"suite: interrupted ({_INTERRUPTED[-1]}) during start-up, before any test: nothing was "
                          "judged" + (f"; {results} was left as it was" if results else "") + "\n")
     _INTERRUPTED.clear()  # (pytest.main() may run again in this process)

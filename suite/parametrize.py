@@ -15,7 +15,7 @@ from suite.timing import PATHS
 def latency_shapes(config: pytest.Config, model: ModelConfig) -> tuple[LatencyShape, ...]:
     """The model's latency shapes; --latency-batch-sizes (checked at start-up: each fits some selected model)
     keeps those with these batch sizes, or for a batch-only model times each size within its profile."""
-    chosen = config.getoption("--latency-batch-sizes")
+    chosen = options.options_of(config).latency_batch_sizes
     if chosen is None:
         return model.latency_shapes
     sizes = [int(b) for b in chosen.split(",") if b.strip()]
@@ -47,7 +47,7 @@ def generate_tests(metafunc: pytest.Metafunc) -> None:
         cells = [c for c in session.cells() if not c.is_reference]
         metafunc.parametrize("cell", cells, ids=[c.id for c in cells])
     if "latency_case" in metafunc.fixturenames:
-        paths = options.split_list(metafunc.config.getoption("--latency-paths"))  # checked at start-up
+        paths = options.split_list(options.options_of(metafunc.config).latency_paths)  # checked at start-up
         if not paths:
             paths = ["all"] if session.device == "cpu" else list(PATHS)
         # Graph replay first: a cell's eager case is classified against its replay (suite/bound.py).

@@ -1,7 +1,8 @@
 """The suite's pytest plugin: its hooks, each of which delegates to the module whose concern it is.
 
-- options.py: the options and their start-up checks; configure.py: the run's start (config, device, workers,
-  cache, the run's state and plugin objects); interrupts.py: a SIGTERM or a stop during start-up, internal errors.
+- options.py: the options, read once (SuiteOptions), and their start-up checks; configure.py: the run's start
+  (config, device, workers, cache, the run's state and plugin objects); interrupts.py: a SIGTERM or a stop during
+  start-up, internal errors.
 - parametrize.py: each test's cases from the session's cells; collection.py: what is deselected or cannot run here,
   and the run order; startup_check.py: the start-up check of the collected models.
 - runtest.py: a cell that cannot run, resource errors, engines released after each test; known_failures_runtime.py:
@@ -72,7 +73,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """``-n auto --device cuda``: one worker per visible GPU (suite/fleet.py). A module-level hook, because xdist
     resolves ``auto`` in pytest_cmdline_main, before any plugin object registered at configure time exists."""
-    return workers.auto_workers(config.getoption("--device"), lambda: check_device("cuda"))
+    return workers.auto_workers(options.requested_device(config), lambda: check_device("cuda"))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -99,8 +100,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
     """Every saved benchmark carries the environment it was measured in, and how the run was spread (an xdist
     run's controller writes its merged file with the workers' environment instead: suite/benchmark_files.py)."""
-    machine_info["suite_environment"] = {**fingerprint(config.getoption("--device")), **fleet.worker_layout(config),
-                                         **fleet.shard_environment(config)}
+    machine_info["suite_environment"] = {**fingerprint(options.options_of(config).device),
+                                         **fleet.worker_layout(config), **fleet.shard_environment(config)}
 
 
 def pytest_benchmark_update_json(config: pytest.Config, benchmarks: Any, output_json: dict[str, Any]) -> None:

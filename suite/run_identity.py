@@ -13,6 +13,7 @@ import pytest
 from suite.baseline_environment import config_digest, config_keys
 from suite.gate.state import self_test_knobs
 from suite.gpu_memory import memory_summary
+from suite.options import options_of
 from suite.state import LEDGER_KEY, RUN_KEY, SHARD_KEY, suite_session
 
 _ROOT = Path(__file__).resolve().parent.parent
@@ -24,7 +25,7 @@ def run_info(config: pytest.Config) -> dict[str, Any]:
     suite = suite_session(config)
     fleet_plugin = config.pluginmanager.get_plugin("suite-fleet")
     ended = time.time()
-    return {"config": str(state.config.path), "device": config.getoption("--device"),
+    return {"config": str(state.config.path), "device": options_of(config).device,
             "workers": len(fleet_plugin.worker_phases) or 1,  # type: ignore[union-attr]
             "phases": fleet_plugin.phases(),  # type: ignore[union-attr]
             "worker_seconds": fleet_plugin.worker_seconds(),  # type: ignore[union-attr]

@@ -14,6 +14,7 @@ import pytest
 
 from engines.pytorch.backend import layer_shapes
 from suite.lifetime import model_of_nodeid, unit_of_nodeid
+from suite.options import options_of
 from suite.results import write_json_atomic
 from suite.state import suite_session
 
@@ -176,7 +177,7 @@ def work_unit_of(config: pytest.Config) -> Any:
     a model's tests of no cell; (None, None) for a test of no model."""
     models = list(suite_session(config).config.models)
     configured = suite_session(config).config.models.values()
-    overhead = config.getoption("--overhead-model") or next(iter(models), None)
+    overhead = options_of(config).overhead_model or next(iter(models), None)
     engines = {e for m in configured for e in m.engines}
     precisions = {p for m in configured for p in m.precisions}
     return lambda nodeid: (unit_of_nodeid(nodeid, models, engines, precisions, overhead),

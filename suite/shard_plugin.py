@@ -19,6 +19,7 @@ import pytest
 from suite.baseline_environment import config_digest
 from suite.collection import some_names
 from suite.environment import fingerprint
+from suite.options import options_of
 from suite.scheduling import work_unit_of
 from suite.shard import PlanError, check_shard, config_cells, load_plan, owner, parse_shard, shard_block, stray_units
 from suite.state import RUN_KEY, SHARD_KEY
@@ -37,7 +38,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     """After the suite's configure (the run's config, narrowed by the options, is known): the plan checked against
     this run, and the shard recorded (SHARD_KEY)."""
-    path, text = config.getoption("--plan"), config.getoption("--shard")
+    given = options_of(config)
+    path, text = given.plan, given.shard
     if path is None and text is None:
         return
     if path is None or text is None:
@@ -46,7 +48,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if RUN_KEY not in config.stash:
         raise pytest.UsageError("--plan/--shard: the suite's plugin (suite.plugin) is not loaded")
     state = config.stash[RUN_KEY]
-    device = str(config.getoption("--device"))
+    device = given.device
     try:
         index, of = parse_shard(text)
         plan = load_plan(path)
@@ -68,7 +70,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     block = config.stash.get(SHARD_KEY, None)
     if block is None:
         return []
-    return [f"shard {block['shard']}/{block['of']} of plan {block['plan_hash'][:12]} ({config.getoption('--plan')}), "
+    return [f"shard {block['shard']}/{block['of']} of plan {block['plan_hash'][:12]} ({options_of(config).plan}), "
             f"planned for {block['gpu_model']}: models {', '.join(block['models'])} ({len(block['cells'])} cells); "
             "the other shards' tests are deselected"]
 
@@ -79,10 +81,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     block = config.stash.get(SHARD_KEY, None)
     if block is None:
         return
-    plan = load_plan(config.getoption("--plan"))
+    plan = load_plan(options_of(config).plan)
     shard = plan.shard(int(block["shard"]))
     if plan.hash != block["plan_hash"]:  # the file changed since configure
-        raise pytest.UsageError(f"--plan {config.getoption('--plan')}: changed during the run (its hash is now "
+        raise pytest.UsageError(f"--plan {options_of(config).plan}: changed during the run (its hash is now "
                                 f"{plan.hash[:12]}, was {block['plan_hash'][:12]})")
     place = work_unit_of(config)
     kept: list[pytest.Item] = []

@@ -43,7 +43,7 @@ from suite import collection
 from suite.config import ConfigError
 from suite.gate.state import set_coverage
 from suite.lifetime import model_of_nodeid
-from suite.options import collect_only, overhead_model
+from suite.options import collect_only, options_of, overhead_model
 from suite.preflight import PROGRESS_PREFIX, PreflightError, PreflightErrors, check_models, startup_message
 from suite.state import RUN_KEY, ledger_of, suite_session
 
@@ -91,7 +91,7 @@ def progress(config: pytest.Config, text: str, logged: str) -> None:
     live whatever pytest's capture mode (not under -qq), and ``logged`` in the log."""
     log.info(logged)
     reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None and config.getoption("verbose") >= 0:
+    if reporter is not None and options_of(config).verbose >= 0:
         reporter.write_line(f"{PROGRESS_PREFIX} {text}")
 
 

@@ -15,6 +15,7 @@ import pytest
 from suite import verdict
 from suite.baseline_environment import block_lines
 from suite.gate.tables import verdict_lines
+from suite.options import options_of
 from suite.state import DIFFERENCE_KEY, ledger_of
 
 SHOWN = 8
@@ -80,8 +81,9 @@ def _more(tr: Any, n: int, config: pytest.Config) -> None:
     (a run that wrote neither was told all of them were there, issue 24)."""
     if n <= 0:
         return
-    files = [f"--suite-results {config.getoption('--suite-results')}"] * bool(config.getoption("--suite-results"))
-    files += [f"the HTML report {config.option.htmlpath}"] * bool(getattr(config.option, "htmlpath", None))
+    given = options_of(config)
+    files = [f"--suite-results {given.suite_results}"] * bool(given.suite_results)
+    files += [f"the HTML report {given.htmlpath}"] * bool(given.htmlpath)
     where = (f"all of them in {' and '.join(files)}" if files
              else "to list all of them, run with --suite-results FILE or --html FILE")
     tr.write_line(f"  ... and {n} more ({where})")

@@ -11,6 +11,7 @@ import pytest
 
 from suite import collection
 from suite.gpu_memory import memory_summary
+from suite.options import options_of
 from suite.rebuild import describe as describe_rebuild
 from suite.state import LEDGER_KEY, RUN_INFO_KEY, RUN_KEY, SESSION_KEY
 from suite.timeline import Timeline, set_up_seconds
@@ -26,10 +27,10 @@ def header_lines(config: pytest.Config) -> list[str]:
     if state.left_out:
         required += "; not judged in this run, although the config requires them: " + ", ".join(
             f"{e} ({how})" for e, how in sorted(state.left_out.items()))
-    accepted = ", ".join(ledger.accepted) or "no reason"
-    return [f"suite: config {state.config.path}, device {config.getoption('--device')}; required engines: {required}",
+    accepted, given = ", ".join(ledger.accepted) or "no reason", options_of(config)
+    return [f"suite: config {state.config.path}, device {given.device_requested}; required engines: {required}",
             f"suite: a check may end not judged, and the run still pass, for: {accepted}"
-            + ("" if config.getoption("--accept-not-judged") is not None else f" ([run] accept_not_judged in "
+            + ("" if given.accept_not_judged is not None else f" ([run] accept_not_judged in "
                f"{state.config.path.name}; --accept-not-judged overrides)")]
 
 

@@ -21,6 +21,7 @@ from suite.baseline_environment import current_fingerprint, difference_block
 from suite.config import ENGINES, SuiteConfig, threshold_changes
 from suite.gate.state import gate_of, self_test_knobs
 from suite.known_failures_runtime import KNOWN_PROPERTY
+from suite.options import options_of
 from suite.results import merge_streamed, results_document, write_json_atomic
 from suite.session import REFERENCE_ENGINE
 from suite.state import (
@@ -128,7 +129,7 @@ class VerdictPlugin:
             census_record.save(suite, suite.engine_facts())
         except OSError as exc:  # the next run then collects those cells, and judges them as this one did
             log.warning("the cells' precision census for the next run's collection was not saved: %s", exc)
-        path = config.getoption("--suite-results")
+        path = options_of(config).suite_results
         if path:
             records = suite.records
             if ledger.interrupted:  # xdist workers stopped before sending theirs: what they streamed survives
@@ -149,7 +150,7 @@ class VerdictPlugin:
 def _no_results_file(config: pytest.Config) -> None:
     """--collect-only writes no --suite-results file: an earlier run's file there would read as this run's (the
     summary once said 'suite results written to X' over yesterday's X), so it is removed, saying so."""
-    path = config.getoption("--suite-results")
+    path = options_of(config).suite_results
     if not path:
         return
     state = config.stash[RUN_KEY]
@@ -186,8 +187,8 @@ def finish(session: pytest.Session) -> Generator[None, Any, Any]:
         if LEDGER_KEY not in session.config.stash or is_worker(session.config):
             raise
         result, ledger = None, ledger_of(session.config)
-        _file_not_written(session.config, ledger, "the HTML report", str(getattr(session.config.option, "htmlpath",
-                                                                                  None) or "?"), exc)
+        _file_not_written(session.config, ledger, "the HTML report", str(options_of(session.config).htmlpath or "?"),
+                          exc)
         session.exitstatus = ledger.exit_status(int(session.exitstatus))
     stopped_early = (session.exitstatus in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR)
                      or session.config.option.collectonly)  # --collect-only judges nothing, by request
@@ -245,7 +246,7 @@ def _interrupted_while_writing(config: pytest.Config, why: str) -> None:
     """An interruption after every test, while the run's files were written: the verdict still ends the run,
     after one line on what may be missing (the results file is written first, before pytest-html renders)."""
     reporter = config.pluginmanager.get_plugin("terminalreporter")
-    html = getattr(config.option, "htmlpath", None)
+    html = options_of(config).htmlpath
     if reporter is not None:
         reporter.write_line(f"suite: interrupted ({why}) while the run's files were written, after every test: "
                             + (f"the HTML report {html} may be missing or old; " if html else "")

@@ -20,6 +20,7 @@ from suite.gate.cpu_meter import CpuMeter
 from suite.gate.latency import LatencyOutcome, implausibly_fast, unproven_speedup
 from suite.gate.state import gate_of
 from suite.gate.wall_bound import WallBound
+from suite.options import options_of
 from suite.state import suite_session
 
 #: The meter started when a latency case's timed callable is made (suite/gate/plugin.py latency_wrapper).
@@ -38,8 +39,8 @@ class GateCheck:
         self._request = request
         self._suite = suite_session(request.config)
         self._first = len(self._suite.records)
-        config, gate = request.config, gate_of(request.config)
-        self._saving = bool(config.getoption("benchmark_save", None) or config.getoption("benchmark_autosave", None))
+        given, gate = options_of(request.config), gate_of(request.config)
+        self._saving = bool(given.benchmark_save or given.benchmark_autosave)
         # Pad short cases' CPU windows only where the figure is used: gating now, or a saved baseline.
         self._pad = bool((gate is not None and gate.latency_baseline is not None) or self._saving)
 

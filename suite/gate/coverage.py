@@ -13,6 +13,7 @@ import pytest
 
 from suite.baselines import BaselineError, key_label
 from suite.gate.environment import BaselineEnvironment
+from suite.options import options_of
 
 # Case ids (suite/parametrize.py latency_case_id, Cell.id) -> what they measure, for coverage.
 _ENGINES = "torch|onnxruntime|inductor|tensorrt"
@@ -134,7 +135,7 @@ def benchmark_compare_coverage(config: pytest.Config, nodeids: list[str]) -> Non
     compared = benchmark_compared(bench)
     if cases and not compared & set(cases):
         raise pytest.UsageError(
-            f"--benchmark-compare {config.getoption('benchmark_compare')}: none of this run's {len(cases)} latency "
+            f"--benchmark-compare {options_of(config).benchmark_compare}: none of this run's {len(cases)} latency "
             f"cases is in the compared run's {len(compared)} (pytest-benchmark matches test ids, e.g. run: "
             f"{sorted(cases)[0]}; compared: {sorted(compared)[0] if compared else '-'}), so "
             "--benchmark-compare-fail would compare nothing")

@@ -20,6 +20,7 @@ from suite.gate.check import METER_KEY, GateCheck
 from suite.gate.cpu_meter import CpuMeter
 from suite.gate.state import GATE_KEY, gate_from_options, gate_of
 from suite.gate.wall_bound import DEFAULT_FACTOR
+from suite.options import options_of
 from suite.results import incompleteness
 from suite.state import suite_session
 
@@ -82,15 +83,15 @@ def pytest_benchmark_compare_machine_info(config: pytest.Config, benchmarksessio
                                           compared_benchmark: dict[str, Any]) -> None:
     """``--benchmark-compare`` loads the run it compares with itself: it is refused on the same grounds as a
     --latency-baseline (a run that did not end, a run made with a self-test knob)."""
+    given = options_of(config)
     try:
-        _refuse_incomplete_compared(compared_benchmark, bool(config.getoption("--accept-incomplete-baseline")))
-        refuse_self_test_run(Path(str(config.getoption("benchmark_compare"))), compared_benchmark,
-                             "--benchmark-compare's run")
+        _refuse_incomplete_compared(compared_benchmark, bool(given.accept_incomplete_baseline))
+        refuse_self_test_run(Path(str(given.benchmark_compare)), compared_benchmark, "--benchmark-compare's run")
     except BaselineError as exc:
         raise pytest.UsageError(str(exc)) from exc
     gate = gate_of(config)
     if gate is not None:
-        spec = config.getoption("benchmark_compare")
+        spec = given.benchmark_compare
         gate.compared.append((f"--benchmark-compare {'latest' if spec is True else spec}",
                               saved_fingerprint(compared_benchmark)))
 

@@ -38,6 +38,7 @@ from suite.gate.coverage import Coverage, CoverageChecks, benchmark_compare_cove
 from suite.gate.drift import DriftChecks, DriftOutcome
 from suite.gate.latency import STATE, LatencyChecks, LatencyOutcome, runs_shortfall
 from suite.gate.wall_bound import DEFAULT_FACTOR, parse_factor
+from suite.options import options_of
 from suite.state import suite_session
 
 GATE_KEY = pytest.StashKey["Gate"]()
@@ -208,40 +209,37 @@ def gate_of(config: pytest.Config) -> Gate | None:
 def gate_from_options(config: pytest.Config) -> Gate:
     """The run's Gate, from its options and the baselines they name; a bad option or baseline is a
     usage error."""
+    given = options_of(config)
     try:
-        def pct(option: str) -> float:
-            return parse_fraction(config.getoption(option), option)
-
-        inject_slow = config.getoption("--inject-slowdown")
-        inject_drop = config.getoption("--inject-accuracy-drop")
+        inject_slow, inject_drop = given.inject_slowdown, given.inject_accuracy_drop
         gate = Gate(
-            max_slowdown=pct("--latency-regression"), confidence=pct("--latency-confidence"),
-            busy_limit=pct("--latency-busy-limit"), drift=parse_drift(config.getoption("--accuracy-drift")),
+            max_slowdown=parse_fraction(given.latency_regression, "--latency-regression"),
+            confidence=parse_fraction(given.latency_confidence, "--latency-confidence"),
+            busy_limit=parse_fraction(given.latency_busy_limit, "--latency-busy-limit"),
+            drift=parse_drift(given.accuracy_drift),
             inject_slowdown=None if inject_slow is None else parse_fraction(inject_slow, "--inject-slowdown"),
             inject_accuracy_drop=None if inject_drop is None else parse_fraction(inject_drop, "--inject-accuracy-drop"),
-            environment=fingerprint(config.getoption("--device", "cpu")),
-            busy_retries=int(config.getoption("--latency-busy-retries")),
-            case_bound=_case_bound(config.getoption("--latency-case-bound")),
-            benchmark_compares=bool(config.getoption("benchmark_compare_fail", None)),
+            environment=fingerprint(given.device), busy_retries=int(given.latency_busy_retries),
+            case_bound=_case_bound(given.latency_case_bound), benchmark_compares=bool(given.benchmark_compare_fail),
         )
         if not (0.0 < gate.max_slowdown < 10.0):
             raise BaselineError("--latency-regression must be above 0%")
         if not (0.5 <= gate.confidence < 1.0):
             raise BaselineError("--latency-confidence must be in [50%, 100%)")
         if not (0.0 <= gate.busy_limit <= 1.0):  # a share of the CPUs: above 100 % would silently judge every case
-            raise BaselineError(f"--latency-busy-limit {config.getoption('--latency-busy-limit')}: a share of the "
+            raise BaselineError(f"--latency-busy-limit {given.latency_busy_limit}: a share of the "
                                 "CPUs must be in [0%, 100%] (100% judges every case)")
         if gate.busy_retries < 0:
             raise BaselineError("--latency-busy-retries must be >= 0")
-        accept_incomplete = bool(config.getoption("--accept-incomplete-baseline"))
-        spec = config.getoption("--latency-baseline")
+        accept_incomplete = bool(given.accept_incomplete_baseline)
+        spec = given.latency_baseline
         if spec:
-            storage = benchmark_storage_dir(config.getoption("benchmark_storage", None))
+            storage = benchmark_storage_dir(given.benchmark_storage)
             paths = resolve_latency_baselines(spec, storage)
             gate.latency_baseline = load_latency_baselines(paths, accept_incomplete)
             gate.noise = bound.class_noise(gate.latency_baseline, gate.confidence)
             gate.warnings.extend(runs_shortfall(spec, len(paths), gate.confidence))
-        spec = config.getoption("--accuracy-baseline")
+        spec = given.accuracy_baseline
         if spec:
             gate.results_baseline = load_results_baseline(Path(spec), accept_incomplete)
     except BaselineError as exc:

@@ -11,6 +11,7 @@ import pytest
 from metrics.regression import detection_power
 from suite.gate.latency import BENCHMARK_COMPARE_NOTE, NO_BASELINE_OPTIONS, LatencyOutcome, pct
 from suite.gate.state import Gate, gate_of
+from suite.options import options_of
 from suite.state import suite_session
 
 
@@ -33,7 +34,7 @@ def header_lines(config: pytest.Config) -> list[str]:
     for which, (source, diff) in gate.environment_differences().items():
         lines.append(f"WARNING: {which} baseline {source} comes from a DIFFERENT ENVIRONMENT:")
         lines.extend(f"WARNING:   {k}: {b} -> {c}" for k, (b, c) in diff.items())
-    if config.getoption("benchmark_compare_fail", None):
+    if options_of(config).benchmark_compare_fail:
         lines.append(f"NOTE: {BENCHMARK_COMPARE_NOTE}")
     if gate.inject_slowdown:
         lines.append(f"SELF-TEST: every latency round is slowed down by {gate.inject_slowdown * 100:g}%")
@@ -49,7 +50,7 @@ def verdict_lines(config: pytest.Config) -> list[tuple[str, dict[str, bool]]]:
     if gate is None:
         return []
     lines: list[tuple[str, dict[str, bool]]] = []
-    if config.getoption("benchmark_compare_fail", None):
+    if options_of(config).benchmark_compare_fail:
         lines.append((f"NOTE: {BENCHMARK_COMPARE_NOTE}", {"yellow": True}))
     for which, coverage in gate.coverage.items():
         lines.append((f"{which} gate: {coverage.describe(gate.gated(which))}",

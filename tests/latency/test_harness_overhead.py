@@ -20,6 +20,7 @@ from core.inputs import synthetic_feed
 from metrics import paired_overhead
 from suite import verdict
 from suite.collection import HARNESS_ON_CPU
+from suite.options import options_of
 from suite.session import Cell
 
 pytestmark = pytest.mark.latency
@@ -82,7 +83,8 @@ class _PairedRound:
 def test_harness_overhead(suite, benchmark, engine_name, path, batch, request):
     if not suite.device.startswith("cuda"):
         verdict.skip("unsupported", HARNESS_ON_CPU)  # asked for (--overhead-model, its file named); else not collected
-    name = request.config.getoption("--overhead-model") or next(iter(suite.config.models))
+    given = options_of(request.config)
+    name = given.overhead_model or next(iter(suite.config.models))
     model = suite.model(name)
     if not model.profile.min_batch <= batch <= model.profile.max_batch:
         verdict.skip("unsupported", f"batch {batch} is outside {name}'s profile ({model.profile.min_batch}.."
@@ -102,8 +104,7 @@ def test_harness_overhead(suite, benchmark, engine_name, path, batch, request):
     suite_median, bare_median = statistics.median(suite_s), statistics.median(bare_s)
     # The issue's bar: at most 2 % (--max-harness-overhead) from batch 8 up; within 5 % below that,
     # where a launch-bound call of a few hundred microseconds is all there is to time.
-    limit = request.config.getoption("--max-harness-overhead") if batch >= 8 else max(
-        request.config.getoption("--max-harness-overhead"), 0.05)
+    limit = given.max_harness_overhead if batch >= 8 else max(given.max_harness_overhead, 0.05)
     figures = dict(suite_median_ms=suite_median * 1e3, bare_median_ms=bare_median * 1e3,
                    overhead_pct=overhead * 100, overhead_low_pct=paired_figures.low * 100,
                    overhead_high_pct=paired_figures.high * 100,

@@ -29,6 +29,7 @@ from core.inputs import synthetic_feed, tile_to_batch
 from metrics import summarize_latency
 from suite import kernel_profile
 from suite.bound import classify
+from suite.options import options_of
 from suite.timing import FEED_POOL
 
 pytestmark = pytest.mark.latency
@@ -43,7 +44,8 @@ def test_latency(latency_case, suite, engine_for, benchmark, request, latency_wr
     expected = Expected(suite, cell, feed_of)  # before any timed call: the reference's, and the engine's own
     call = suite.timed_call(cell, engine, feed_of(0), path, vary=feed_of)
     timed = latency_wrapper(call)  # --inject-slowdown self-test knob
-    rounds = request.config.getoption("--latency-rounds")
+    given = options_of(request.config)
+    rounds = given.latency_rounds
     rounds = suite.config.latency.rounds if rounds is None else rounds  # checked >= 2 at start-up
     warmup = max(1, math.ceil(suite.config.latency.warmup_fraction * rounds))
     call.first_timed_round = warmup
@@ -98,12 +100,12 @@ def test_latency(latency_case, suite, engine_for, benchmark, request, latency_wr
                                 **bound)
     checked = check_timed_outputs(cell, shape.id, path, call, expected, model)
     audit = call.audit_summary(len(samples))
-    nodes = _node_profile(request.config.getoption("--node-profile"), engine, feed_of(0), path)
+    nodes = _node_profile(given.node_profile, engine, feed_of(0), path)
     if nodes:
         benchmark.extra_info["node_times_us"] = nodes
     kernels = None
-    if kernel_profile.wanted(request.config.getoption("--kernel-profile"), suite.device):
-        kernels = kernel_profile.profile_kernels(call, request.config.getoption("--kernel-profile"), suite.device)
+    if kernel_profile.wanted(given.kernel_profile, suite.device):
+        kernels = kernel_profile.profile_kernels(call, given.kernel_profile, suite.device)
         benchmark.extra_info["kernels"] = kernels
     suite.record("latency", cell, path=path, shape=shape.id, dims=dims, clock=timed.clock, samples_s=list(samples),
                  gpu=record["gpu"], attempts=attempts, outputs_checked=checked, outputs_audited=audit, **bound,

@@ -14,6 +14,7 @@ import pytest
 from core.inputs import generated_example, synthetic_feed
 from metrics import compare_outputs
 from suite import verdict
+from suite.options import options_of
 from suite.session import REFERENCE_ENGINE, REFERENCE_PRECISION
 
 pytestmark = pytest.mark.parity
@@ -64,7 +65,7 @@ def _reference_disagrees(suite, cell, feed, reference, source):
 def _localize(request, cell, model, failures):
     """Localize every failing cell, or every cell with --localize; a failure that is the cell's declared known
     failure is already explained (docs/localization.md has its table), so it is not localized again."""
-    if request.config.getoption("--localize"):
+    if options_of(request.config).localize:
         return True
     if not failures:
         return False
@@ -124,7 +125,7 @@ def test_parity_at_every_engine_batch(cell, suite, engine_for, gate, request):
     model = suite.model(cell.model)
     runner = engine_for(cell).runner
     failures = []
-    for batch in compared_batches(suite, model, runner, request.config.getoption("--latency-batch-sizes")):
+    for batch in compared_batches(suite, model, runner, options_of(request.config).latency_batch_sizes):
         feed = synthetic_feed(model.inputs, batch, "uniform", seed=batch)
         reference = suite.run_batched(suite.reference_cell(cell.model), feed)
         outputs = suite.run_batched(cell, feed)

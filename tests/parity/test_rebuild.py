@@ -6,6 +6,7 @@ nightly comparison would be measuring the build. Collected only with --rebuild-c
 import pytest
 
 from core.inputs import synthetic_feed
+from suite.options import options_of
 from suite.rebuild import build_once, compare_builds, describe
 from suite.session import SuiteSession
 
@@ -13,7 +14,7 @@ pytestmark = [pytest.mark.parity, pytest.mark.rebuild]
 
 
 def test_rebuild_check(cell, suite, engine_for, request):
-    n = request.config.getoption("--rebuild-check")
+    n = options_of(request.config).rebuild_check
     model = suite.model(cell.model)
     engine_for(cell)  # a cell that cannot run here is said so once, not N times
     if model.parity_dataset:

@@ -23,6 +23,7 @@ from suite import fleet
 from suite.baseline_environment import block_lines, config_digest, config_keys, current_fingerprint, difference_block
 from suite.baselines import saved_fingerprint
 from suite.environment import LAYOUT_KEYS, differences
+from tests.selftest.fake_options import options_stash
 from tests.selftest.suite_runs import ROOT, explain, run_suite
 
 pytestmark = pytest.mark.selftest
@@ -121,11 +122,8 @@ class _Fleet:
 
 class _Config:
     def __init__(self, fleet_plugin: _Fleet, **options: Any) -> None:
-        self.options = options
+        self.stash = options_stash(**options)
         self.pluginmanager = type("PM", (), {"get_plugin": lambda _, name: fleet_plugin})()
-
-    def getoption(self, name: str, default: Any = None) -> Any:
-        return self.options.get(name, default)
 
 
 def test_the_layout_is_each_workers_own_report_in_worker_order(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -143,9 +141,9 @@ def test_the_layout_is_each_workers_own_report_in_worker_order(monkeypatch: pyte
     # one process, no xdist: one worker, its --device's GPU, its own cores
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,6")
     monkeypatch.setattr(fleet, "_affinity", lambda: [0, 1, 2, 3])
-    assert fleet.worker_layout(_Config(_Fleet({}, {}), **{"--device": "cuda:1"})) == {  # type: ignore[arg-type]
+    assert fleet.worker_layout(_Config(_Fleet({}, {}), device="cuda:1")) == {  # type: ignore[arg-type]
         "worker_count": 1, "worker_gpus": "6", "worker_cores": "main 4 cores (0-3)"}
-    assert fleet.worker_layout(_Config(_Fleet({}, {}), **{"--device": "cpu"}))["worker_gpus"] == "none"  # type: ignore[arg-type]
+    assert fleet.worker_layout(_Config(_Fleet({}, {}), device="cpu"))["worker_gpus"] == "none"  # type: ignore[arg-type]
 
 
 def test_the_block_names_its_baselines_and_sets_apart_one_that_recorded_nothing() -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from suite.verdict import EXIT_NOT_JUDGED
+from tests.selftest.fake_options import options_stash
 from tests.selftest.suite_runs import ROOT, explain, run_suite
 
 pytestmark = pytest.mark.selftest
@@ -45,13 +46,12 @@ def test_and_n_more_says_where_all_of_them_are(tmp_path: Path) -> None:
 
     lines: list[str] = []
     tr = SimpleNamespace(write_line=lines.append)
-    for options, says in (({"--suite-results": None}, "to list all of them, run with --suite-results FILE or "
-                                                      "--html FILE"),
-                          ({"--suite-results": "r.json"}, "all of them in --suite-results r.json"),
-                          ({"--suite-results": "r.json", "html": "r.html"},
+    for options, says in (({"suite_results": None}, "to list all of them, run with --suite-results FILE or "
+                                                     "--html FILE"),
+                          ({"suite_results": "r.json"}, "all of them in --suite-results r.json"),
+                          ({"suite_results": "r.json", "htmlpath": "r.html"},
                            "all of them in --suite-results r.json and the HTML report r.html")):
-        config = SimpleNamespace(getoption=lambda name, o=options: o.get(name),
-                                 option=SimpleNamespace(htmlpath=options.get("html")))
+        config = SimpleNamespace(stash=options_stash(**options))
         _more(tr, 3, config)
         assert lines[-1] == f"  ... and 3 more ({says})", lines[-1]
     _more(tr, 0, config)

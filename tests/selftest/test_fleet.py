@@ -16,6 +16,7 @@ import pytest
 
 from suite import benchmark_files, scheduling, timeline, workers
 from suite.verdict import EXIT_NOT_JUDGED
+from tests.selftest.fake_options import options_stash
 from tests.selftest.suite_runs import ROOT, explain, run_suite
 
 pytestmark = pytest.mark.selftest
@@ -156,7 +157,7 @@ def test_a_worker_knows_the_runs_spread_and_a_regression_names_a_baseline_spread
 
     from suite import fleet
 
-    worker = SimpleNamespace(workerinput={"workercount": 3}, getoption=lambda name, default=None: None,
+    worker = SimpleNamespace(workerinput={"workercount": 3}, stash=options_stash(),
                              pluginmanager=SimpleNamespace(get_plugin=lambda name: None))
     assert fleet.worker_layout(worker) == {"worker_count": 3, "worker_gpus": "none"}  # type: ignore[arg-type]
     latency = (TESTS[0], "--models", "steady", "--latency-rounds", "20")

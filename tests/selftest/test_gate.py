@@ -30,6 +30,7 @@ from suite.gate.cpu_meter import CpuMeter
 from suite.gate.latency import HOST_LOAD_MOST, load_can_explain
 from suite.gate.state import Gate
 from suite.inject import SlowedCall, busy_wait, flip_top1
+from tests.selftest.fake_options import options_stash
 from tests.selftest.suite_runs import ROOT, explain, run_suite
 
 pytestmark = pytest.mark.selftest
@@ -542,10 +543,7 @@ def test_a_busy_limit_beyond_every_cpu_is_refused(limit: str, refused: bool) -> 
     silently judged every case. Out of [0%, 100%] it is one usage error."""
     from suite.gate.state import gate_from_options
 
-    options = {"--latency-regression": "5%", "--latency-confidence": "99%", "--latency-busy-limit": limit,
-               "--accuracy-drift": DriftTolerances().describe(), "--latency-busy-retries": 2, "--device": "cpu",
-               "--latency-case-bound": "4x"}
-    config = SimpleNamespace(getoption=lambda name, default=None: options.get(name, default))
+    config = SimpleNamespace(stash=options_stash(latency_busy_limit=limit))
     if not refused:
         assert gate_from_options(config).busy_limit == pytest.approx(float(limit.rstrip("%")) / 100)  # type: ignore[arg-type]
         return

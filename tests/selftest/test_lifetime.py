@@ -416,7 +416,7 @@ def _two_workers_scheduled(tests: list[str], durations: dict[str, float], kin=No
     """Two workers scheduled over ``tests`` (ids ``t.py::test_x[MODEL-ENGINE-PRECISION-i]``) as xdist drives it:
     the scheduler, its two nodes, and the cell of a test index."""
     place = lambda nodeid: (nodeid.split("[")[1].rsplit("-", 1)[0], nodeid.split("[")[1].split("-")[0])
-    options = {"tx": ["2*popen"], "numprocesses": 2}
+    options = {"tx": ["2*popen"], "numprocesses": 2}  # what xdist's own scheduler reads of its config
     config = SimpleNamespace(getvalue=options.get, getoption=options.get,
                              option=SimpleNamespace(loadscopereorder=False))
     extra = {} if kin is None else {"kin": kin}

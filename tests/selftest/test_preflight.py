@@ -26,6 +26,7 @@ from suite.preflight import (
 )
 from suite.session import SuiteSession
 from tests.selftest import preflight_models
+from tests.selftest.fake_options import options_stash
 
 pytestmark = pytest.mark.selftest
 
@@ -249,13 +250,10 @@ class _PytestConfig:
 
     def __init__(self, config, cache: ArtifactCache, **options) -> None:
         self.stash = {state.RUN_KEY: state.RunState(config, set(), {}),
-                      state.SESSION_KEY: SuiteSession(config, cache), state.LEDGER_KEY: verdict.Ledger()}
-        self.options = {"--overhead-model": None, "verbose": 0, **options}
+                      state.SESSION_KEY: SuiteSession(config, cache), state.LEDGER_KEY: verdict.Ledger(),
+                      **options_stash(**options)}
         self.reporter = _Reporter()
         self.pluginmanager = self
-
-    def getoption(self, name: str):
-        return self.options[name]
 
     def get_plugin(self, name: str):
         return self.reporter if name == "terminalreporter" else None
@@ -564,6 +562,7 @@ def test_the_verdicts_failed_line_keeps_the_exceptions_class_and_its_cause():
     detail to one line of 300 characters; the line shows all of it."""
     from types import SimpleNamespace
 
+    from suite.options import OPTIONS_KEY, SuiteOptions
     from suite.summary import print_verdict
 
     cause = "EngineBuildError: model forward() takes ['input_ids', 'mask', 'use_cache'], config declares 2 inputs"
@@ -578,8 +577,8 @@ def test_the_verdicts_failed_line_keeps_the_exceptions_class_and_its_cause():
     tr = SimpleNamespace(write_sep=lambda *a, **k: None, write_line=lambda line, **k: lines.append(line))
     stash = pytest.Stash()
     stash[state.LEDGER_KEY] = ledger
-    print_verdict(SimpleNamespace(stash=stash, pluginmanager=SimpleNamespace(get_plugin=lambda name: tr),
-                                  getoption=lambda name, default=None: default))
+    stash[OPTIONS_KEY] = SuiteOptions()
+    print_verdict(SimpleNamespace(stash=stash, pluginmanager=SimpleNamespace(get_plugin=lambda name: tr)))
     assert f"  {nodeid}: {message}" in lines, lines
 
 

@@ -19,6 +19,7 @@ from suite.baselines import DriftTolerances, LatencyBaseline
 from suite.gate.check import GateCheck
 from suite.gate.state import GATE_KEY, Gate
 from suite.state import SESSION_KEY
+from tests.selftest.fake_options import options_stash
 
 pytestmark = pytest.mark.selftest
 
@@ -104,8 +105,7 @@ def test_a_host_bound_case_in_two_modes_is_left_to_the_busy_rule():
 
 
 def _check(gate: Gate) -> GateCheck:
-    config = SimpleNamespace(stash={GATE_KEY: gate, SESSION_KEY: SimpleNamespace(records=[])},
-                             getoption=lambda *a, **k: None)
+    config = SimpleNamespace(stash={GATE_KEY: gate, SESSION_KEY: SimpleNamespace(records=[]), **options_stash()})
     return GateCheck(SimpleNamespace(config=config, node=SimpleNamespace(stash={}, name="t")))  # type: ignore[arg-type]
 
 

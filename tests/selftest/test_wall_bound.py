@@ -22,6 +22,7 @@ from suite.gate.state import GATE_KEY, Gate
 from suite.gate.tables import busy_run_line
 from suite.gate.wall_bound import DEFAULT_FACTOR, WallBound, parse_factor
 from suite.state import SESSION_KEY
+from tests.selftest.fake_options import options_stash
 from tests.selftest.suite_runs import ROOT, explain, run_suite
 
 pytestmark = pytest.mark.selftest
@@ -102,7 +103,7 @@ def _gate(retries: int = 2, factor: float = 4.0) -> Gate:
 def _check(gate: Gate, node: Any, records: list[dict[str, Any]] | None = None) -> GateCheck:
     """The gate fixture of a test that appends ``records`` (after it starts: check() compares only those)."""
     session = SimpleNamespace(records=[], precision_check=lambda cell: None)
-    config = SimpleNamespace(stash={GATE_KEY: gate, SESSION_KEY: session}, getoption=lambda *a, **k: None)
+    config = SimpleNamespace(stash={GATE_KEY: gate, SESSION_KEY: session, **options_stash()})
     check = GateCheck(SimpleNamespace(config=config, node=node, fixturenames=[]))  # type: ignore[arg-type]
     session.records.extend(records or [])
     return check

@@ -17,6 +17,7 @@ import pytest
 
 from suite import fleet
 from suite.warm_up import WarmUp, first_contact_steps, wanted, warm_up_line
+from tests.selftest.fake_options import options_stash
 
 pytestmark = pytest.mark.selftest
 
@@ -83,8 +84,7 @@ def test_only_a_cuda_device_is_warmed_up_each_engine_once() -> None:
 
 def _plugin(monkeypatch: pytest.MonkeyPatch, backend: Any, *, worker: bool, numprocesses: int | None,
             device: str = "cuda:0", check_early: Any = lambda config: None) -> fleet.FleetPlugin:
-    options = {"numprocesses": numprocesses}
-    config = SimpleNamespace(getoption=lambda name, default=None: options.get(name, default), stash={})
+    config = SimpleNamespace(stash=options_stash(numprocesses=numprocesses))
     if worker:
         config.workerinput = {"workerid": "gw0"}
     session = SimpleNamespace(config=SimpleNamespace(models={"m": SimpleNamespace(engines=["torch"])}), device=device)
