@@ -482,15 +482,17 @@ engines = ["torch", "onnxruntime"]
 
 def test_a_failing_parity_cell_names_its_first_diverging_layer_in_the_message_and_the_records(tmp_path):
     """torch fp16 overflows in `blowup`: the failure message and the --suite-results record name it first; ONNX
-    Runtime's CPU fp16 cell computes in fp32 (its census says so) and is not judged, never passed; fp32 cells,
-    localized on request with --localize, flag no layer."""
+    Runtime's CPU fp16 cell, named by --precisions (else its kernel registry leaves it out), computes in fp32 (its
+    census says so) and is not judged, never passed; fp32 cells, localized on request with --localize, flag no
+    layer."""
     from tests.selftest.suite_runs import explain, run_suite
 
     config = tmp_path / "suite.toml"
     config.write_text(SUITE_CONFIG)
     results = tmp_path / "results.json"
     done = run_suite(tmp_path, "--suite-config", str(config), "--suite-results", str(results), "--localize",
-                     "-k", "uniform", tests=(str(ROOT / "tests" / "parity" / "test_parity.py"),))
+                     "--precisions", "fp32,fp16", "-k", "uniform",
+                     tests=(str(ROOT / "tests" / "parity" / "test_parity.py"),))
     out = done.stdout
     assert done.returncode == 1 and "1 failed" in out, explain(done)
     assert "first divergent: #2 blowup (Linear)" in out, explain(done)
