@@ -54,6 +54,11 @@ def test_a_prediction_needs_the_registry_to_show_no_such_kernel(monkeypatch: pyt
     assert (no_compute_kernels("cpu", "fp16") is not None) is predicted
 
 
+def test_only_the_cpu_ep_is_predicted(monkeypatch: pytest.MonkeyPatch) -> None:
+    _registry(monkeypatch, ("Conv", "CUDAExecutionProvider", "tensor(float)"))
+    assert no_compute_kernels("cuda", "bf16") is None and no_compute_kernels("cuda", "fp16") is None
+
+
 def test_a_registry_that_cannot_be_read_predicts_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kernel_registry, "import_onnxruntime", lambda: SimpleNamespace(capi=SimpleNamespace()))
     assert no_compute_kernels("cpu", "fp16") is None
