@@ -132,6 +132,9 @@ class LatencyBaseline:
     #: run's ``hostname``): a baseline is keyed by GPU model and cell, never by host, so the gate says where it came
     #: from when that is not this host (suite/gate/latency.py other_host)
     hosts: dict[LatencyKey, tuple[str, ...]] = field(default_factory=dict)
+    #: each run's host reference per round (``extra_info.host_ref_s``), aligned with ``samples[key]``: None for a run
+    #: that has none (saved before the suite timed one); a host-bound case is paced with them (metrics/host_pace.py)
+    host_refs: dict[LatencyKey, list[list[float] | None]] = field(default_factory=dict)
 
     @property
     def source(self) -> str:
@@ -237,6 +240,7 @@ def load_latency_baselines(paths: list[Path], accept_incomplete: bool = False) -
     methods: dict[LatencyKey, tuple[str, ...]] = {}
     classes: dict[LatencyKey, tuple[str, str]] = {}
     hosts: dict[LatencyKey, tuple[str, ...]] = {}
+    host_refs: dict[LatencyKey, list[list[float] | None]] = {}
     without: list[str] = []
     environment: dict[str, Any] = {}
     fingerprints: list[dict[str, Any]] = []
@@ -265,6 +269,9 @@ def load_latency_baselines(paths: list[Path], accept_incomplete: bool = False) -
                 without.append(f"{path.name}:{bench.get('name', key_label(key))}")
                 continue
             samples.setdefault(key, []).append(_samples(values, f"latency baseline {path}: {key_label(key)}"))
+            refs = extra.get("host_ref_s")
+            host_refs.setdefault(key, []).append(
+                _samples(refs, f"latency baseline {path}: {key_label(key)}", "host_ref_s") if refs else None)
             host = extra.get("host") or run_host
             if isinstance(host, str) and host and host not in hosts.get(key, ()):
                 hosts[key] = (*hosts.get(key, ()), host)
@@ -285,7 +292,7 @@ def load_latency_baselines(paths: list[Path], accept_incomplete: bool = False) -
                            samples=samples, interference=interference, without_samples=tuple(without),
                            fingerprints=tuple(fingerprints),
                            sm_clock={k: float(statistics.median(v)) for k, v in clocks.items()}, methods=methods,
-                           classes=classes, hosts=hosts)
+                           classes=classes, hosts=hosts, host_refs=host_refs)
 
 
 def _refuse_copy(path: Path, data: dict[str, Any], seen: dict[str, Path]) -> None:
@@ -318,15 +325,15 @@ def saved_fingerprint(data: Mapping[str, Any]) -> dict[str, Any]:
             "suite_config_keys": block.get("config_keys")}
 
 
-def _samples(values: Any, where: str) -> list[float]:
+def _samples(values: Any, where: str, name: str = "samples_s") -> list[float]:
     """Per-round seconds from a baseline file: a list of positive, finite numbers, or a BaselineError."""
     if not isinstance(values, list) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
                                                for v in values):
-        raise BaselineError(f"{where}: samples_s must be a list of seconds, got {type(values).__name__} "
+        raise BaselineError(f"{where}: {name} must be a list of seconds, got {type(values).__name__} "
                             f"{str(values)[:60]!r}")
     bad = [v for v in values if not (0.0 < float(v) < float("inf"))]
     if bad:
-        raise BaselineError(f"{where}: samples_s holds {len(bad)} value(s) that are not positive finite seconds "
+        raise BaselineError(f"{where}: {name} holds {len(bad)} value(s) that are not positive finite seconds "
                             f"(e.g. {bad[0]!r})")
     return [float(v) for v in values]
 

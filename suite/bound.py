@@ -36,6 +36,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from metrics.host_pace import pace, paced_runs
 from metrics.regression import MIN_POOLED, LatencyComparison, between_night_deviations, pooled_half_width
 from suite.baselines import LatencyBaseline, LatencyKey
 
@@ -106,6 +107,8 @@ def class_noise(baseline: LatencyBaseline, confidence: float) -> dict[NoiseClass
         cls = baseline.classes.get(key)
         if len(runs) < 2 or cls is None:
             continue
+        if cls == ("cuda", HOST):  # its class is modelled as the gate judges it: host-paced where every run can be
+            runs = (paced_runs(runs, baseline.host_refs.get(key, [])) or (runs, 0.0))[0]
         deviations = between_night_deviations([statistics.median(r) for r in runs])
         for name in noise_classes(cls[0], cls[1], key[1], key[4]):
             pools.setdefault(name, []).extend(deviations)
@@ -115,6 +118,18 @@ def class_noise(baseline: LatencyBaseline, confidence: float) -> dict[NoiseClass
         if half is not None:
             models[name] = (half, len(deviations))
     return models
+
+
+def host_paced(record: Mapping[str, Any], baseline: LatencyBaseline,
+               key: LatencyKey) -> tuple[list[list[float]], list[float]] | None:
+    """A host-bound GPU case's baseline runs and current rounds at one host speed (metrics/host_pace.py): the gate
+    compares these instead of raw seconds. None for any other case, or where a side lacks its host reference."""
+    if record.get("bound") != HOST or not str(record.get("device", "")).startswith("cuda"):
+        return None
+    current, refs = record["samples_s"], record.get("host_ref_s")
+    got = paced_runs(baseline.samples.get(key, []), baseline.host_refs.get(key, []), refs, len(current))
+    paced = None if got is None else pace(current, refs, got[1])
+    return None if got is None or paced is None else (got[0], paced)
 
 
 def between_half(models: Mapping[NoiseClass, tuple[float, int]], record: Mapping[str, Any],

@@ -31,6 +31,21 @@ HOST_CLOCK = "host perf_counter (outputs copied back to host, so the call has co
 #: row run one input, so an engine that answers a repeated input with what it returned before (a result cache, a
 #: CUDA-graph replay that did not launch) is timed computing, or returns another feed's outputs, which the audit sees.
 FEED_POOL = 3
+#: Iterations of the pure-Python work timed before every round (``host_reference_s``): about 50-80 us on the GPU
+#: hosts' Xeon vCPUs, short beside a round, long beside the perf_counter's resolution.
+HOST_REFERENCE_LOOPS = 1500
+
+
+def host_reference_s(loops: int = HOST_REFERENCE_LOOPS) -> float:
+    """Seconds a fixed piece of pure-Python work takes now: the host's speed beside a round (metrics/host_pace.py).
+    No CUDA, driver or engine code runs in it, so an upgrade of those does not move it; the host's slow mode does."""
+    start = time.perf_counter()
+    total = 0
+    for i in range(loops):
+        total += i * i % 7
+    return time.perf_counter() - start
+
+
 #: The timed rounds whose outputs are kept at random (suite/round_audit.py), beside the first timed round and the last
 #: call; every round in a run that must show an implausible speed-up right (``audit_from(..., every_round=True)``).
 AUDIT_ROUNDS = 8
@@ -55,6 +70,8 @@ class TimedCall:
     def __init__(self, runner: Runner, path: str, feed: Feed,
                  vary: Callable[[int], Feed] | None = None) -> None:
         self.samples_s: list[float] = []
+        #: call index -> the host reference's seconds timed just before that call (``setup``; metrics/host_pace.py)
+        self.host_ref_s: dict[int, float] = {}
         self.path = path
         self.first_timed_round = 0
         self.feed_ids: list[int] = []
@@ -156,6 +173,12 @@ class TimedCall:
         elif wanted != self._current:
             self._runner.restage_path(self.path, self.feed(wanted))  # type: ignore[attr-defined]
         self._current = wanted
+        self.host_ref_s[done] = host_reference_s()  # last: the host's speed in the moment before the call
+
+    def host_refs(self, first: int, rounds: int) -> list[float] | None:
+        """The host reference of calls ``first`` .. ``first + rounds - 1``, or None where one has none."""
+        refs = [self.host_ref_s.get(i) for i in range(first, first + rounds)]
+        return None if any(r is None for r in refs) else [float(r) for r in refs if r is not None]
 
     def restage_current(self) -> None:
         """The staged feed copied in again, in place: the device work ``setup`` does before a timed call, for a

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -158,8 +159,16 @@ class LatencyChecks(BaselineEnvironment):
         if key is None or self.latency_baseline is None or key not in self.latency_baseline.samples:
             return None
         pooled = bound.between_half(self.noise, record, key)
-        comparison = compare_latency(self.latency_baseline.samples[key], record["samples_s"], self.max_slowdown,
-                                     self.confidence, between_half=None if pooled is None else pooled[0])
+        paced = bound.host_paced(record, self.latency_baseline, key)
+        runs, rounds = paced or (self.latency_baseline.samples[key], record["samples_s"])
+        comparison = compare_latency(runs, rounds, self.max_slowdown, self.confidence,
+                                     between_half=None if pooled is None else pooled[0])
+        if paced is not None:
+            raw = statistics.median(statistics.median(r) for r in self.latency_baseline.samples[key])
+            comparison = replace(comparison, reason=(
+                f"host-paced (each side's rounds at one host speed, a fixed piece of Python timed before each round; "
+                f"raw median {raw * 1e3:.4g} -> {statistics.median(record['samples_s']) * 1e3:.4g} ms): "
+                f"{comparison.reason}"))
         if pooled is not None and comparison.interval.startswith("between-night"):
             half, n = self.noise[pooled[1]]
             comparison = replace(comparison, interval=f"{comparison.interval} {'/'.join(pooled[1])}: "

@@ -64,7 +64,8 @@ def test_latency(latency_case, suite, engine_for, benchmark, request, latency_wr
     samples = list(timed.samples_s[warmup:])
     record = {"model": cell.model, "engine": cell.engine, "precision": cell.precision, "cell": cell.id,
               "batch_size": batch, "shape": shape.id, "path": path, "device": suite.device, "clock": timed.clock,
-              "samples_s": samples, "median_ms": statistics.median(samples) * 1e3, "gpu": monitor.summary()}
+              "samples_s": samples, "median_ms": statistics.median(samples) * 1e3, "gpu": monitor.summary(),
+              "host_ref_s": call.host_refs(warmup, len(samples))}  # the host's speed beside each round
     record["bound"], record["bound_why"] = classify(record, suite.records)  # device- or host-bound, and why
 
     def remeasure(deadline=None, every_round=False):
@@ -83,6 +84,7 @@ def test_latency(latency_case, suite, engine_for, benchmark, request, latency_wr
             timed()
             host.append(time.perf_counter() - start)
         _replace_benchmark_rounds(benchmark, host[warmup:])
+        record["host_ref_s"] = call.host_refs(first + warmup, rounds)  # the rounds the record's samples become
         return timed.samples_s[first + warmup:]
 
     def prove():
@@ -97,7 +99,7 @@ def test_latency(latency_case, suite, engine_for, benchmark, request, latency_wr
     summary = summarize_latency(samples, batch)
     bound = {"bound": record["bound"], "bound_why": record["bound_why"]}
     benchmark.extra_info.update(summary.as_dict(), samples_s=list(samples), gpu=record["gpu"], attempts=attempts,
-                                **bound)
+                                host_ref_s=record["host_ref_s"], **bound)
     checked = check_timed_outputs(cell, shape.id, path, call, expected, model)
     audit = call.audit_summary(len(samples))
     nodes = _node_profile(given.node_profile, engine, feed_of(0), path)
@@ -108,8 +110,8 @@ def test_latency(latency_case, suite, engine_for, benchmark, request, latency_wr
         kernels = kernel_profile.profile_kernels(call, given.kernel_profile, suite.device)
         benchmark.extra_info["kernels"] = kernels
     suite.record("latency", cell, path=path, shape=shape.id, dims=dims, clock=timed.clock, samples_s=list(samples),
-                 gpu=record["gpu"], attempts=attempts, outputs_checked=checked, outputs_audited=audit, **bound,
-                 **summary.as_dict(),
+                 host_ref_s=record["host_ref_s"], gpu=record["gpu"], attempts=attempts, outputs_checked=checked,
+                 outputs_audited=audit, **bound, **summary.as_dict(),
                  **({"node_times_us": nodes} if nodes else {}), **({"kernels": kernels} if kernels is not None else {}),
                  **_set_up(call))
     gate.check()  # --latency-baseline: fails a significant slowdown (suite/gate/)

@@ -243,3 +243,49 @@ def test_a_case_without_a_class_or_a_second_night_is_passed_over_not_the_rest() 
     cuda = {("cuda", "host"): (0.5, MIN_POOLED)}
     assert between_half(cuda, {"device": "cuda:0"}, key) == (0.5, ("cuda", "host"))  # no bound: host-bound
     assert between_half(cuda, {"bound": "host"}, key) is None  # no device: a CPU case
+
+
+def test_a_host_bound_gpu_case_is_paced_by_the_host_reference_timed_beside_its_rounds() -> None:
+    """metrics.host_pace and suite.bound.host_paced (issue 42): a host-bound GPU case timed while the host ran 1.4x
+    slow reads 1.4x slow, and so does the reference timed before each of its rounds; paced, both sides sit at one
+    host speed and the case is unchanged. A real slowdown of the case (the reference did not move) stays in the paced
+    rounds. Paced on both sides or on neither: a run or the current rounds without a reference each leaves it raw."""
+    from metrics.host_pace import pace, paced_runs
+    from suite.baselines import LatencyBaseline
+    from suite.bound import class_noise, host_paced
+
+    key = ("m", "torch", "fp16", "bs1", "model")
+    base_runs, base_refs = [[2e-3, 2.2e-3, 2.1e-3], [2.8e-3, 3.0e-3, 2.9e-3]], [[1e-4] * 3, [1.4e-4] * 3]
+    base = LatencyBaseline(sources=(), environment={}, datetime=None, samples={key: base_runs}, interference={},
+                           classes={key: ("cuda", "host")}, host_refs={key: base_refs})
+    record = {"device": "cuda:0", "bound": "host", "samples_s": [2.8e-3, 3.08e-3, 2.94e-3], "host_ref_s": [1.4e-4] * 3}
+    got = host_paced(record, base, key)
+    assert got is not None
+    runs, current = got
+    scale = 1.2e-4  # the median of the runs' reference medians
+    assert runs == [pytest.approx([s * scale / 1e-4 for s in base_runs[0]]),
+                    pytest.approx([s * scale / 1.4e-4 for s in base_runs[1]])]
+    assert current == pytest.approx([s * scale / 1.4e-4 for s in record["samples_s"]])
+    assert current == pytest.approx([2.4e-3, 2.64e-3, 2.52e-3])  # the host's 1.4x taken out: 2.1 -> 2.52 * 1.2/1.2
+    slower = {**record, "samples_s": [s * 1.05 for s in record["samples_s"]]}  # the case itself 5 % slower
+    assert host_paced(slower, base, key)[1] == pytest.approx([c * 1.05 for c in current])
+    # neither side paced without a reference for each of its rounds
+    assert host_paced({**record, "host_ref_s": None}, base, key) is None
+    assert host_paced({**record, "host_ref_s": [1.4e-4] * 2}, base, key) is None
+    assert host_paced({**record, "host_ref_s": [1.4e-4, 0.0, 1.4e-4]}, base, key) is None
+    assert host_paced(record, LatencyBaseline(sources=(), environment={}, datetime=None, samples={key: base_runs},
+                                              interference={}, host_refs={key: [base_refs[0], None]}), key) is None
+    assert host_paced({**record, "bound": "device"}, base, key) is None  # the device's time: raw
+    assert host_paced({**record, "device": "cpu"}, base, key) is None  # a CPU case: raw
+    assert host_paced({k: v for k, v in record.items() if k != "device"}, base, key) is None
+    assert pace([1.0], [2.0], 0.0) is None and pace([1.0, 2.0], [2.0, 2.0], 1.0) == [0.5, 1.0]
+    assert paced_runs([], []) is None and paced_runs([[1.0]], [[1.0], [1.0]]) is None
+    # the class model learns what the gate compares: the paced nights (here identical) deviate by nothing
+    samples = {(f"m{i}", "torch", "fp16", "bs1", "model"): base_runs for i in range(12)}
+    paced_base = LatencyBaseline(sources=(), environment={}, datetime=None, samples=samples, interference={},
+                                 classes={k: ("cuda", "host") for k in samples},
+                                 host_refs={k: [[1e-4] * 3, [1e-4 * 2.9 / 2.1] * 3] for k in samples})
+    raw_base = LatencyBaseline(sources=(), environment={}, datetime=None, samples=samples, interference={},
+                               classes={k: ("cuda", "host") for k in samples})
+    paced_half = class_noise(paced_base, 0.99)[("cuda", "host")][0]
+    assert paced_half == pytest.approx(0.0, abs=1e-9) and class_noise(raw_base, 0.99)[("cuda", "host")][0] > 0.3

@@ -337,3 +337,35 @@ def test_a_slowdown_the_sm_clock_explains_says_so_and_is_not_judged() -> None:
     assert outcome.component().detail == ("median 0.9996 -> 1.2 ms (+20.00%), CI [1.1945, 1.2056]; in "
                                           "clock-normalised time it did not get slower; SM clock 1980 -> 1600 MHz, "
                                           "clock-normalised change -3.03%")
+
+
+def test_a_host_bound_gpu_case_is_judged_at_one_host_speed_and_says_so() -> None:
+    """Issue 42: the host's slow mode makes a launch-bound case and the pure-Python reference timed before each of its
+    rounds 1.4x slower together; the gate compares the rounds paced to one host speed (suite/bound.py host_paced), so
+    the case is unchanged, and its line names the pacing and the raw medians. A real 20 % slowdown with the host
+    unchanged stays a regression; without references (an older baseline) the raw rounds are compared as before."""
+    from metrics.regression import MIN_POOLED
+
+    key = ("m", "torch", "fp16", "bs1", "model")
+    runs = [BASE, [x * 1.01 for x in BASE]]
+    refs = [[1e-4] * len(BASE), [1.01e-4] * len(BASE)]
+    baseline = LatencyBaseline(sources=(Path("a.json"), Path("b.json")), environment={}, datetime=None,
+                               samples={key: runs}, interference={}, classes={key: ("cuda", "host")},
+                               host_refs={key: refs})
+    gate = Gate(max_slowdown=0.05, confidence=0.99, busy_limit=LIMIT, drift=DriftTolerances(), inject_slowdown=None,
+                inject_accuracy_drop=None, environment={}, latency_baseline=baseline,
+                noise={("cuda", "host"): (0.01, MIN_POOLED)})  # a modelled class: the gate judges it
+    record = {"kind": "latency", "model": "m", "engine": "torch", "precision": "fp16", "batch_size": 1,
+              "path": "model", "device": "cuda:0", "bound": "host"}
+    slow_host = {**record, "samples_s": [x * 1.4 for x in BASE], "host_ref_s": [1.4e-4] * len(BASE)}
+    outcome, failure = gate.check_latency(slow_host, "t::a", 0.0)
+    assert outcome is not None and failure is None and outcome.status == "unchanged", outcome.component().detail
+    detail = outcome.component().detail
+    assert "host-paced" in detail and "raw median" in detail
+    slower = {**record, "samples_s": [x * 1.2 for x in BASE], "host_ref_s": [1e-4] * len(BASE)}
+    outcome, failure = gate.check_latency(slower, "t::b", 0.0)
+    assert outcome is not None and outcome.status == "regression" and failure and "host-paced" in failure
+    unpaced = {**slow_host, "host_ref_s": None}
+    outcome, _ = gate.check_latency(unpaced, "t::c", 0.0)
+    assert outcome is not None and outcome.status == "regression"  # the raw 1.4x, as before pacing
+    assert "host-paced" not in outcome.component().detail
