@@ -25,7 +25,7 @@ PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "fp16", "bf16", "int8")
 
 #: The batch axis's name in dims and shape ranges; no named axis may take it.
 BATCH_AXIS = "batch"
-#: A process's warm-up (suite/warm_up.py) before its first CUDA cell, the same in every engine that has one: small
+#: A process's warm-up (suite/fleet/warm_up.py) before its first CUDA cell, the same in every engine that has one: small
 #: images (3 x 64 x 64, at each of WARM_UP_BATCHES) through the convolution kinds the vision models run, at channel
 #: counts where cuDNN's tensor-core kernels apply. Each is (in, out, kernel, stride, groups): the stack of a
 #: mobilenet/efficientnet (strided stem; depthwise 3x3 and 5x5, each at stride 1 and 2; pointwise; then resnet's

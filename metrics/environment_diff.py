@@ -33,9 +33,9 @@ KEY_ORDER = (
     "suite_commit", "suite_config",
 )
 
-#: Each xdist worker's GPU name and CUDA_VISIBLE_DEVICES as one listing (suite/fleet.py run_environment): the
+#: Each xdist worker's GPU name and CUDA_VISIBLE_DEVICES as one listing (suite/fleet/plugin.py run_environment): the
 #: spread itself is compared through worker_count, worker_gpus and worker_cores, which read alike across runs.
-#: A shard's plan and index (suite/fleet.py shard_environment) say how a night was split over hosts, not what it
+#: A shard's plan and index (suite/fleet/plugin.py shard_environment) say how a night was split over hosts, not what it
 #: ran on: the host itself differs as ``hostname``.
 IGNORED = frozenset({"workers", "plan", "shard"})
 

@@ -27,7 +27,7 @@ import pytest
 
 from report.html import render_report
 from report.results_table import settle
-from suite.fleet import run_environment
+from suite.fleet.plugin import run_environment
 from suite.gate.state import gate_of
 from suite.state import DIFFERENCE_KEY, LEDGER_KEY, RUN_INFO_KEY, VERDICT_KEY, suite_session
 
@@ -45,7 +45,7 @@ def _suite_data(config: pytest.Config) -> SuiteData:
     """Everything the report shows, as plain data: (records, engines, environment, gate, verdict, run_info).
 
     The one place that reads the run: in an xdist run the session and the gate already hold every
-    worker's records, engines and comparisons (suite/fleet.py). verdict: ``suite.verdict.Ledger.as_dict()``;
+    worker's records, engines and comparisons (suite/fleet/plugin.py). verdict: ``suite.verdict.Ledger.as_dict()``;
     run_info: how the run was made (config, engine_options, git_commit, command, device, workers, phases);
     each None where the run did not record it."""
     session = suite_session(config)

@@ -18,8 +18,8 @@ KEY_ENVIRONMENT = (("device", ("device",)), ("GPU", ("gpu_name",)),
                    ("CPU", ("cpu",)), ("CPU int8 instructions", ("cpu_int8",)))
 RUN_KEYS = (("config", "config file"), ("engine_options", "engine options"), ("git_commit", "git commit"),
             ("command", "command"), ("device", "device requested"), ("workers", "workers"))
-#: Shown above or in the phases table; "test_times" (every test phase's start and seconds, suite/fleet.py Timeline)
-#: is data for tools/compare_runs.py that --suite-results keeps: thousands of entries, no row of a table.
+#: Shown above or in the phases table; "test_times" (every test phase's start and seconds, suite/fleet/timeline.py
+#: Timeline) is data for tools/compare_runs.py that --suite-results keeps: thousands of entries, no row of a table.
 _RUN_SHOWN = {k for k, _ in RUN_KEYS} | {"phases", "wall_s", "test_times"}
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from core.cache import ArtifactCache, CacheUnusable
 from core.cache_stats import CacheEvent
-from suite import fleet, junit, options, startup_check, verdict, verdict_wiring, workers
+from suite import junit, options, startup_check, verdict, verdict_wiring, workers
 from suite.config import (
     ConfigError,
     SuiteConfig,
@@ -23,6 +23,7 @@ from suite.config import (
     parse_batch_sizes_option,
 )
 from suite.device import DeviceError, check_device
+from suite.fleet.plugin import FleetPlugin
 from suite.gate.cpu_meter import SUITE_RUN_PID_ENV
 from suite.lifetime import EngineLifetime
 from suite.preflight import PROGRESS_PREFIX
@@ -58,8 +59,8 @@ def configure(config: pytest.Config) -> None:
     config.pluginmanager.register(verdict_wiring.VerdictPlugin(config), "suite-verdict")
     if not is_worker(config):
         junit.register(config)  # --junitxml counts as the verdict (suite/junit.py)
-    config.pluginmanager.register(fleet.FleetPlugin(config, gpus, startup_check.note_collected,
-                                                    startup_check.check_early), "suite-fleet")
+    config.pluginmanager.register(FleetPlugin(config, gpus, startup_check.note_collected, startup_check.check_early),
+                                  "suite-fleet")
 
     for noisy in ("onnxscript", "onnx_ir", "torch.onnx", "torch._dynamo", "torch.export"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -18,7 +18,7 @@ from core.cpuinfo import INT8_DOT_PRODUCT_X86, cpuinfo
 LIBRARIES = ("torch", "torchvision", "onnx", "onnxscript", "onnxruntime", "onnxruntime-gpu", "tensorrt",
              "cuda-python", "cuda-bindings", "nvidia-ml-py", "numpy", "pytest-benchmark")
 
-#: How the run was spread (suite/fleet.py worker_layout): its xdist workers (1 without xdist), the GPUs they were
+#: How the run was spread (suite/fleet/plugin.py worker_layout): its xdist workers (1 without xdist), the GPUs they were
 #: given (CUDA_VISIBLE_DEVICES entries) and each worker's cores. A host-bound case times its worker's share of the
 #: cores, and a cell's peak GPU memory depends on what its worker ran before it: a one-worker night and a two-worker
 #: night do not measure the same thing. Known once the workers have reported (the run's end), so a run whose side

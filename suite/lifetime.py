@@ -5,11 +5,11 @@ checks after that failed out of memory (issue 22). So each process runs its test
 a model, by cell (the fp32 reference first), and drops a cell's engine once the next test is another cell's;
 the model's reference engine goes when the next test is another model's. A run's peak GPU memory is then about
 its largest cell's beside its model's reference, not the sum of all. What lives on the host stays: the model's
-CPU module, its data and its reference outputs, so that a worker that comes back to a model (suite/fleet.py
+CPU module, its data and its reference outputs, so that a worker that comes back to a model (suite/fleet/plugin.py
 hands out cells, not models) does not make them again.
 
 The order is the same in every process (xdist requires identical collections), and the xdist scheduler hands
-out whole cells (suite/fleet.py), so a cell's tests stay together in the process that runs them. A later test
+out whole cells (suite/fleet/plugin.py), so a cell's tests stay together in the process that runs them. A later test
 of a released cell (a plugin that reorders tests after this sort, such as pytest-randomly, can split a cell's
 tests) loads it again from the engine cache: never a wrong answer, only a reload.
 """
@@ -56,7 +56,7 @@ def model_of_nodeid(nodeid: str, models: Sequence[str], overhead_model: str | No
 
 def unit_of_nodeid(nodeid: str, models: Sequence[str], engines: Iterable[str], precisions: Iterable[str],
                    overhead_model: str | None = None) -> str | None:
-    """The unit of work a test belongs to (suite/fleet.py hands out whole units): its cell (``MODEL-ENGINE-
+    """The unit of work a test belongs to (suite/fleet/plugin.py hands out whole units): its cell (``MODEL-ENGINE-
     PRECISION``), ``MODEL`` for a test of the model but of no cell, None for a test of no model."""
     model = model_of_nodeid(nodeid, models, overhead_model)
     if model is None:

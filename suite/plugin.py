@@ -32,7 +32,6 @@ from suite import (
     benchmark_compare,
     collection,
     configure,
-    fleet,
     interrupts,
     known_failures_runtime,
     options,
@@ -47,6 +46,7 @@ from suite import (
 from suite.cmdline import check_rootdir
 from suite.device import check_device
 from suite.environment import fingerprint
+from suite.fleet.plugin import shard_environment, worker_layout
 from suite.session import SuiteSession
 from suite.state import LIFETIME_KEY, suite_session
 
@@ -71,7 +71,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    """``-n auto --device cuda``: one worker per visible GPU (suite/fleet.py). A module-level hook, because xdist
+    """``-n auto --device cuda``: one worker per visible GPU (suite/fleet/plugin.py). A module-level hook, because xdist
     resolves ``auto`` in pytest_cmdline_main, before any plugin object registered at configure time exists."""
     return workers.auto_workers(options.requested_device(config), lambda: check_device("cuda"))
 
@@ -99,9 +99,9 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
     """Every saved benchmark carries the environment it was measured in, and how the run was spread (an xdist
-    run's controller writes its merged file with the workers' environment instead: suite/benchmark_files.py)."""
+    run's controller writes its merged file with the workers' environment instead: suite/fleet/benchmark_files.py)."""
     machine_info["suite_environment"] = {**fingerprint(options.options_of(config).device),
-                                         **fleet.worker_layout(config), **fleet.shard_environment(config)}
+                                         **worker_layout(config), **shard_environment(config)}
 
 
 def pytest_benchmark_update_json(config: pytest.Config, benchmarks: Any, output_json: dict[str, Any]) -> None:

@@ -65,9 +65,9 @@ class SuiteSession:
         self._reference_outputs: dict[tuple[str, str, int], dict[str, np.ndarray]] = {}
         self._reference_dtypes: dict[str, dict[str, np.dtype[Any]]] = {}  # model -> its reference's output dtypes
         self._released: dict[Cell, dict[str, Any]] = {}  # facts of engines released after their last test
-        self.thread_share: int | None = None  # an xdist worker's share of the CPU cores (suite/fleet.py)
+        self.thread_share: int | None = None  # an xdist worker's share of the CPU cores (suite/fleet/)
         self.records: list[dict[str, Any]] = []
-        self.remote_engines: dict[str, dict[str, Any]] = {}  # engine facts sent by xdist workers (suite/fleet.py)
+        self.remote_engines: dict[str, dict[str, Any]] = {}  # engine facts sent by xdist workers (suite/fleet/)
         self._stream: Path | None = None
         #: The one change ``run_batched`` makes to every cell's outputs, None for none (``alter_outputs``).
         self._alter_outputs: Callable[[Cell, dict[str, np.ndarray]], dict[str, np.ndarray]] | None = None

@@ -1,6 +1,6 @@
 """The run's state: what the suite's plugins keep on pytest's config, each under a ``config.stash`` key.
 
-One module for it, below the plugins (suite/plugin.py, suite/fleet.py, suite/gate/, suite/summary.py)
+One module for it, below the plugins (suite/plugin.py, suite/fleet/plugin.py, suite/gate/, suite/summary.py)
 and report/plugin.py, so that each reads the run from here and none imports another's hooks to find it.
 suite/configure.py sets these in pytest_configure and suite/verdict_wiring.py at the end of the run
 (pytest_sessionfinish); the gate's own state is its Gate, under suite.gate.state's GATE_KEY.

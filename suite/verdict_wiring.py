@@ -16,9 +16,11 @@ from typing import Any
 
 import pytest
 
-from suite import benchmark_compare, benchmark_files, census_record, fleet, junit, run_identity, scheduling, verdict
+from suite import benchmark_compare, census_record, junit, run_identity, verdict
 from suite.baseline_environment import current_fingerprint, difference_block
 from suite.config import ENGINES, SuiteConfig, threshold_changes
+from suite.fleet import benchmark_files, scheduling
+from suite.fleet.plugin import run_environment, worker_layout
 from suite.gate.state import gate_of, self_test_knobs
 from suite.known_failures_runtime import KNOWN_PROPERTY
 from suite.options import options_of
@@ -109,10 +111,10 @@ class VerdictPlugin:
         config.stash[VERDICT_KEY] = ledger.as_dict()  # read by report/plugin.py
         info = config.stash[RUN_INFO_KEY] = run_identity.run_info(config)
         suite = suite_session(config)
-        environment = fleet.run_environment(config)
+        environment = run_environment(config)
         gate = gate_of(config)
         if gate is not None:  # the spread is known now that the workers reported: the gate's warning compares it
-            gate.environment = {**gate.environment, **fleet.worker_layout(config)}
+            gate.environment = {**gate.environment, **worker_layout(config)}
         difference = config.stash[DIFFERENCE_KEY] = difference_block(
             current_fingerprint(environment, info), gate.baseline_fingerprints() if gate is not None else [])
         knobs = self_test_knobs(config)

@@ -47,9 +47,9 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from metrics.latency import two_modes  # noqa: E402
+from suite.fleet.timeline import set_up_seconds  # noqa: E402
 from suite.gpu_memory import peaks  # noqa: E402
 from suite.lifetime import model_of_nodeid, unit_of_nodeid  # noqa: E402
-from suite.timeline import set_up_seconds  # noqa: E402
 
 
 def load(path: str) -> dict[str, Any]:

@@ -19,7 +19,7 @@ pytest-benchmark JSON is read from ``benchmark.json`` beside it, where there is 
   sections of a run's report (report/html.py ``render_merged_report``). Not a pytest-html file: the merge runs no
   tests; each shard's own pytest-html report stays in its artifact;
 - ``DIR/durations.json``: each merged shard's seconds for its own cells (from the ``durations.json`` its job left
-  beside its results, suite/scheduling.py's file), for the next night's ``suite-plan --durations``.
+  beside its results, suite/fleet/scheduling.py's file), for the next night's ``suite-plan --durations``.
 
 Each record and latency case keeps the host that measured it (``host``): a baseline is keyed by GPU model and cell,
 never by host or shard, so re-sharding orphans nothing, and the host says where a number came from. A plan of

@@ -2,9 +2,9 @@
 
 Given the nights' ``--suite-results`` files in order (plain or gzipped: tools/compare_runs.py's reader), e.g. what
 ``tools/gpu_sitting.sh nights`` leaves (NIGHTS_STATE/runs/n1.json, n2.json, ...), one row per night: its GPUs and
-workers (the environment's worker_count and worker_gpus, suite/fleet.py worker_layout), what its latency was gated
-against (the ``--latency-baseline`` of its command: last:K) and whether it had an accuracy baseline, its wall time,
-its verdict, how many latency cases were judged (passed + failed) of those timed (every latency case but the
+workers (the environment's worker_count and worker_gpus, suite/fleet/plugin.py worker_layout), what its latency was
+gated against (the ``--latency-baseline`` of its command: last:K) and whether it had an accuracy baseline, its wall
+time, its verdict, how many latency cases were judged (passed + failed) of those timed (every latency case but the
 ``unsupported`` ones, which never run), the regressions (latency cases failed), the judged counts per class
 (device-bound and host-bound, each latency record's ``bound``) and the reasons the others were not judged.
 

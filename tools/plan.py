@@ -1,7 +1,7 @@
 """suite-plan: one night over many GPU hosts, as data: which models each shard runs (issue 44).
 
 Reads the suite config, the previous nights' seconds per cell (``durations.json``, which the scheduler keeps beside
-the engine cache: suite/scheduling.py save_durations; several nights' files give each cell its median) and a host
+the engine cache: suite/fleet/scheduling.py save_durations; several nights' files give each cell its median) and a host
 inventory, and writes ``plan.json`` (suite/shard.py: its format and hash). For each GPU model of the inventory, the
 whole config is split over its hosts, one shard per host: each model whole on one shard (its module, data, reference
 outputs and engine cache are there), models packed longest first onto the shard that ends first, a shard's time being
@@ -90,8 +90,8 @@ def read_inventory(path: Path) -> list[dict[str, Any]]:
 
 
 def night_seconds(files: Sequence[Path]) -> dict[str, float]:
-    """Each unit's seconds over the nights' durations files (suite/scheduling.py's format): the median of those that
-    timed it. A file that cannot be read is an error (load_durations alone would read it as no nights)."""
+    """Each unit's seconds over the nights' durations files (suite/fleet/scheduling.py's format): the median of those
+    that timed it. A file that cannot be read is an error (load_durations alone would read it as no nights)."""
     seen: dict[str, list[float]] = {}
     for path in files:
         if not Path(path).is_file():
@@ -219,8 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--suite-config", default=str(ROOT / "suite.toml"), help="the suite config the shards run")
     parser.add_argument("--inventory", required=True, help="the hosts: one [[gpu]] table per GPU model (TOML/JSON)")
     parser.add_argument("--durations", action="append", default=[],
-                        help="a night's durations.json (the engine cache's, suite/scheduling.py); repeat for several "
-                             "nights; for the GPU models whose inventory names none")
+                        help="a night's durations.json (the engine cache's, suite/fleet/scheduling.py); repeat for "
+                             "several nights; for the GPU models whose inventory names none")
     parser.add_argument("--out", default="plan.json", help="where to write the plan (default plan.json)")
     parser.add_argument("--matrix", metavar="FILE",
                         help="also write the shards as a CI matrix to FILE (JSON: {include: [{shard, of, label}]})")

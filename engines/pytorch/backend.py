@@ -79,7 +79,7 @@ def architecture_digest(module: torch.nn.Module) -> str:
 
 def layer_shapes(module: torch.nn.Module) -> frozenset[tuple[Any, ...]]:
     """The shapes of a module's convolution and linear layers (kind, channels or features, kernel, stride, groups):
-    two models that share many run the same kernels, and share a process's kernel caches (suite/scheduling.py)."""
+    two models that share many run the same kernels, and share a process's kernel caches (suite/fleet/scheduling.py)."""
     shapes: set[tuple[Any, ...]] = set()
     for layer in module.modules():
         if isinstance(layer, torch.nn.modules.conv._ConvNd):

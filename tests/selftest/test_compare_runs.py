@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from suite.timeline import set_up_seconds
+from suite.fleet.timeline import set_up_seconds
 from tools import compare_runs
 
 

@@ -1,4 +1,4 @@
-"""One worker per GPU, a cell's tests on one worker, one result from many workers (suite/fleet.py).
+"""One worker per GPU, a cell's tests on one worker, one result from many workers (suite/fleet/).
 
 The GPU side (binding, one worker per visible GPU) is exercised on the GPU machine; here, on CPU, the
 same machinery: ``-n 2`` over the tiny config must leave one --suite-results file, one pytest-benchmark
@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from suite import benchmark_files, scheduling, timeline, workers
+from suite import workers
+from suite.fleet import benchmark_files, scheduling, timeline
 from suite.verdict import EXIT_NOT_JUDGED
 from tests.selftest.fake_options import options_stash
 from tests.selftest.suite_runs import ROOT, explain, run_suite
@@ -155,7 +156,7 @@ def test_a_worker_knows_the_runs_spread_and_a_regression_names_a_baseline_spread
     'what differs' block."""
     from types import SimpleNamespace
 
-    from suite import fleet
+    from suite.fleet import plugin as fleet
 
     worker = SimpleNamespace(workerinput={"workercount": 3}, stash=options_stash(),
                              pluginmanager=SimpleNamespace(get_plugin=lambda name: None))

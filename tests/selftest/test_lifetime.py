@@ -17,10 +17,11 @@ from typing import Any
 
 import pytest
 
-from suite import scheduling, verdict, workers
-from suite import timeline as timelines
+from suite import verdict, workers
 from suite.baselines import DriftTolerances, ResultsBaseline, parse_drift
 from suite.config import ConfigError, load_config
+from suite.fleet import scheduling
+from suite.fleet import timeline as timelines
 from suite.gpu_memory import MemoryMeter, memory_summary, nvml_index, peaks, resource_error
 from suite.lifetime import EngineLifetime, model_of_nodeid, run_order, unit_of_nodeid
 from suite.session import Cell

@@ -262,7 +262,7 @@ class _PytestConfig:
 def test_models_of_counts_the_model_the_harness_overhead_check_uses():
     """Its ids name a batch and a path, not a model: the model is --overhead-model's (default: the first)."""
     models = {"a": None, "b": None}
-    assert collection.models_of([OVERHEAD_ID], models) == []  # the form suite/fleet.py's timing asks
+    assert collection.models_of([OVERHEAD_ID], models) == []  # the form suite/fleet/plugin.py's timing asks
     assert collection.models_of([OVERHEAD_ID], models, overhead_model="b") == ["b"]
     assert collection.models_of([OVERHEAD_ID, "tests/accuracy/test_accuracy.py::test_top1_top5[a-torch-fp32]"], models,
                             overhead_model="b") == ["a", "b"]

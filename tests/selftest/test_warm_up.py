@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from suite import fleet
-from suite.warm_up import WarmUp, first_contact_steps, wanted, warm_up_line
+from suite.fleet import plugin as fleet
+from suite.fleet.warm_up import WarmUp, first_contact_steps, wanted, warm_up_line
 from tests.selftest.fake_options import options_stash
 
 pytestmark = pytest.mark.selftest
@@ -238,8 +238,8 @@ def test_first_contact_steps_make_each_model_after_its_data_sets_each_data_set_o
 
 def test_a_worker_prepares_its_host_lane_once_collected_the_costliest_model_first(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """The models its tests use, ordered as the scheduler costs them (suite/scheduling.py work_per_model); a process
-    without xdist made them in its own start-up check, and --collect-only runs nothing."""
+    """The models its tests use, ordered as the scheduler costs them (suite/fleet/scheduling.py work_per_model); a
+    process without xdist made them in its own start-up check, and --collect-only runs nothing."""
     place = {"t[a-x-fp32]": ("a-x-fp32", "a"), "t[b-x-fp32]": ("b-x-fp32", "b"), "u[b-x-fp32]": ("b-x-fp32", "b"),
              "t[c-x-fp32]": ("c-x-fp32", "c"), "selftest": (None, None)}
     configs = {m: SimpleNamespace(parity_dataset=None, accuracy_dataset=None) for m in "abc"}

@@ -143,7 +143,7 @@ def first_contact_steps(session: Any, models: Sequence[str]) -> list[tuple[str, 
 
 def by_work(work: Mapping[str, float]) -> list[str]:
     """The models of ``work`` (model -> its work), the most first, ties in the given order: the scheduler hands out
-    the costliest first (suite/scheduling.py), so a worker's first test is most likely one of theirs."""
+    the costliest first (suite/fleet/scheduling.py), so a worker's first test is most likely one of theirs."""
     return sorted(work, key=lambda m: -work[m])
 
 

@@ -1,7 +1,7 @@
 """One pytest-xdist worker per GPU, and one result from many workers: the xdist hooks.
 
-Each worker is bound to its GPU and its cores when suite/workers.py is imported; suite/scheduling.py hands the
-work out a cell at a time; suite/timeline.py keeps where the time went; suite/benchmark_files.py writes
+Each worker is bound to its GPU and its cores when suite/workers.py is imported; suite/fleet/scheduling.py hands the
+work out a cell at a time; suite/fleet/timeline.py keeps where the time went; suite/fleet/benchmark_files.py writes
 pytest-benchmark's files.
 
 Each worker sends what it produced when it ends (xdist's ``workeroutput``): records, engine facts,
@@ -21,14 +21,14 @@ from typing import Any
 import pytest
 
 from engines import get_backend
-from suite.benchmark_files import atomic_benchmark_files
 from suite.environment import fingerprint
+from suite.fleet.benchmark_files import atomic_benchmark_files
+from suite.fleet.scheduling import _scheduler_class, load_durations, model_kinship, work_per_model, work_unit_of
+from suite.fleet.timeline import PHASES, PhaseClock, Timeline, timed_call
+from suite.fleet.warm_up import WarmUp, by_work, first_contact_steps, wanted
 from suite.gate.state import gate_of
 from suite.options import collect_only, options_of
-from suite.scheduling import _scheduler_class, load_durations, model_kinship, work_per_model, work_unit_of
 from suite.state import SHARD_KEY, suite_session
-from suite.timeline import PHASES, PhaseClock, Timeline, timed_call
-from suite.warm_up import WarmUp, by_work, first_contact_steps, wanted
 from suite.workers import BOUND_CPUS, BOUND_GPU, WORKER_GPUS_ENV, describe_cpus, visible_gpus
 
 
@@ -59,7 +59,7 @@ class FleetPlugin:
     @pytest.hookimpl(wrapper=True)
     def pytest_sessionstart(self, session: pytest.Session) -> Any:
         """After every plugin's configure (pytest-benchmark's session exists by now). A process that runs tests
-        starts paying its one-off CUDA costs now, while it collects and waits (suite/warm_up.py). An xdist
+        starts paying its one-off CUDA costs now, while it collects and waits (suite/fleet/warm_up.py). An xdist
         controller, once xdist's own session start has started the workers, makes the start-up check while they
         start (suite/startup_check.py check_early)."""
         self._start_session()
@@ -131,7 +131,7 @@ class FleetPlugin:
 
     def _prepare_first_contact(self, nodeids: list[str]) -> None:
         """An xdist worker, collected, waits for the controller's start-up check: meanwhile its host lane makes the
-        data and modules its tests use, the costliest models first (suite/warm_up.py). The check made them in the
+        data and modules its tests use, the costliest models first (suite/fleet/warm_up.py). The check made them in the
         controller's process; a process without xdist made them in its own check and has nothing to do."""
         if self.warm_up is None or collect_only(self.config):
             return
@@ -184,7 +184,7 @@ class FleetPlugin:
             self.timeline.add(report)
 
     def warm_ups(self) -> dict[str, dict[str, Any]]:
-        """Each process's warm-up (suite/warm_up.py): every worker's, or this process's."""
+        """Each process's warm-up (suite/fleet/warm_up.py): every worker's, or this process's."""
         if self.worker_warm_ups:
             return dict(sorted(self.worker_warm_ups.items()))
         if self.warm_up is not None:
