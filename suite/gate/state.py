@@ -76,7 +76,7 @@ class Gate(LatencyChecks, DriftChecks, CoverageChecks):
     stopped: dict[str, str] = field(default_factory=dict)
     #: (source, saved_fingerprint) of each run --benchmark-compare loaded (pytest_benchmark_compare_machine_info)
     compared: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    imported: bool = False  # holds comparisons sent by xdist workers (suite/fleet.py)
+    imported: bool = False  # holds comparisons sent by xdist workers (suite/fleet/plugin.py)
     _drift_seen: set[int] = field(default_factory=set)
 
     def finish(self, records: list[dict[str, Any]]) -> None:
@@ -156,7 +156,7 @@ class Gate(LatencyChecks, DriftChecks, CoverageChecks):
         }
 
     def export_outcomes(self) -> dict[str, Any]:
-        """This process's comparisons as plain data, for the controller of an xdist run (suite/fleet.py)."""
+        """This process's comparisons as plain data, for the controller of an xdist run (suite/fleet/plugin.py)."""
         return {"latency": [{**{k: v for k, v in vars(o).items() if k != "comparison"},
                              "comparison": None if o.comparison is None else dataclasses.asdict(o.comparison)}
                             for o in self.latency],

@@ -156,7 +156,8 @@ def test_a_torch_cell_is_judged_by_the_allocator_as_nvml_sees_only_what_its_cach
     night3 = {"engine": "torch", "nvml_added_mib": 2638.0, "allocator_added_mib": 1196.0}
     compared = compare_memory(night2, night3, 1.5)
     assert [(c.figure, c.failed) for c in compared] == [("nvml_added_mib", False), ("allocator_added_mib", False)]
-    assert "not judged: torch's caching allocator" in compared[0].describe() and "4 -> 2638 MiB" in compared[0].describe()
+    described = compared[0].describe()
+    assert "not judged: torch's caching allocator" in described and "4 -> 2638 MiB" in described
     assert not compared[0].failed and compared[0].unjudged is not None and compared[1].unjudged is None
     assert [c.figure for c in compare_memory(night2, {**night3, "engine": "inductor"}, 1.5) if c.failed] == []
     grown = compare_memory(night2, {**night3, "allocator_added_mib": 2400.0}, 1.5)
