@@ -32,15 +32,14 @@ def pace(samples: Sequence[float], refs: Sequence[float] | None, scale: float) -
     return [s * factor for s in samples]
 
 
-def paced_runs(runs: Sequence[Sequence[float]], refs: Sequence[Sequence[float] | None],
-               current_refs: Sequence[float] | None = None,
-               current_rounds: int | None = None) -> tuple[list[list[float]], float] | None:
+def paced_runs(runs: Sequence[Sequence[float]],
+               refs: Sequence[Sequence[float] | None] | None) -> tuple[list[list[float]], float] | None:
     """Every baseline run paced to one host speed (the median of the runs' reference medians), and that speed; None
-    unless every run, and the current rounds where given, have a usable reference for each round: a comparison is
-    paced on both sides or on neither."""
-    if not runs or len(refs) != len(runs) or not all(_usable(r, len(s)) for s, r in zip(runs, refs, strict=True)):
+    unless every run has a usable reference for each round. The current rounds are paced to the same speed
+    (``pace``), or the comparison is raw on both sides."""
+    if not runs or refs is None or len(refs) != len(runs):
         return None
-    if current_rounds is not None and not _usable(current_refs, current_rounds):
+    if not all(_usable(r, len(s)) for s, r in zip(runs, refs, strict=True)):
         return None
     scale = statistics.median(statistics.median(r) for r in refs if r is not None)
     paced = [pace(s, r, scale) for s, r in zip(runs, refs, strict=True)]

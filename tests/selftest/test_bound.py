@@ -280,6 +280,7 @@ def test_a_host_bound_gpu_case_is_paced_by_the_host_reference_timed_beside_its_r
     assert host_paced({k: v for k, v in record.items() if k != "device"}, base, key) is None
     assert pace([1.0], [2.0], 0.0) is None and pace([1.0, 2.0], [2.0, 2.0], 1.0) == [0.5, 1.0]
     assert paced_runs([], []) is None and paced_runs([[1.0]], [[1.0], [1.0]]) is None
+    assert paced_runs([[1.0]], None) is None and paced_runs([[1.0]], [[1.0]]) == ([[1.0]], 1.0)
     # the class model learns what the gate compares: the paced nights (here identical) deviate by nothing
     samples = {(f"m{i}", "torch", "fp16", "bs1", "model"): base_runs for i in range(12)}
     paced_base = LatencyBaseline(sources=(), environment={}, datetime=None, samples=samples, interference={},
@@ -289,3 +290,39 @@ def test_a_host_bound_gpu_case_is_paced_by_the_host_reference_timed_beside_its_r
                                classes={k: ("cuda", "host") for k in samples})
     paced_half = class_noise(paced_base, 0.99)[("cuda", "host")][0]
     assert paced_half == pytest.approx(0.0, abs=1e-9) and class_noise(raw_base, 0.99)[("cuda", "host")][0] > 0.3
+
+
+def test_a_classs_interval_holds_for_the_night_not_for_one_case() -> None:
+    """class_noise's quantile is the night's (Bonferroni over the class's cases): 100 cases of two nights, one that
+    moved 9 %, two 2 %, the rest at most 0.4 %: at 99 % for one case the interval would stop near 2 %, so that one
+    case in a few nights fails by chance; at 1 - 0.01/100 it reaches 9 %. A device-bound class is never paced, even
+    where its runs carry host references (its time is the device's)."""
+    import math
+
+    import numpy as np
+
+    from suite.baselines import LatencyBaseline
+    from suite.bound import class_noise
+
+    samples, classes, refs = {}, {}, {}
+    for i in range(100):
+        key = (f"m{i}", "torch", "fp16", "bs1", "graph")
+        second = 1.09e-3 if i == 0 else 1.02e-3 if i < 3 else 1.0e-3 * (1 + 0.001 * (i % 5))
+        samples[key], classes[key] = [[1e-3] * 8, [second] * 8], ("cuda", "device")
+        refs[key] = [[1e-4] * 8, [1.5e-4] * 8]  # the host 1.5x slow on the second night: nothing to a device case
+    base = LatencyBaseline(sources=(), environment={}, datetime=None, samples=samples, interference={},
+                           classes=classes, host_refs=refs)
+    half, n = class_noise(base, 0.99)[("cuda", "device", "torch", "graph")]
+    sizes = [abs(math.log(samples[k][1][0] / 1e-3)) for k in samples for _ in range(2)]  # two nights: +-d each
+    assert n == 200 and half == pytest.approx(float(np.quantile(sizes, 1 - 0.01 / 100)))
+    assert float(np.quantile(sizes, 0.99)) < math.log(1.025) < math.log(1.08) < half <= math.log(1.09) + 1e-12
+    # the level counts the class's cases, one each: three nights a case, so that the top deviations differ
+    last = [1e-3 * (1.09 if i == 0 else 1.001 + i / 1e4) for i in range(10)]
+    three = {(f"m{i}", "torch", "fp16", "bs1", "graph"): [[1e-3] * 8, [1e-3] * 8, [x] * 8] for i, x in enumerate(last)}
+    base = LatencyBaseline(sources=(), environment={}, datetime=None, samples=three, interference={},
+                           classes={k: ("cuda", "device") for k in three})
+    half, n = class_noise(base, 0.99)[("cuda", "device", "torch", "graph")]
+    devs = [abs(d) for runs in three.values() for d in
+            (math.log(runs[2][0] / 1e-3) * f for f in (-0.5, -0.5, 1.0))]
+    assert n == 30 and half == pytest.approx(float(np.quantile(devs, 1 - 0.01 / 10)), rel=1e-9)
+    assert half != pytest.approx(float(np.quantile(devs, 1 - 0.01 / 11)), rel=1e-9)
