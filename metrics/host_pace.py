@@ -39,8 +39,8 @@ def paced_runs(runs: Sequence[Sequence[float]],
     (``pace``), or the comparison is raw on both sides."""
     if not runs or refs is None or len(refs) != len(runs):
         return None
-    if not all(_usable(r, len(s)) for s, r in zip(runs, refs, strict=True)):
+    if not all(_usable(refs[i], len(runs[i])) for i in range(len(runs))):
         return None
     scale = statistics.median(statistics.median(r) for r in refs if r is not None)
-    paced = [pace(s, r, scale) for s, r in zip(runs, refs, strict=True)]
+    paced = [pace(runs[i], refs[i], scale) for i in range(len(runs))]
     return [p for p in paced if p is not None], scale

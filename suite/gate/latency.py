@@ -40,16 +40,26 @@ BENCHMARK_COMPARE_NOTE = (
 #: (check_latency).
 HOST_LOAD_MOST = 1.879
 
+#: On a CPU device the model's own compute shares the CPUs with the neighbour, and no bound held: beside another
+#: engineer's tests using about half of the 2-core VM's CPUs, torch and ONNX Runtime cases ran 1.3x-8.4x slower than
+#: on the quiet night before (docs/nightly.md "The same sequence on the CPU tier"), one case 135x (issue 47). A CPU
+#: case timed while others used this much more of the CPUs than at its baseline is not judged, whatever its ratio.
+CPU_BUSIER_BY = 0.10
 
-def load_can_explain(baseline_interference: float | None, current_interference: float | None) -> float:
+
+def load_can_explain(baseline_interference: float | None, current_interference: float | None,
+                     cpu: bool = False) -> float:
     """The largest slowdown (current / baseline time) that the difference in interference can explain in a
     host-bound case: the CPU time the case had (1 - the share others used) at the baseline over what it had now,
     and never more than load was seen to do to such a case (HOST_LOAD_MOST). Equal interference on both sides
     explains nothing (1.0), whatever its level: a slowdown measured at 76 % against a baseline at 75 % is a
     regression. A share not measured counts as none (0). The CPU time alone allowed 6.25x at 84 % against a quiet
-    baseline, and a real 2.1x slowdown was excused (issue 43)."""
+    baseline, and a real 2.1x slowdown was excused (issue 43). On a CPU device (``cpu``), a current share
+    CPU_BUSIER_BY or more above the baseline's explains any slowdown (inf): the hog study's ceiling is a GPU's."""
     base = min(max(baseline_interference or 0.0, 0.0), 0.999)
     current = min(max(current_interference or 0.0, 0.0), 0.999)
+    if cpu and current - base >= CPU_BUSIER_BY:
+        return math.inf
     return min((1.0 - base) / (1.0 - current), HOST_LOAD_MOST)
 
 
@@ -219,13 +229,16 @@ class LatencyChecks(BaselineEnvironment):
         comparison = bound.gate_rule(record, comparison, modeled)  # a class's rule (suite/bound.py)
         base_busy = self.latency_baseline.interference.get(key)
         device_bound = record.get("bound") == "device"
+        device = record.get("device")
+        cpu = not (isinstance(device, str) and device.startswith("cuda"))  # a record without one is a CPU run's
         current_busy = not device_bound and interference is not None and interference > self.busy_limit
         baseline_busy = not device_bound and base_busy is not None and base_busy > self.busy_limit
         status, side = comparison.verdict, None
         # Busy excuses only what the difference in interference can explain (load_can_explain): a slowdown
         # measured at the baseline's interference, or beyond what the CPU time others took can account for, is
         # a regression however busy both runs were.
-        if status == "regression" and current_busy and comparison.ratio <= load_can_explain(base_busy, interference):
+        if (status == "regression" and current_busy
+                and comparison.ratio <= load_can_explain(base_busy, interference, cpu)):
             status, side = "busy", "current"
         elif status in ("improvement", "inconclusive") and current_busy:
             status, side = "busy", "current"  # a neighbour's burst moves a case either way: no finding

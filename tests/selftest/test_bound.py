@@ -250,6 +250,8 @@ def test_a_host_bound_gpu_case_is_paced_by_the_host_reference_timed_beside_its_r
     slow reads 1.4x slow, and so does the reference timed before each of its rounds; paced, both sides sit at one
     host speed and the case is unchanged. A real slowdown of the case (the reference did not move) stays in the paced
     rounds. Paced on both sides or on neither: a run or the current rounds without a reference each leaves it raw."""
+    import math
+
     from metrics.host_pace import pace, paced_runs
     from suite.baselines import LatencyBaseline
     from suite.bound import class_noise, host_paced
@@ -279,6 +281,7 @@ def test_a_host_bound_gpu_case_is_paced_by_the_host_reference_timed_beside_its_r
     assert host_paced({**record, "device": "cpu"}, base, key) is None  # a CPU case: raw
     assert host_paced({k: v for k, v in record.items() if k != "device"}, base, key) is None
     assert pace([1.0], [2.0], 0.0) is None and pace([1.0, 2.0], [2.0, 2.0], 1.0) == [0.5, 1.0]
+    assert pace([1.0], [math.inf], 1.0) is None and pace([], [], 1.0) is None  # no round, no reference: raw
     assert paced_runs([], []) is None and paced_runs([[1.0]], [[1.0], [1.0]]) is None
     assert paced_runs([[1.0]], None) is None and paced_runs([[1.0]], [[1.0]]) == ([[1.0]], 1.0)
     # the class model learns what the gate compares: the paced nights (here identical) deviate by nothing

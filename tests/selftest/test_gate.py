@@ -5,6 +5,7 @@ injected accuracy drop fail, with the numbers and the cell in the message)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import time
@@ -14,6 +15,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from metrics.regression import MIN_POOLED
 from suite.baselines import (
     BaselineError,
     DriftTolerances,
@@ -27,7 +29,7 @@ from suite.baselines import (
 )
 from suite.gate.coverage import latency_key_of_nodeid
 from suite.gate.cpu_meter import CpuMeter
-from suite.gate.latency import HOST_LOAD_MOST, load_can_explain
+from suite.gate.latency import CPU_BUSIER_BY, HOST_LOAD_MOST, load_can_explain
 from suite.gate.state import Gate
 from suite.inject import SlowedCall, busy_wait, flip_top1
 from tests.selftest.fake_options import options_stash
@@ -137,9 +139,10 @@ def test_gate_fails_a_regression_and_reports_busy_cases_without_failing(tmp_path
     assert states == [("failed", None), ("not judged", "busy"), ("not judged", "no-baseline")]
 
 
-def _busy_gate(tmp_path: Path, baseline_interference: float | None) -> tuple[Gate, list[float], dict]:
+def _busy_gate(tmp_path: Path, baseline_interference: float | None,
+               gpu: bool = False) -> tuple[Gate, list[float], dict]:
     """A gate against one saved run of 100 steady rounds, saved while others used ``baseline_interference`` of
-    the CPUs (None: a baseline without the figure)."""
+    the CPUs (None: a baseline without the figure). ``gpu``: a host-bound GPU case, its class modelled (+-1 %)."""
     base = list(1e-3 * np.random.default_rng(5).lognormal(0, 0.01, 100))
     path = _benchmark_file(tmp_path / "b.json", {1: base})
     if baseline_interference is not None:
@@ -148,6 +151,9 @@ def _busy_gate(tmp_path: Path, baseline_interference: float | None) -> tuple[Gat
         path.write_text(json.dumps(data))
     record = {"kind": "latency", "model": "m", "engine": "onnxruntime", "precision": "fp32", "batch_size": 1,
               "path": "all"}
+    if gpu:
+        gate = _gate(latency_baseline=load_latency_baselines([path]), noise={("cuda", "host"): (0.01, MIN_POOLED)})
+        return gate, base, {**record, "device": "cuda:0", "bound": "host"}
     return _gate(latency_baseline=load_latency_baselines([path])), base, record
 
 
@@ -186,7 +192,8 @@ def test_the_load_explains_no_more_than_the_hog_study_saw() -> None:
 ])
 def test_busy_excuses_only_a_slowdown_the_difference_in_interference_explains(
         tmp_path: Path, base_share: float | None, share: float, slowdown: float, status: str) -> None:
-    gate, base, record = _busy_gate(tmp_path, base_share)
+    """A host-bound GPU case (its class modelled): the hog study's ceiling holds there."""
+    gate, base, record = _busy_gate(tmp_path, base_share, gpu=True)
     outcome, message = gate.check_latency({**record, "samples_s": [x * slowdown for x in base]}, "n",
                                           interference=share)
     assert outcome is not None and outcome.status == status, outcome
@@ -195,6 +202,34 @@ def test_busy_excuses_only_a_slowdown_the_difference_in_interference_explains(
         assert outcome.busy_side == "current" and outcome.component().reason == "busy"
     else:
         assert outcome.component().state == "failed" and "latency regression" in str(message)
+
+
+@pytest.mark.parametrize("base_share,share,slowdown,status", [
+    (0.00, 0.50, 8.40, "busy"),        # the CPU proxy's night 2: 8.4x beside a neighbour at half the CPUs
+    (0.00, 0.84, 2.10, "busy"),        # no ceiling on a CPU device: load there did 1.3x-8.4x, and 135x
+    (0.50, 0.61, 1.50, "busy"),        # busier by CPU_BUSIER_BY and more
+    (0.50, 0.58, 1.50, "regression"),  # busier by less: the CPU time lost explains 1.19x, not 1.5x
+    (0.75, 0.76, 1.94, "regression"),  # equal load on both sides explains nothing (issue 23)
+    (0.60, 0.60, 2.13, "regression"),
+    (0.00, 0.15, 3.00, "regression"),  # others under --latency-busy-limit: not busy at all
+    (0.90, 0.50, 1.20, "regression"),  # the baseline was the busier: the load explains no slowdown
+])
+def test_on_a_cpu_device_a_busier_run_explains_any_slowdown_and_equal_load_none(
+        tmp_path: Path, base_share: float, share: float, slowdown: float, status: str) -> None:
+    """A CPU case (the model's compute is the CPUs' own): the GPU hog study's 1.879x ceiling does not hold, so a run
+    measured CPU_BUSIER_BY busier than its baseline is not judged (busy), whatever the ratio; equal load still
+    judges, as on the GPU."""
+    gate, base, record = _busy_gate(tmp_path, base_share)
+    outcome, message = gate.check_latency({**record, "device": "cpu", "samples_s": [x * slowdown for x in base]},
+                                          "n", interference=share)
+    assert outcome is not None and outcome.status == status, outcome
+    assert (message is not None) == (status == "regression")
+    assert CPU_BUSIER_BY == 0.10
+    assert load_can_explain(0.5, 0.61, cpu=True) == math.inf
+    assert load_can_explain(0.5, 0.61) == pytest.approx(0.5 / 0.39)
+    assert load_can_explain(0.0, 0.1, cpu=True) == math.inf  # exactly CPU_BUSIER_BY busier
+    assert load_can_explain(0.5, 0.58, cpu=True) == pytest.approx(0.5 / 0.42)
+    assert load_can_explain(0.6, 0.5, cpu=True) == pytest.approx(0.8)  # the baseline busier: nothing explained
 
 
 @pytest.mark.parametrize("base_share,share,status", [
