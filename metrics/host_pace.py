@@ -6,7 +6,7 @@ just before every round (suite/timing.py ``host_reference_s``) slows with it: on
 resnet18 eager bs1 windows of a second moved 40 % (90th percentile, any two windows) and 6.9 % once each was divided by
 the reference's median over the same rounds (docs/nightly.md "Host-paced"). The reference is pure Python: no CUDA,
 driver, torch or ONNX Runtime code runs in it, so an upgrade of those that slows the case does not slow it, and a
-slower engine stays slower once paced. Pure arithmetic; suite/bound.py says which cases are paced.
+slower engine stays slower once paced. Pure arithmetic; suite/gate/bound.py says which cases are paced.
 """
 
 from __future__ import annotations

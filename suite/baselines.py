@@ -126,7 +126,7 @@ class LatencyBaseline:
     #: samples taken another way than the current run's are not comparable (suite/gate/latency.py)
     methods: dict[LatencyKey, tuple[str, ...]] = field(default_factory=dict)
     #: each case's (device kind, bound) as its newest run recorded them: its class for the between-night noise model
-    #: (suite/bound.py class_noise)
+    #: (suite/gate/bound.py class_noise)
     classes: dict[LatencyKey, tuple[str, str]] = field(default_factory=dict)
     #: the hosts that measured each case (a merged night's case says its shard's host, ``extra_info.host``; else its
     #: run's ``hostname``): a baseline is keyed by GPU model and cell, never by host, so the gate says where it came

@@ -74,7 +74,7 @@ def unit_of_nodeid(nodeid: str, models: Sequence[str], engines: Iterable[str], p
 def run_order(items: list[pytest.Item], session: SuiteSession, overhead_model: str | None) -> None:
     """Sort ``items`` in place: tests of no model first, as collected; then each model in config order, its
     reference cell first, then its other cells in config order (engines, then precisions), then its tests of no
-    cell; within a cell, as collected (a latency case's graph replay before its eager path: suite/bound.py)."""
+    cell; within a cell, as collected (a latency case's graph replay before its eager path: suite/gate/bound.py)."""
     models = list(session.config.models)
     rank_of_model = {m: i for i, m in enumerate(models)}
     rank_of_cell = {c: i for i, c in enumerate(

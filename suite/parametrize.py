@@ -50,7 +50,7 @@ def generate_tests(metafunc: pytest.Metafunc) -> None:
         paths = options.split_list(options.options_of(metafunc.config).latency_paths)  # checked at start-up
         if not paths:
             paths = ["all"] if session.device == "cpu" else list(PATHS)
-        # Graph replay first: a cell's eager case is classified against its replay (suite/bound.py).
+        # Graph replay first: a cell's eager case is classified against its replay (suite/gate/bound.py).
         paths = sorted(paths, key=lambda p: ("graph", "model", "all").index(p))
         cases = [(c, shape, p) for c in session.cells()
                  for shape in latency_shapes(metafunc.config, session.model(c.model)) for p in paths]

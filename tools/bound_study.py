@@ -1,5 +1,5 @@
 """Device- vs host-bound latency cases across processes: how each class moves, what a control workload
-buys, and whether a busy CPU can excuse a device-bound case. The measurements behind suite/bound.py's
+buys, and whether a busy CPU can excuse a device-bound case. The measurements behind suite/gate/bound.py's
 rule and the gate's treatment of each class (docs/gating.md "Launch-bound cases").
 
     python3 tools/bound_study.py --device cuda:0 --processes 5 --hog-processes 2 --json study.json
@@ -12,11 +12,11 @@ them). Right before each case it times two controls in the same process: a fixed
 host's speed) and 300 launches of a one-element kernel plus a synchronize (the launch path's speed).
 ``--hog-processes`` more children run while other processes keep every CPU busy.
 
-Analysis: each case classified by suite.bound.classify; A/A trials between the quiet processes (every
+Analysis: each case classified by suite.gate.bound.classify; A/A trials between the quiet processes (every
 ordered pair: one run is the baseline, another the current run) judged by the suite's compare_latency at
 5 % / 99 %, (a) as they are, (b) with the current samples scaled by the ratio of the two processes'
 control medians (the control rule), (c) against the other K-1 runs as baseline (last:K), (d) with the
-suite's own class rule (suite.bound.gate_rule) on one baseline run; and, for the
+suite's own class rule (suite.gate.bound.gate_rule) on one baseline run; and, for the
 hogged runs, the change of each case's median against the quiet runs' median.
 """
 
@@ -77,8 +77,8 @@ def launch_control_ms(device: str) -> float:
 def child(args: argparse.Namespace) -> dict[str, Any]:
     from core.cache import ArtifactCache
     from core.inputs import synthetic_feed
-    from suite.bound import classify
     from suite.config import load_config
+    from suite.gate.bound import classify
     from suite.session import Cell, SuiteSession
 
     config = load_config(args.suite_config).select([args.model], sorted({e for e, _ in ENGINES}),
@@ -141,9 +141,9 @@ def _key(case: dict[str, Any]) -> tuple[str, int, str]:
 
 
 def reclassify(results: list[dict[str, Any]]) -> None:
-    """Class every case again with today's suite.bound.classify, from what each process measured (in the order
+    """Class every case again with today's suite.gate.bound.classify, from what each process measured (in the order
     it timed them, graph replay first), so that a saved study judges a changed rule."""
-    from suite.bound import classify
+    from suite.gate.bound import classify
 
     for r in results:
         records: list[dict[str, Any]] = []
@@ -161,7 +161,7 @@ RULES = ("plain", "suite_rule", "host_control", "launch_control", "last_k")
 
 
 def analyse(results: list[dict[str, Any]], threshold: float = 0.05, confidence: float = 0.99) -> dict[str, Any]:
-    from suite.bound import gate_rule
+    from suite.gate.bound import gate_rule
 
     reclassify(results)
     quiet = [r for r in results if not r["hogs"]]

@@ -49,7 +49,7 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
     from core.inputs import synthetic_feed
     from suite.config import load_config
     from suite.gate.cpu_meter import CpuMeter
-    from suite.inject import SlowedCall
+    from suite.gate.inject import SlowedCall
     from suite.session import Cell, SuiteSession
 
     config = load_config(args.suite_config).select([args.model], [args.engine], [args.precision])

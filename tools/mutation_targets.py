@@ -61,8 +61,9 @@ PATTERNS = [
     f"{R}trt_cache_dir__mutmut_*", "engines.onnxrt.backend.x_trt_profile_options__mutmut_*",
     # the latency gate's statistics and rules (issue 43: every function that decides a verdict)
     "metrics.clocks.*", "metrics.latency.x_two_modes__mutmut_*",
-    "suite.bound.x_classify__mutmut_*", "suite.bound.x_class_noise__mutmut_*", "suite.bound.x_between_half__mutmut_*",
-    "suite.bound.x_gate_rule__mutmut_*", "suite.bound.x_host_paced__mutmut_*", "metrics.host_pace.*",
+    "suite.gate.bound.x_classify__mutmut_*", "suite.gate.bound.x_class_noise__mutmut_*",
+    "suite.gate.bound.x_between_half__mutmut_*", "suite.gate.bound.x_gate_rule__mutmut_*",
+    "suite.gate.bound.x_host_paced__mutmut_*", "metrics.host_pace.*",
     # the latency comparison: its rule (regression, improvement, unchanged, inconclusive) and what feeds it
     "metrics.regression.x_compare_latency__mutmut_*", "metrics.regression.x__batch_interval__mutmut_*",
     "metrics.regression.x__batch_medians__mutmut_*", "metrics.regression.x_between_night_deviations__mutmut_*",

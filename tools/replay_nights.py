@@ -8,9 +8,10 @@ Why: a gate rule is right when unchanged nights in a row pass and a real slowdow
 costs a whole-tier night per data point (30 device-minutes a sitting hold about three). The nights' pytest-benchmark
 files keep every case's rounds, its host reference per round (``host_ref_s``), its class (``bound``) and the CPU
 share others used (``gate.interference``): enough to judge each night again with the gate's own code
-(suite/gate/latency.py ``check_latency``, the class model of ``suite.bound.class_noise``) as the workflow orders it:
-each night against the nights kept before it (at most ``--k``, newest last, as ``--latency-baseline last:K``; none
-until ``--min-kept`` are kept, as tools/gpu_sitting.sh's nights), and a night kept when none of its cases regressed.
+(suite/gate/latency.py ``check_latency``, the class model of ``suite.gate.bound.class_noise``) as the workflow orders
+it: each night against the nights kept before it (at most ``--k``, newest last, as ``--latency-baseline last:K``;
+none until ``--min-kept`` are kept, as tools/gpu_sitting.sh's nights), and a night kept when none of its cases
+regressed.
 Not replayed: re-measurements (a case's saved rounds are its last attempt's) and the checks other than latency.
 
 ``--inject N=FRACTION`` judges night N (1-based) with every round of every case slowed by FRACTION (its host
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from suite.baselines import BaselineError, DriftTolerances, latency_key, load_latency_baselines
-from suite.bound import class_noise
+from suite.gate.bound import class_noise
 from suite.gate.latency import STATE
 from suite.gate.state import Gate
 from suite.verdict import FAILED, PASSED

@@ -173,7 +173,7 @@ class TorchRunner:
     def run_path(self, path: str) -> float:
         """One timed call. ``graph``: a spin first (engines/launch_cover.py), so that the start event fires once the
         host has queued the replay and the end event; the eager ``model`` path keeps its launches in the time (they
-        are what makes a small batch host-bound, suite/bound.py)."""
+        are what makes a small batch host-bound, suite/gate/bound.py)."""
         start, end = self._events
         with self._math_mode(), torch.inference_mode():
             if path == "graph":

@@ -23,8 +23,9 @@ from metrics.clocks import clock_normalised, confirmed_in_cycles, limited_note
 from metrics.distributions import student_t_quantile
 from metrics.latency import two_modes
 from metrics.regression import LatencyComparison, compare_latency
-from suite import bound, verdict
+from suite import verdict
 from suite.baselines import key_label, latency_key
+from suite.gate import bound
 from suite.gate.environment import BaselineEnvironment
 
 BENCHMARK_COMPARE_NOTE = (
@@ -226,7 +227,7 @@ class LatencyChecks(BaselineEnvironment):
             return outcome, None
         assert self.latency_baseline is not None
         modeled = bound.between_half(self.noise, record, key) is not None
-        comparison = bound.gate_rule(record, comparison, modeled)  # a class's rule (suite/bound.py)
+        comparison = bound.gate_rule(record, comparison, modeled)  # a class's rule (suite/gate/bound.py)
         base_busy = self.latency_baseline.interference.get(key)
         device_bound = record.get("bound") == "device"
         device = record.get("device")

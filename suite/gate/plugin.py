@@ -13,9 +13,8 @@ from typing import Any
 
 import pytest
 
-from suite import inject
 from suite.baselines import BaselineError, DriftTolerances, refuse_self_test_run, saved_fingerprint
-from suite.gate import tables
+from suite.gate import inject, tables
 from suite.gate.check import METER_KEY, GateCheck
 from suite.gate.cpu_meter import CpuMeter
 from suite.gate.state import GATE_KEY, gate_from_options, gate_of

@@ -19,7 +19,7 @@ from metrics.kernel_profile import explain_kernels, same_kernels
 from metrics.node_profile import explain_nodes
 from metrics.regression import LatencyComparison
 from metrics.structure import explain, structural_changes
-from suite import bound, verdict
+from suite import verdict
 from suite.baselines import (
     BaselineError,
     DriftTolerances,
@@ -34,6 +34,7 @@ from suite.baselines import (
     resolve_latency_baselines,
 )
 from suite.environment import fingerprint
+from suite.gate import bound
 from suite.gate.coverage import Coverage, CoverageChecks, benchmark_compare_coverage
 from suite.gate.drift import DriftChecks, DriftOutcome
 from suite.gate.latency import STATE, LatencyChecks, LatencyOutcome, runs_shortfall
@@ -60,7 +61,7 @@ class Gate(LatencyChecks, DriftChecks, CoverageChecks):
     #: a latency case may take this many times its first attempt, re-measures included (suite/gate/wall_bound.py)
     case_bound: float = DEFAULT_FACTOR
     latency_baseline: LatencyBaseline | None = None
-    #: each class's between-night half-width, learned from the kept nights (suite/bound.py class_noise)
+    #: each class's between-night half-width, learned from the kept nights (suite/gate/bound.py class_noise)
     noise: dict[tuple[str, ...], tuple[float, int]] = field(default_factory=dict)
     #: pytest-benchmark's --benchmark-compare-fail judges the latency cases instead (suite/verdict_wiring.py
     #: _take_benchmark_regressions, which also makes a case its compared run lacks not judged, no-baseline)

@@ -28,7 +28,7 @@ import pytest
 from core.inputs import synthetic_feed, tile_to_batch
 from metrics import summarize_latency
 from suite import kernel_profile
-from suite.bound import classify
+from suite.gate.bound import classify
 from suite.options import options_of
 from suite.timing import FEED_POOL
 

@@ -1,4 +1,4 @@
-"""Device- vs host-bound classification of latency cases (suite/bound.py) and the GPU study's analysis
+"""Device- vs host-bound classification of latency cases (suite/gate/bound.py) and the GPU study's analysis
 (tools/bound_study.py) on made-up measurements."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from suite.bound import DEVICE, HOST, classify
+from suite.gate.bound import DEVICE, HOST, classify
 
 pytestmark = pytest.mark.selftest
 
@@ -55,8 +55,8 @@ def test_a_replay_timed_on_the_host_is_device_bound_only_where_the_device_time_o
 
 
 def test_each_rule_of_the_classification_says_why_at_both_sides_of_its_line() -> None:
-    """Every answer of suite.bound.classify with its reason, pinned at its thresholds (a median of exactly 2 ms on the
-    host clock, eager exactly 1.05x its replay, NVML exactly 90 %) and one step beyond each."""
+    """Every answer of suite.gate.bound.classify with its reason, pinned at its thresholds (a median of exactly 2 ms on
+    the host clock, eager exactly 1.05x its replay, NVML exactly 90 %) and one step beyond each."""
     assert classify({"path": "graph", "median_ms": 0.9}, []) == (HOST, "CPU: the host runs the model")  # no device
     assert classify({"path": "graph", "median_ms": 0.9, "device": "cpu"}, []) == (HOST, "CPU: the host runs the model")
     assert classify({"path": "all", "device": "cuda"}, []) == (HOST, "host arrays: copies and Python in every round")
@@ -129,14 +129,14 @@ def test_the_study_counts_false_alarms_per_class_and_rule() -> None:
 
 
 def test_a_host_bound_gpu_case_is_judged_only_with_its_classs_between_night_model() -> None:
-    """The class's gate rule (suite.bound.gate_rule): issue 42's four nights on two H200s, where host-bound cases'
+    """The class's gate rule (suite.gate.bound.gate_rule): issue 42's four nights on two H200s, where host-bound cases'
     medians moved up to 2.8x between processes: 18 identical cases judged regressions against one night (+62 % to
     +115 %, beyond the old "60 % between quiet processes" rule) and 2 against three. Without its class's model a
     host-bound GPU case's verdict, whichever, is inconclusive; with it, the plain rule on the pooled interval."""
     import numpy as np
 
     from metrics.regression import compare_latency
-    from suite.bound import gate_rule
+    from suite.gate.bound import gate_rule
 
     rng = np.random.default_rng(0)
 
@@ -164,7 +164,7 @@ def test_the_host_bound_rule_says_what_it_set_aside_and_leaves_an_inconclusive_c
     import numpy as np
 
     from metrics.regression import MIN_POOLED, compare_latency
-    from suite.bound import gate_rule
+    from suite.gate.bound import gate_rule
 
     rng = np.random.default_rng(1)
     one = compare_latency([list(5e-3 * (1 + 0.002 * rng.standard_normal(200)))],
@@ -186,13 +186,14 @@ def test_the_host_bound_rule_says_what_it_set_aside_and_leaves_an_inconclusive_c
 
 
 def test_the_between_night_model_is_pooled_by_class_and_falls_back_to_the_coarser_one() -> None:
-    """suite.bound.class_noise: every case of a class with 2+ kept nights gives each night's deviation from its other
-    nights; a class's half-width is their 99 % quantile; a class of too few cases falls back to (device kind, bound)."""
+    """suite.gate.bound.class_noise: every case of a class with 2+ kept nights gives each night's deviation from its
+    other nights; a class's half-width is their 99 % quantile; a class of too few cases falls back to (device kind,
+    bound)."""
     import math
 
     from metrics.regression import MIN_POOLED
     from suite.baselines import LatencyBaseline
-    from suite.bound import between_half, class_noise
+    from suite.gate.bound import between_half, class_noise
 
     samples, classes = {}, {}
     for i in range(MIN_POOLED // 2):  # 10 torch eager cases, 2 nights each, 10 % apart: 20 deviations of ~9.5 %
@@ -221,7 +222,7 @@ def test_a_case_without_a_class_or_a_second_night_is_passed_over_not_the_rest() 
     and finds CPU cases' classes by their kind, ``cpu``."""
     from metrics.regression import MIN_POOLED
     from suite.baselines import LatencyBaseline
-    from suite.bound import between_half, class_noise
+    from suite.gate.bound import between_half, class_noise
 
     samples, classes = {}, {}
     first = ("m", "torch", "fp32", "bs1", "model")
@@ -246,7 +247,7 @@ def test_a_case_without_a_class_or_a_second_night_is_passed_over_not_the_rest() 
 
 
 def test_a_host_bound_gpu_case_is_paced_by_the_host_reference_timed_beside_its_rounds() -> None:
-    """metrics.host_pace and suite.bound.host_paced (issue 42): a host-bound GPU case timed while the host ran 1.4x
+    """metrics.host_pace and suite.gate.bound.host_paced (issue 42): a host-bound GPU case timed while the host ran 1.4x
     slow reads 1.4x slow, and so does the reference timed before each of its rounds; paced, both sides sit at one
     host speed and the case is unchanged. A real slowdown of the case (the reference did not move) stays in the paced
     rounds. Paced on both sides or on neither: a run or the current rounds without a reference each leaves it raw."""
@@ -254,7 +255,7 @@ def test_a_host_bound_gpu_case_is_paced_by_the_host_reference_timed_beside_its_r
 
     from metrics.host_pace import pace, paced_runs
     from suite.baselines import LatencyBaseline
-    from suite.bound import class_noise, host_paced
+    from suite.gate.bound import class_noise, host_paced
 
     key = ("m", "torch", "fp16", "bs1", "model")
     base_runs, base_refs = [[2e-3, 2.2e-3, 2.1e-3], [2.8e-3, 3.0e-3, 2.9e-3]], [[1e-4] * 3, [1.4e-4] * 3]
@@ -305,7 +306,7 @@ def test_a_classs_interval_holds_for_the_night_not_for_one_case() -> None:
     import numpy as np
 
     from suite.baselines import LatencyBaseline
-    from suite.bound import class_noise
+    from suite.gate.bound import class_noise
 
     samples, classes, refs = {}, {}, {}
     for i in range(100):

@@ -29,9 +29,9 @@ from suite.baselines import (
 )
 from suite.gate.coverage import latency_key_of_nodeid
 from suite.gate.cpu_meter import CpuMeter
+from suite.gate.inject import SlowedCall, busy_wait, flip_top1
 from suite.gate.latency import CPU_BUSIER_BY, HOST_LOAD_MOST, load_can_explain
 from suite.gate.state import Gate
-from suite.inject import SlowedCall, busy_wait, flip_top1
 from tests.selftest.fake_options import options_stash
 from tests.selftest.suite_runs import ROOT, explain, run_suite
 

@@ -266,9 +266,9 @@ def test_the_baseline_keeps_how_each_run_timed_each_case(tmp_path: Path) -> None
 
 @pytest.mark.parametrize("kind", ["regression", "improvement", "unchanged"])
 def test_a_host_bound_gpu_case_is_judged_only_with_its_classs_model(kind: str) -> None:
-    """Issue 42 (suite.bound.gate_rule through check_latency): a host-bound GPU case whose class has no between-night
-    model (the gate's ``noise``) is inconclusive whatever it read; with one, its comparison is the outcome. The
-    pooled interval of a class the case belongs to is what judges it."""
+    """Issue 42 (suite.gate.bound.gate_rule through check_latency): a host-bound GPU case whose class has no
+    between-night model (the gate's ``noise``) is inconclusive whatever it read; with one, its comparison is the
+    outcome. The pooled interval of a class the case belongs to is what judges it."""
     host = {"bound": "host", "device": "cuda:0"}
     assert _outcome(_gate(), kind, **host).status == "inconclusive"
     gate = _gate()
@@ -341,9 +341,10 @@ def test_a_slowdown_the_sm_clock_explains_says_so_and_is_not_judged() -> None:
 
 def test_a_host_bound_gpu_case_is_judged_at_one_host_speed_and_says_so() -> None:
     """Issue 42: the host's slow mode makes a launch-bound case and the pure-Python reference timed before each of its
-    rounds 1.4x slower together; the gate compares the rounds paced to one host speed (suite/bound.py host_paced), so
-    the case is unchanged, and its line names the pacing and the raw medians. A real 20 % slowdown with the host
-    unchanged stays a regression; without references (an older baseline) the raw rounds are compared as before."""
+    rounds 1.4x slower together; the gate compares the rounds paced to one host speed (suite/gate/bound.py
+    host_paced), so the case is unchanged, and its line names the pacing and the raw medians. A real 20 % slowdown with
+    the host unchanged stays a regression; without references (an older baseline) the raw rounds are compared as
+    before."""
     from metrics.regression import MIN_POOLED
 
     key = ("m", "torch", "fp16", "bs1", "model")
