@@ -17,7 +17,7 @@ KEY_ORDER = (
     # hardware and driver
     "device", "gpu_name", "gpu_compute_capability", "gpu_memory_gib", "gpu_sm_count", "gpu_power_limit_w",
     "gpu_max_sm_clock_mhz", "gpu_applications_sm_clock_mhz", "gpu_persistence_mode", "driver", "nvml_cuda_driver",
-    "gpu_error", "cpu", "cpu_int8", "cpu_count", "hostname", "platform",
+    "gpu_error", "cpu", "cpu_int8", "cpu_count", "hostname", "host_id", "platform",
     # how the run was spread: xdist workers, the GPUs they were given, each worker's cores
     "worker_count", "worker_gpus", "worker_cores",
     # CUDA and cuDNN
@@ -36,7 +36,7 @@ KEY_ORDER = (
 #: Each xdist worker's GPU name and CUDA_VISIBLE_DEVICES as one listing (suite/fleet/plugin.py run_environment): the
 #: spread itself is compared through worker_count, worker_gpus and worker_cores, which read alike across runs.
 #: A shard's plan and index (suite/fleet/plugin.py shard_environment) say how a night was split over hosts, not what it
-#: ran on: the host itself differs as ``hostname``.
+#: ran on: the host itself differs as ``hostname`` and ``host_id``.
 IGNORED = frozenset({"workers", "plan", "shard"})
 
 NO_DIFFERENCE = "no difference in the recorded environment"

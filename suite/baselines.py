@@ -255,7 +255,8 @@ def load_latency_baselines(paths: list[Path], accept_incomplete: bool = False) -
             raise BaselineError(f"latency baseline {path}: not a pytest-benchmark file (no 'benchmarks' list)")
         _refuse_incomplete(Path(path), data, accept_incomplete, "latency baseline")
         _refuse_copy(Path(path), data, runs_seen)
-        run_host = ((data.get("machine_info") or {}).get("suite_environment") or {}).get("hostname")
+        run_environment = (data.get("machine_info") or {}).get("suite_environment") or {}
+        run_host = run_environment.get("host_id") or run_environment.get("hostname")  # suite.environment.host_id
         for bench in data["benchmarks"]:
             extra = (bench.get("extra_info") if isinstance(bench, dict) else None) or {}
             key = latency_key(extra)

@@ -8,9 +8,11 @@ print the same dictionary, and the baseline comparison diffs it key by key.
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.metadata
 import os
 import platform
+from pathlib import Path
 from typing import Any
 
 from core.cpuinfo import INT8_DOT_PRODUCT_X86, cpuinfo
@@ -128,11 +130,38 @@ def gpu_settings(nvml: Any, uuid: str | None) -> dict[str, Any]:
 
 
 @functools.cache
+def host_id() -> str:
+    """This machine as the gate tells hosts apart (``hostname#digest``): the hostname, and a digest of the machine's
+    id (/etc/machine-id) and the UUIDs of every GPU NVML sees on the host (CUDA_VISIBLE_DEVICES does not narrow
+    NVML, so each worker of one host reads the same). Cloud VMs are often all named alike: on 2026-11-29 a one-H200
+    and a two-H200 VM both called themselves ``vm``, and a baseline from one judged the other without a word."""
+    parts = []
+    try:
+        parts.append(Path("/etc/machine-id").read_text().strip())
+    except OSError:
+        pass
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            parts += sorted(str(pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(i)))
+                            for i in range(pynvml.nvmlDeviceGetCount()))
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # no NVML, no GPU: the machine id alone
+        pass
+    digest = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:8] if parts else "unknown"
+    return f"{platform.node()}#{digest}"
+
+
+@functools.cache
 def fingerprint(device: str = "cpu") -> dict[str, Any]:
     cpu, cpu_int8 = _cpu()
     info: dict[str, Any] = {
         "device": device,
         "hostname": platform.node(),
+        "host_id": host_id(),
         "python": platform.python_version(),
         "platform": platform.platform(),
         "cpu": cpu,

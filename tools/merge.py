@@ -68,7 +68,8 @@ class ShardRun:
 
     @property
     def host(self) -> str:
-        return str((self.results.get("environment") or {}).get("hostname") or "?")
+        environment = self.results.get("environment") or {}  # suite.environment.host_id: VMs are often named alike
+        return str(environment.get("host_id") or environment.get("hostname") or "?")
 
     def label(self) -> str:
         return f"shard {self.index}/{self.block['of']} ({self.source}, host {self.host})"

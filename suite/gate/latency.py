@@ -262,14 +262,23 @@ class LatencyChecks(BaselineEnvironment):
                              + self._env_note("latency"))
         return outcome, None
 
+    def host(self) -> str:
+        """This run's host as baselines record it: suite.environment.host_id, else (a run before it) the hostname."""
+        return str(self.environment.get("host_id") or self.environment.get("hostname") or "")
+
+    def is_here(self, host: str) -> bool:
+        """A baseline's recorded host is this one: by host_id (``name#digest``), or by hostname where it recorded
+        only that (a run from before host_id)."""
+        return host == (self.host() if "#" in host else str(self.environment.get("hostname") or ""))
+
     def other_host(self, label: str) -> str | None:
         """Where a case's baseline was measured, when not (only) on this host: a night's cells move between hosts of
         one GPU model (re-sharding, a host added), and the baseline, keyed by GPU model and cell, follows them; a
         cross-host comparison holds a host's own difference too (docs/nightly.md, "Past one host"). None: same host,
         or a run or baseline that recorded none."""
-        base, here = self.latency_baseline, str(self.environment.get("hostname") or "")
+        base, here = self.latency_baseline, self.host()
         hosts = {key_label(k): h for k, h in base.hosts.items()}.get(label, ()) if base is not None else ()
-        others = [h for h in hosts if h != here]
+        others = [h for h in hosts if not self.is_here(h)]
         if base is None or not here or not others:
             return None
         what = "gpu_name" if self.environment.get("gpu_name") else "cpu"
@@ -282,8 +291,8 @@ class LatencyChecks(BaselineEnvironment):
         """(compared cases whose baseline another host measured, compared cases, those other hosts)."""
         notes = {o.label: self.other_host(o.label) for o in self.latency if o.comparison is not None}
         moved = {label for label, note in notes.items() if note}
-        base, here = self.latency_baseline, str(self.environment.get("hostname") or "")
-        hosts = sorted({h for k, hs in base.hosts.items() if key_label(k) in moved for h in hs if h != here}
+        base = self.latency_baseline
+        hosts = sorted({h for k, hs in base.hosts.items() if key_label(k) in moved for h in hs if not self.is_here(h)}
                        if base is not None else set())
         return len(moved), len(notes), hosts
 

@@ -177,7 +177,7 @@ def other_hosts_line(gate: Gate) -> str | None:
     if not moved:
         return None
     return (f"latency gate: {moved} of {compared} compared cases against a baseline measured on another host "
-            f"({', '.join(hosts)}; this run: {gate.environment.get('hostname')}); each such case says so "
+            f"({', '.join(hosts)}; this run: {gate.host()}); each such case says so "
             "(docs/nightly.md, \"Past one host\")")
 
 

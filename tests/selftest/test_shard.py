@@ -5,6 +5,7 @@ shard when a shard is missing, duplicated, incomplete, or of another plan or com
 from __future__ import annotations
 
 import json
+import platform
 import random
 import re
 import shutil
@@ -123,6 +124,39 @@ def test_a_case_gated_against_another_hosts_baseline_says_where_and_whether_the_
     assert gate.other_host("m-torch-fp32-bs1-all") is None  # measured here
 
 
+def test_two_vms_of_one_name_are_two_hosts(tmp_path: Path) -> None:
+    """2026-11-29: a one-H200 and a two-H200 VM both called themselves ``vm``, and a baseline saved on one judged
+    the other without a word (3-5 % on small CUDA-graph replays). A run records suite.environment.host_id (hostname
+    and a digest of the machine id and the host's GPU UUIDs); a baseline keeps it per case, and the gate compares
+    it, falling back to the hostname for runs before it."""
+    from suite.environment import host_id
+
+    assert host_id().startswith(platform.node() + "#") and len(host_id().split("#")[1]) == 8
+    key = ("m", "torch", "fp32", "bs1", "all")
+    env = {"hostname": "vm", "host_id": "vm#aaaa1111", "gpu_name": "NVIDIA H200"}
+    bench = {"machine_info": {"suite_environment": env}, "benchmarks": [
+        {"name": "t", "extra_info": {"model": "m", "engine": "torch", "precision": "fp32", "batch_size": 1,
+                                     "path": "latency-all", "samples_s": [1e-3] * 5}}]}
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps(bench))
+    base = load_latency_baselines([path])
+    assert base.hosts[key] == ("vm#aaaa1111",)
+    gate = Gate(max_slowdown=0.05, confidence=0.99, busy_limit=0.2, drift=DriftTolerances(), inject_slowdown=None,
+                inject_accuracy_drop=None, latency_baseline=base,
+                environment={"hostname": "vm", "host_id": "vm#bbbb2222", "gpu_name": "NVIDIA H200"})
+    assert gate.other_host("m-torch-fp32-bs1-all") == (
+        "baseline measured on another host of the same GPU model (NVIDIA H200): vm#aaaa1111 (this run: vm#bbbb2222)")
+    gate.environment["host_id"] = "vm#aaaa1111"
+    assert gate.other_host("m-torch-fp32-bs1-all") is None  # the same VM
+    del env["host_id"]  # a baseline from before host_id: compared by hostname
+    path.write_text(json.dumps(bench))
+    gate.latency_baseline = load_latency_baselines([path])
+    assert gate.latency_baseline.hosts[key] == ("vm",) and gate.other_host("m-torch-fp32-bs1-all") is None
+    gate.environment["hostname"] = "other"
+    assert gate.other_host("m-torch-fp32-bs1-all") == (
+        "baseline measured on another host of the same GPU model (NVIDIA H200): vm (this run: vm#aaaa1111)")
+
+
 # ------------------------------------------------------------------------------------------- shards and the merge
 
 
@@ -181,6 +215,7 @@ def _as_host(work: Path, name: str, host: str) -> str:
     shutil.copytree(work / name, copy, dirs_exist_ok=True)
     doc = json.loads((copy / "results.json").read_text())
     doc["environment"]["hostname"] = host
+    doc["environment"].pop("host_id")  # named by its hostname alone (a run before suite.environment.host_id)
     (copy / "results.json").write_text(json.dumps(doc))
     return str(copy)
 
@@ -322,6 +357,7 @@ def test_the_merged_report_opens_with_the_shards_and_lists_every_cells_verdict(n
     shutil.copytree(shards[2], copy, dirs_exist_ok=True)
     doc = json.loads((copy / "results.json").read_text())
     doc["environment"]["hostname"] = "gpu-host-c"
+    doc["environment"].pop("host_id")
     (copy / "results.json").write_text(json.dumps(doc))
     code, out = _merge(night, 3, [str(shards[0]), str(shards[1]), str(copy)])
     page = (out / "report.html").read_text()
