@@ -13,9 +13,9 @@ import pytest
 
 from suite import verdict
 from suite.gate.latency import IMPLAUSIBLE_SPEEDUP, unproven_speedup
+from suite.latency_protocol import check_timed_outputs
 from suite.round_audit import RoundSample
 from suite.timing import FEED_POOL, TimedCall
-from tests.latency.test_latency import check_timed_outputs
 from tests.selftest.test_gate_outcomes import BASE, RECORD, _gate
 
 pytestmark = pytest.mark.selftest
@@ -58,7 +58,7 @@ class Echo:
 
 
 class Expected:
-    """tests/latency's Expected for feed_of: the reference's outputs per feed id, and the engine's own (right)."""
+    """The protocol's Expected for feed_of: the reference's outputs per feed id, and the engine's own (right)."""
 
     def reference(self, i):
         return {"y": feed_of(i)["x"][:, :1].astype(np.float64)}

@@ -8,9 +8,9 @@ import pytest
 from core.cache import ArtifactCache
 from engines.base import EngineFacts, LoadedEngine, ShapeProfile, StaticBatchRunner, path_outputs
 from suite.config import parse_config
+from suite.latency_protocol import _set_up, check_timed_outputs
 from suite.session import Cell, SuiteSession
 from suite.timing import TimedCall
-from tests.latency.test_latency import _set_up, check_timed_outputs
 from tests.parity.test_parity import compared_batches, engine_batches
 from tests.selftest.tiny_models import Data
 
@@ -54,7 +54,7 @@ def test_a_static_cell_is_compared_at_every_batch_it_built(tmp_path):
     assert compared_batches(suite, suite.model("m"), object()) == [1, 4, 48]
 
 
-# ---- correctness inside the timed loop (tests/latency's check_timed_outputs, suite.timing.TimedCall) ---------------
+# ---- correctness inside the timed loop (suite/latency_protocol.py check_timed_outputs, suite.timing.TimedCall) -----
 
 class StaleGraphRunner:
     """A stand-in for a device runner (prepare_path / run_path / path_outputs, as torch's and ONNX Runtime's): its
@@ -91,7 +91,7 @@ class StaleGraphRunner:
 
 
 class Same:
-    """tests/latency's Expected for a case of one feed: the reference's outputs, and the engine's own untimed ones."""
+    """The protocol's Expected for a case of one feed: the reference's outputs, and the engine's own untimed ones."""
 
     def __init__(self, reference, own=None):
         self._reference, self._own = reference, reference if own is None else own
