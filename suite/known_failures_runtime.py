@@ -44,6 +44,14 @@ def note_records_start(item: pytest.Item) -> None:
         item.stash[_RECORDS_BEFORE] = len(suite_session(item.config).records)
 
 
+def test_records(item: pytest.Item) -> list[dict[str, Any]]:
+    """The records this test made (since ``note_records_start``); none outside a suite session."""
+    if SESSION_KEY not in item.config.stash:
+        return []
+    session = suite_session(item.config)
+    return session.records[item.stash.get(_RECORDS_BEFORE, len(session.records)):]
+
+
 def failed_figures(records: list[dict[str, Any]], cell: Cell, kind: str, first_output: str) -> tuple[
         tuple[tuple[str, str | None], ...], list[str], FailedValues]:
     """What this cell's check of this kind recorded as failed: ((output, figure), ...), the figure None where a
@@ -122,7 +130,7 @@ def judge(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestRep
         exc = call.excinfo.value if call.excinfo is not None else None
         message = call.excinfo.exconly() if call.excinfo is not None else report.longreprtext
         session = suite_session(item.config)
-        records = session.records[item.stash.get(_RECORDS_BEFORE, len(session.records)):]
+        records = test_records(item)
         figures, headlines, values = failed_figures(records, cell, kind, session.model(cell.model).outputs[0])
         if report.when != "call":
             why = f"failed in {report.when}, not in the check itself"

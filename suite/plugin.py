@@ -153,9 +153,14 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     return result
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_call(item: pytest.Item) -> None:
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    """Around the test function: where its records start, and the precision census of the cells it recorded."""
     known_failures_runtime.note_records_start(item)
+    try:
+        return (yield)
+    finally:
+        runtest.after_call(item, known_failures_runtime.test_records(item))
 
 
 @pytest.hookimpl(wrapper=True)

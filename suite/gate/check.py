@@ -15,7 +15,6 @@ import pytest
 from metrics.latency import two_modes
 from suite import verdict
 from suite.baselines import key_label, latency_key
-from suite.gate import census
 from suite.gate.cpu_meter import CpuMeter
 from suite.gate.latency import LatencyOutcome, implausibly_fast, unproven_speedup
 from suite.gate.state import gate_of
@@ -116,7 +115,6 @@ class GateCheck:
 
     def check(self) -> None:
         request, gate = self._request, gate_of(self._request.config)
-        census.check_precision(request.node, self._suite, self._suite.records[self._first:])
         if gate is None:
             return
         node = request.node

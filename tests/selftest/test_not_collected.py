@@ -223,3 +223,20 @@ def test_the_accuracy_check_of_a_model_without_labels_is_collected_when_named(tm
     done = _main_job(tmp_path, *(() if folder else asked), tests=(ACCURACY,) if folder else ())
     assert [t for t in _collected(done) if "test_top1_top5[steady]" in t] and NO_LABELS not in done.stdout, \
         explain(done)
+
+
+def test_the_rebuild_check_of_a_cell_whose_precision_does_not_run_is_not_judged(tmp_path):
+    """Issue 45: the precision census was issued from ``gate.check()`` only, which the rebuild check never calls, so
+    --rebuild-check of ONNX Runtime's 'fp16' cell on the CPU EP (every conv and gemm in fp32) passed as a check of
+    fp16. The census is now issued after every test from the records it made (suite/runtest.py after_call); the
+    fp32 cell's rebuild check beside it is judged, and passes."""
+    rebuild = str(ROOT / "tests" / "parity" / "test_rebuild.py")
+    ids = tuple(f"{rebuild}::test_rebuild_check[tiny-onnxruntime-{p}]" for p in ("fp32", "fp16"))
+    args = ("--suite-config", _fp16_config(tmp_path), "--precisions", "fp32,fp16", "--engines", "onnxruntime",
+            "--rebuild-check", "2")
+    done = run_suite(tmp_path, *args, "--accept-not-judged", "precision-not-run", tests=ids)
+    assert done.returncode == 0 and "checks: 1 passed, 0 failed, 1 not judged" in done.stdout, explain(done)
+    assert "not judged (precision-not-run, accepted): 1:" in done.stdout, explain(done)
+    assert "test_rebuild_check[tiny-onnxruntime-fp16]" in done.stdout.split("not judged (precision-not-run", 1)[1]
+    strict = run_suite(tmp_path, *args, tests=ids)
+    assert strict.returncode == 75 and "not judged (precision-not-run, NOT accepted)" in strict.stdout, explain(strict)
