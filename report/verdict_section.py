@@ -63,8 +63,8 @@ def verdict_section(verdict: Mapping[str, Any] | None, gate: Mapping[str, Any] |
     return "\n".join(p for p in parts if p)
 
 
-#: suite/verdict_wiring.py's words in ``verdict["interrupted"]`` for a run that pytest stopped with a usage error (4) or
-#: an internal error (3): before any test, or mid-way, for a reason no not-judged reason may excuse.
+#: suite/hooks/verdict_wiring.py's words in ``verdict["interrupted"]`` for a run that pytest stopped with a usage error
+#: (4) or an internal error (3): before any test, or mid-way, for a reason no not-judged reason may excuse.
 STOPPED_PREFIX = "stopped by"
 
 

@@ -59,7 +59,7 @@ def config_keys(path: Path | str) -> dict[str, str] | None:
 
 
 def current_fingerprint(environment: Mapping[str, Any], run_info: Mapping[str, Any]) -> dict[str, Any]:
-    """This run's side: its fingerprint, with the suite's commit and config (suite/run_identity.py run_info)."""
+    """This run's side: its fingerprint, with the suite's commit and config (suite/hooks/run_identity.py run_info)."""
     return {**environment, "suite_commit": run_info.get("git_commit"), "suite_config": run_info.get("config_digest"),
             CONFIG_KEYS: run_info.get("config_keys")}
 

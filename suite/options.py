@@ -71,7 +71,8 @@ class SuiteOptions:
     benchmark_autosave: bool | None = None
     benchmark_json: Any = None
     benchmark_disable: bool | None = None
-    #: --benchmark-storage, its cwd default made the project's (suite/configure.py hands it back to pytest-benchmark)
+    #: --benchmark-storage, its cwd default made the project's (suite/hooks/configure.py hands it back to
+    #: pytest-benchmark)
     benchmark_storage: str | None = None
     numprocesses: int | None = None
     markexpr: str = ""

@@ -1,14 +1,15 @@
-"""The suite's pytest plugin: its hooks, each of which delegates to the module whose concern it is.
+"""The suite's pytest plugin: its hooks, each of which delegates to the module whose concern it is (the helpers
+only the hooks use are the suite/hooks/ package; this module is its face).
 
-- options.py: the options, read once (SuiteOptions), and their start-up checks; configure.py: the run's start
-  (config, device, workers, cache, the run's state and plugin objects); interrupts.py: a SIGTERM or a stop during
-  start-up, internal errors.
-- parametrize.py: each test's cases from the session's cells; collection.py: what is deselected or cannot run here,
-  and the run order; startup_check.py: the start-up check of the collected models.
-- runtest.py: a cell that cannot run, resource errors, engines released after each test; known_failures_runtime.py:
-  a known failure passes only when it fails the declared way.
-- verdict_wiring.py: reports into the ledger, the verdict settled, the files written, the verdict block last;
-  terminal.py: the header and the summary's lines; run_identity.py: what a saved run says of the suite.
+- options.py: the options, read once (SuiteOptions), and their start-up checks; hooks/configure.py: the run's start
+  (config, device, workers, cache, the run's state and plugin objects); hooks/interrupts.py: a SIGTERM or a stop
+  during start-up, internal errors.
+- parametrize.py: each test's cases from the session's cells; hooks/collection.py: what is deselected or cannot run
+  here, and the run order; hooks/startup_check.py: the start-up check of the collected models.
+- hooks/runtest.py: a cell that cannot run, resource errors, engines released after each test;
+  hooks/known_failures_runtime.py: a known failure passes only when it fails the declared way.
+- hooks/verdict_wiring.py: reports into the ledger, the verdict settled, the files written, the verdict block last;
+  hooks/terminal.py: the header and the summary's lines; hooks/run_identity.py: what a saved run says of the suite.
 
 Registered through the ``pytest11`` entry point (pyproject.toml) where the project is installed, so
 its options parse in both spellings (``--engine-cache /tmp/x`` and ``--engine-cache=/tmp/x``) from any
@@ -28,25 +29,22 @@ from typing import Any
 
 import pytest
 
-from suite import (
-    benchmark_compare,
+from suite import benchmark_compare, options, parametrize, workers
+from suite.device import check_device
+from suite.environment import fingerprint
+from suite.fleet.plugin import shard_environment, worker_layout
+from suite.hooks import (
     collection,
     configure,
     interrupts,
     known_failures_runtime,
-    options,
-    parametrize,
     run_identity,
     runtest,
     startup_check,
     terminal,
     verdict_wiring,
-    workers,
 )
-from suite.cmdline import check_rootdir
-from suite.device import check_device
-from suite.environment import fingerprint
-from suite.fleet.plugin import shard_environment, worker_layout
+from suite.hooks.cmdline import check_rootdir
 from suite.session import SuiteSession
 from suite.state import LIFETIME_KEY, suite_session
 
@@ -62,10 +60,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> Any:
     """Before anything is collected: a run that pytest rooted outside the project because an option's path was
-    written in the space form starts again with the ``=`` form (suite/cmdline.py says why). The outermost
+    written in the space form starts again with the ``=`` form (suite/hooks/cmdline.py says why). The outermost
     wrapper, so that this happens before pytest's capture takes over the terminal's file descriptors."""
     check_rootdir(early_config, parser, _ROOT)
-    interrupts.install_sigterm_handler()  # a CI timeout's SIGTERM ends the run as Ctrl-C does (suite/interrupts.py)
+    interrupts.install_sigterm_handler()  # a CI timeout's SIGTERM ends the run as Ctrl-C (suite/hooks/interrupts.py)
     return (yield)
 
 
@@ -78,7 +76,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 
 def pytest_configure(config: pytest.Config) -> None:
     interrupts.configuring(config)
-    configure.configure(config)  # the config, the start-up checks, the run's state and plugins (suite/configure.py)
+    configure.configure(config)  # the config, start-up checks, the run's state and plugins (suite/hooks/configure.py)
 
 
 def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
@@ -147,7 +145,7 @@ def pytest_configure_node(node: Any) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
-    """After the test's fixtures are gone: engines released, peak GPU memory gated (suite/runtest.py)."""
+    """After the test's fixtures are gone: engines released, peak GPU memory gated (suite/hooks/runtest.py)."""
     result = yield
     runtest.after_teardown(item, nextitem)
     return result
@@ -166,7 +164,7 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     """A failure of a test a known failure covers passes only when it is the declared one
-    (suite/known_failures_runtime.py); a latency case --benchmark-compare-fail flags fails on its own report
+    (suite/hooks/known_failures_runtime.py); a latency case --benchmark-compare-fail flags fails on its own report
     (suite/benchmark_compare.py)."""
     report = yield
     known_failures_runtime.judge(item, call, report)
@@ -176,7 +174,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """What the user left out by request is deselected; the rest runs a model at a time (suite/collection.py)."""
+    """What the user left out by request is deselected; the rest runs a model at a time (suite/hooks/collection.py)."""
     collection.select_and_order(config, items)
 
 
@@ -187,7 +185,7 @@ def pytest_internalerror(excrepr: Any, excinfo: Any) -> None:
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> Any:
     """The outermost wrapper: after pytest's own summary and stats line, the run ends with the verdict
-    (suite/verdict_wiring.py)."""
+    (suite/hooks/verdict_wiring.py)."""
     return (yield from verdict_wiring.finish(session))
 
 

@@ -1,8 +1,8 @@
 """The run's state: what the suite's plugins keep on pytest's config, each under a ``config.stash`` key.
 
-One module for it, below the plugins (suite/plugin.py, suite/fleet/plugin.py, suite/gate/, suite/summary.py)
+One module for it, below the plugins (suite/plugin.py, suite/fleet/plugin.py, suite/gate/, suite/hooks/summary.py)
 and report/plugin.py, so that each reads the run from here and none imports another's hooks to find it.
-suite/configure.py sets these in pytest_configure and suite/verdict_wiring.py at the end of the run
+suite/hooks/configure.py sets these in pytest_configure and suite/hooks/verdict_wiring.py at the end of the run
 (pytest_sessionfinish); the gate's own state is its Gate, under suite.gate.state's GATE_KEY.
 
 Only the keys, their accessors and RunState: the types the keys hold are imported for the type checker only, so
@@ -32,21 +32,23 @@ class RunState:
         self.required_engines = required_engines
         self.required_by = required_by
         self.collected: list[str] = []
-        #: an xdist controller's start-up check, made while its workers start (suite/startup_check.py check_early):
-        #: None before it ran, else ("passed", None) or ("failed", the exception)
+        #: an xdist controller's start-up check, made while its workers start (suite/hooks/startup_check.py
+        #: check_early): None before it ran, else ("passed", None) or ("failed", the exception)
         self.early_check: tuple[str, BaseException | None] | None = None
         self.started = time.time()
-        self.unwritten: list[str] = []  # files the run could not write (suite/verdict_wiring.py _file_not_written)
+        self.unwritten: list[str] = []  # files the run failed to write (suite/hooks/verdict_wiring.py)
         #: the --suite-results file this run wrote, and what it wrote there: settled again when a later file fails
         self.results_written: tuple[str, dict[str, Any]] | None = None
         #: what became of the --suite-results file where none was written (--collect-only), for the summary
         self.results_note: str | None = None
         #: engines the config requires that this run leaves out, and why (an explicit --engines, or --models)
         self.left_out: dict[str, str] = {}
-        #: the models that failed their start-up check, each with its one line (suite/startup_check.py): set by the
-        #: check (this process's, or an xdist controller's), read from its file by an xdist worker; None: not known yet
+        #: the models that failed their start-up check, each with its one line (suite/hooks/startup_check.py): set by
+        #: the check (this process's, or an xdist controller's), read from its file by an xdist worker; None: not known
+        #: yet
         self.failed_models: dict[str, str] | None = None
-        #: where an xdist controller leaves ``failed_models`` for its workers (suite/startup_check.py configure_node)
+        #: where an xdist controller leaves ``failed_models`` for its workers (suite/hooks/startup_check.py
+        #: configure_node)
         self.failed_models_file: Path | None = None
 
 
@@ -64,10 +66,10 @@ NOT_COLLECTED_KEY: pytest.StashKey[dict[str, tuple[list[str], int]]] = pytest.St
 #: The settled verdict, ``suite.verdict.Ledger.as_dict()``: set once the run is judged (read by report/plugin.py;
 #: absent where the run stopped before, e.g. during start-up).
 VERDICT_KEY: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
-#: How the run was made (suite/run_identity.py run_info), set with the verdict (read by report/plugin.py).
+#: How the run was made (suite/hooks/run_identity.py run_info), set with the verdict (read by report/plugin.py).
 RUN_INFO_KEY: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
 #: What differs between the baselines' environments and this run's (suite/baseline_environment.py difference_block;
-#: None: no baseline), set with the verdict (printed by suite/summary.py, read by report/plugin.py).
+#: None: no baseline), set with the verdict (printed by suite/hooks/summary.py, read by report/plugin.py).
 DIFFERENCE_KEY: pytest.StashKey[dict[str, Any] | None] = pytest.StashKey()
 #: The plan and shard this run is (suite/shard.py shard_block), where it runs one (--plan, --shard): set at configure
 #: time by suite/shard_plugin.py, said by its --suite-results, benchmark JSON and environment (every process).

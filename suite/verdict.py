@@ -73,7 +73,8 @@ EXIT_STATUS: dict[str, int] = {PASSED: 0, FAILED: 1, NOT_JUDGED: EXIT_NOT_JUDGED
 
 USER_PROPERTY = "suite_check"
 #: The user property of a test whose model failed its start-up check (its value: the model): the test fails in its
-#: setup, before anything of the model is made (suite/startup_check.py), and counts as failed, not as pytest's error.
+#: setup, before anything of the model is made (suite/hooks/startup_check.py), and counts as failed, not as pytest's
+#: error.
 START_UP_FAILURE = "suite_start_up_failure"
 _SKIP_TAG = re.compile(r"not judged \(([a-z0-9-]+)\)")
 

@@ -71,11 +71,12 @@ PATTERNS = [
     "metrics.regression.x__samples__mutmut_*",
     # whether a known failure absorbs a failed figure, or the figure fell beyond its declared margin
     f"{K}covers__mutmut_*", f"{K}refusal__mutmut_*", f"{K}bound__mutmut_*", f"{K}beyond__mutmut_*",
-    f"{K}expected_for__mutmut_*", "suite.known_failures_runtime.x__dataset__mutmut_*",
+    f"{K}expected_for__mutmut_*", "suite.hooks.known_failures_runtime.x__dataset__mutmut_*",
     "suite.config.known_failures.x_parity_failures_in__mutmut_*",
-    # the states suite/verdict_wiring.py decides (the rest of it is pytest plumbing)
-    "suite.verdict_wiring.xǁVerdictPluginǁ_strict_known_failures__mutmut_*",
-    "suite.verdict_wiring.x__required_engines_judged__mutmut_*", "suite.verdict_wiring.x__engine_of__mutmut_*",
+    # the states suite/hooks/verdict_wiring.py decides (the rest of it is pytest plumbing)
+    "suite.hooks.verdict_wiring.xǁVerdictPluginǁ_strict_known_failures__mutmut_*",
+    "suite.hooks.verdict_wiring.x__required_engines_judged__mutmut_*",
+    "suite.hooks.verdict_wiring.x__engine_of__mutmut_*",
 ]
 
 _NAMED = re.compile(r"^(?P<module>[\w.]+?)\.x(?:ǁ(?P<cls>\w+)ǁ|_)(?P<func>\w+?)__mutmut_\*$")

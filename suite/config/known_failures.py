@@ -62,7 +62,7 @@ FailedValues = tuple[tuple[str, str, "float | None"], ...]
 def parity_failures_in(message: str) -> FailedFigures:
     """The failed figures a parity message states, read from its headlines (``output 'x' (64, 5): cosine ...;
     isclose ...``). Only for a guess where no records are at hand (whether to localize a failure); the verdict
-    reads the figures the test recorded (suite/known_failures_runtime.py)."""
+    reads the figures the test recorded (suite/hooks/known_failures_runtime.py)."""
     return tuple((name, failed_metric(f)) for name, text in _PARITY_HEADLINE.findall(message) for f in text.split("; "))
 
 

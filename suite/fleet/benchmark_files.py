@@ -29,7 +29,7 @@ def atomic_benchmark_files(config: pytest.Config) -> None:
     def save_json(output_json: dict[str, Any]) -> None:
         try:
             write_json_atomic(Path(bench.json), output_json)
-        except OSError as exc:  # a full disk: one line and a failed check (suite/verdict_wiring.py), not a traceback
+        except OSError as exc:  # a full disk: a line and a failed check (suite/hooks/verdict_wiring.py), no traceback
             failed.append(("--benchmark-json", str(bench.json), exc))
             return
         bench.logger.info(f"Wrote benchmark data in: {bench.json}", purple=True)
@@ -62,7 +62,7 @@ def write_benchmark_json(config: pytest.Config, benchmarks: list[dict[str, Any]]
                          identity: dict[str, Any] | None = None) -> list[Path]:
     """The controller's one pytest-benchmark file (storage entry and/or --benchmark-json), from every worker's
     cases, written atomically; as loadable by --latency-baseline and --benchmark-compare as a single run's.
-    ``identity``: the suite's commit and config (suite/run_identity.py run_identity), as a single run's file has
+    ``identity``: the suite's commit and config (suite/hooks/run_identity.py run_identity), as a single run's file has
     them."""
     bench = getattr(config, "_benchmarksession", None)
     if bench is None or not benchmarks:

@@ -35,7 +35,7 @@ from suite.workers import BOUND_CPUS, BOUND_GPU, WORKER_GPUS_ENV, describe_cpus,
 class FleetPlugin:
     """xdist hooks (optional: harmless without xdist) and the per-process phase clock; one per run.
     ``note_collected(config, ids)`` is told the run's test ids once a worker has collected them, and an xdist
-    controller calls ``check_early(config)`` once its workers were started (suite/startup_check.py)."""
+    controller calls ``check_early(config)`` once its workers were started (suite/hooks/startup_check.py)."""
 
     def __init__(self, config: pytest.Config, gpus: int,
                  note_collected: Callable[[pytest.Config, list[str]], None],
@@ -61,7 +61,7 @@ class FleetPlugin:
         """After every plugin's configure (pytest-benchmark's session exists by now). A process that runs tests
         starts paying its one-off CUDA costs now, while it collects and waits (suite/fleet/warm_up.py). An xdist
         controller, once xdist's own session start has started the workers, makes the start-up check while they
-        start (suite/startup_check.py check_early)."""
+        start (suite/hooks/startup_check.py check_early)."""
         self._start_session()
         result = yield
         if self.is_worker:

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-#: The run's root process (the xdist controller, or the one pytest process): suite/configure.py sets it before any
+#: The run's root process (the xdist controller, or the one pytest process): suite/hooks/configure.py sets it before any
 #: worker starts, so every process of the run inherits it. Where it is unset, the root is this process.
 SUITE_RUN_PID_ENV = "SUITE_RUN_PID"
 

@@ -64,8 +64,8 @@ def load_can_explain(baseline_interference: float | None, current_interference: 
     return min((1.0 - base) / (1.0 - current), HOST_LOAD_MOST)
 
 
-#: What judges a latency case: the suite's gate, or pytest-benchmark's own check (suite/verdict_wiring.py takes its
-#: findings).
+#: What judges a latency case: the suite's gate, or pytest-benchmark's own check (suite/hooks/verdict_wiring.py takes
+#: its findings).
 NO_BASELINE_OPTIONS = "--latency-baseline or --benchmark-compare-fail"
 
 #: A latency outcome's status -> its verdict state (pinned status by status: tests/selftest/test_gate_outcomes.py).

@@ -63,7 +63,7 @@ class Gate(LatencyChecks, DriftChecks, CoverageChecks):
     latency_baseline: LatencyBaseline | None = None
     #: each class's between-night half-width, learned from the kept nights (suite/gate/bound.py class_noise)
     noise: dict[tuple[str, ...], tuple[float, int]] = field(default_factory=dict)
-    #: pytest-benchmark's --benchmark-compare-fail judges the latency cases instead (suite/verdict_wiring.py
+    #: pytest-benchmark's --benchmark-compare-fail judges the latency cases instead (suite/hooks/verdict_wiring.py
     #: _take_benchmark_regressions, which also makes a case its compared run lacks not judged, no-baseline)
     benchmark_compares: bool = False
     results_baseline: ResultsBaseline | None = None
@@ -266,7 +266,7 @@ def self_test_knobs(config: pytest.Config) -> dict[str, float]:
 
 
 def set_coverage(config: pytest.Config, nodeids: list[str]) -> None:
-    """Called once the run's test ids are known (suite/startup_check.py note_collected)."""
+    """Called once the run's test ids are known (suite/hooks/startup_check.py note_collected)."""
     benchmark_compare_coverage(config, nodeids)
     gate = gate_of(config)
     if gate is None or (gate.latency_baseline is None and gate.results_baseline is None):

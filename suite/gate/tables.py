@@ -1,4 +1,4 @@
-"""What the gate prints: its report-header lines, its part of the verdict block (suite/summary.py), and the
+"""What the gate prints: its report-header lines, its part of the verdict block (suite/hooks/summary.py), and the
 latency and drift tables of the terminal summary. The HTML report (report/) reads ``Gate.as_dict`` instead."""
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def header_lines(config: pytest.Config) -> list[str]:
 
 
 def verdict_lines(config: pytest.Config) -> list[tuple[str, dict[str, bool]]]:
-    """The gate's part of the verdict block (suite/summary.py): coverage, regressions with their figures,
+    """The gate's part of the verdict block (suite/hooks/summary.py): coverage, regressions with their figures,
     and what weakens the comparison."""
     gate = gate_of(config)
     if gate is None:

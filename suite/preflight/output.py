@@ -18,8 +18,8 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-#: The suite's progress lines start with this (suite/startup_check.py): they reach the terminal while a model's output
-#: is hidden.
+#: The suite's progress lines start with this (suite/hooks/startup_check.py): they reach the terminal while a model's
+#: output is hidden.
 PROGRESS_PREFIX = "[engine cache]"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 

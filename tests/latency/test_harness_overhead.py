@@ -19,7 +19,7 @@ import torch
 from core.inputs import synthetic_feed
 from metrics import paired_overhead
 from suite import verdict
-from suite.collection import HARNESS_ON_CPU
+from suite.hooks.collection import HARNESS_ON_CPU
 from suite.options import options_of
 from suite.session import Cell
 

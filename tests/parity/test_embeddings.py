@@ -9,7 +9,7 @@ isclose, cosine, worst row, retrieval agreement; NaN/Inf fail).
 
 A sentence-embedding model, for this test, is one that declares an input with ``role = "attention_mask"`` (the
 padding is defined by it) and a ``parity_dataset`` (real sentences to re-pad); every output must then have one
-row per sentence (a pooled output). Other models' cells are not collected (suite/collection.py, one summary line),
+row per sentence (a pooled output). Other models' cells are not collected (suite/hooks/collection.py, one summary line),
 unless named by their id: then they are skipped as not judged ("no-data").
 
 Deterministic: ``derandomize=True`` draws the same examples every run, and there is no shrinking (each example
@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from metrics import compare_outputs
 from suite import verdict
-from suite.collection import embedding_model_reason
+from suite.hooks.collection import embedding_model_reason
 
 pytestmark = pytest.mark.parity
 

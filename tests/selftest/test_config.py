@@ -169,7 +169,7 @@ def test_approximate_outputs_names_the_models_outputs():
 
 
 def test_thresholds_apart_from_the_defaults_are_named_looser_or_tighter():
-    """Issue 43 item 7: what the verdict block and the report's first section list (suite/summary.py,
+    """Issue 43 item 7: what the verdict block and the report's first section list (suite/hooks/summary.py,
     report/verdict_section.py), from threshold_changes."""
     raw = _with(accuracy_dataset=DATA, min_top1=0.5, precision={"fp32": {
         "parity": {"rtol": 0.5, "min_cosine": 0.99, "min_isclose_pct": 99.5, "max_row_rel_error": 1e-6,

@@ -141,7 +141,7 @@ def test_an_engine_no_selected_model_lists_is_a_usage_error(tmp_path: Path) -> N
 
 def test_a_check_belongs_to_an_engine_only_through_a_selected_model_s_cell() -> None:
     from suite.config import load_config, parse_config
-    from suite.verdict_wiring import _engine_of
+    from suite.hooks.verdict_wiring import _engine_of
 
     config = load_config(ROOT / "suite.toml").select(["digits_cnn", "minilm_l6", "minilm_l6_fused"], None, None)
     assert _engine_of("tests/latency/test_latency.py::test_latency[digits_cnn-onnxruntime-fp32-bs1]", config) == \

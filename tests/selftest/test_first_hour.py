@@ -42,7 +42,7 @@ def test_collect_only_never_claims_a_results_file(tmp_path: Path) -> None:
 def test_and_n_more_says_where_all_of_them_are(tmp_path: Path) -> None:
     from types import SimpleNamespace
 
-    from suite.summary import _more
+    from suite.hooks.summary import _more
 
     lines: list[str] = []
     tr = SimpleNamespace(write_line=lines.append)

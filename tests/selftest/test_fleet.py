@@ -210,7 +210,7 @@ def test_pytest_benchmark_files_are_written_whole_or_not_at_all(tmp_path: Path,
         raise OSError("killed mid-write (simulated)")
 
     monkeypatch.setattr("os.replace", broken_replace)
-    # a failed write is recorded, one line and a failed check (suite/verdict_wiring.py)
+    # a failed write is recorded, one line and a failed check (suite/hooks/verdict_wiring.py)
     bench.save_json({"benchmarks": [1]})
     bench.storage.save({"benchmarks": [1]}, "x")
     assert [(what, str(error)) for what, _, error in benchmark_files.unwritten_benchmark_files(config)] == [  # type: ignore[arg-type]

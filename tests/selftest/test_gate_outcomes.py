@@ -205,8 +205,8 @@ def test_a_case_timed_without_any_baseline_is_not_judged_and_never_passes() -> N
 
 def test_pytest_benchmarks_compare_fail_judges_a_case_the_gate_has_no_baseline_for() -> None:
     """With --benchmark-compare-fail and no --latency-baseline, pytest-benchmark compares the case
-    (suite/verdict_wiring.py takes its findings, and makes a case its compared run lacks not judged); the gate adds
-    nothing. With both options the gate compares as ever."""
+    (suite/hooks/verdict_wiring.py takes its findings, and makes a case its compared run lacks not judged); the gate
+    adds nothing. With both options the gate compares as ever."""
     compares = _gate()
     compares.latency_baseline, compares.benchmark_compares = None, True
     assert compares.check_latency({**RECORD, "samples_s": BASE}, "t::a", 0.0) == (None, None)

@@ -572,8 +572,8 @@ def _usage(id: str, input: str, run_config: str | None, *args: str, says: Iterab
 def _model_fails(id: str, input: str, run_config: str | None, *args: str, says: Iterable[str],
                  prepare: Callable[[Path, Path], None] | None = None, tests: tuple[str, ...] = (ACCURACY,),
                  checks: int = 1, **kw) -> Case:
-    """A model that fails its start-up check (suite/startup_check.py): not a usage error of the run since issue 42,
-    but exit 1 with each of its ``checks`` tests failed, in one line naming the model and the key, and the check's
+    """A model that fails its start-up check (suite/hooks/startup_check.py): not a usage error of the run since issue
+    42, but exit 1 with each of its ``checks`` tests failed, in one line naming the model and the key, and the check's
     block shown once, as it was the usage error's."""
     return Case(id, input, Run(id, run_config, tuple(args), tests=tests, prepare=prepare), 1,
                 (*says, r"(?m)^\[engine cache\] start-up check failed for m[\w, ]*: each of its tests fails",

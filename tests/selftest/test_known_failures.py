@@ -1,7 +1,7 @@
 """A known failure absorbs only the assertion of the figures it names (issue 23, item 1), end to end.
 
 The parity tests record each output's figures (suite.record) and then assert that none failed; the plugin judges
-a covered failure on those records (suite/known_failures_runtime.py, from pytest_runtest_makereport). The real
+a covered failure on those records (suite/hooks/known_failures_runtime.py, from pytest_runtest_makereport). The real
 tests always raise their own assertion, so the other paths are driven here by synthetic parity tests on a tiny
 model's cell: they record a failed figure the entry declares and then end in another way. test_fail_closed.py and
 the hostile corpus (known-failure-*) run the real parity tests on models that fail the declared way and another.

@@ -52,7 +52,7 @@ parity_samples = 16
 """
 # A sentence-embedding model (an attention mask, a parity data set): tests/parity/test_embeddings.py runs
 # hypothesis on it, whose examples database and caches must go where the suite puts them (the project's
-# .hypothesis, suite/configure.py), not into the working directory.
+# .hypothesis, suite/hooks/configure.py), not into the working directory.
 CONFIG += """
 [models.emb]
 factory = "tests.selftest.tiny_transformer:no_attention"

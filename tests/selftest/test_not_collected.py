@@ -228,7 +228,7 @@ def test_the_accuracy_check_of_a_model_without_labels_is_collected_when_named(tm
 def test_the_rebuild_check_of_a_cell_whose_precision_does_not_run_is_not_judged(tmp_path):
     """Issue 45: the precision census was issued from ``gate.check()`` only, which the rebuild check never calls, so
     --rebuild-check of ONNX Runtime's 'fp16' cell on the CPU EP (every conv and gemm in fp32) passed as a check of
-    fp16. The census is now issued after every test from the records it made (suite/runtest.py after_call); the
+    fp16. The census is now issued after every test from the records it made (suite/hooks/runtest.py after_call); the
     fp32 cell's rebuild check beside it is judged, and passes."""
     rebuild = str(ROOT / "tests" / "parity" / "test_rebuild.py")
     ids = tuple(f"{rebuild}::test_rebuild_check[tiny-onnxruntime-{p}]" for p in ("fp32", "fp16"))

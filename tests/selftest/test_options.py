@@ -76,7 +76,8 @@ def test_the_device_has_one_form_and_keeps_the_one_asked_for(monkeypatch, device
 
 
 def test_pytest_benchmarks_cwd_storage_is_the_projects(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Read in the project's .benchmarks whatever the cwd, by the gate as by pytest-benchmark (suite/configure.py)."""
+    """Read in the project's .benchmarks whatever the cwd, by the gate as by pytest-benchmark
+    (suite/hooks/configure.py)."""
     cwd_default = _read(monkeypatch, benchmark_storage="file://./.benchmarks")
     assert cwd_default.benchmark_storage == f"file://{ROOT / '.benchmarks'}"
     assert _read(monkeypatch, benchmark_storage="file:///x").benchmark_storage == "file:///x"

@@ -245,7 +245,7 @@ class _Reporter:
 
 
 class _PytestConfig:
-    """What suite.startup_check._preflight reads of pytest's config: the run's state, the session, options, the
+    """What suite.hooks.startup_check._preflight reads of pytest's config: the run's state, the session, options, the
     terminal."""
 
     def __init__(self, config, cache: ArtifactCache, **options) -> None:
@@ -562,8 +562,8 @@ def test_the_verdicts_failed_line_keeps_the_exceptions_class_and_its_cause():
     detail to one line of 300 characters; the line shows all of it."""
     from types import SimpleNamespace
 
+    from suite.hooks.summary import print_verdict
     from suite.options import OPTIONS_KEY, SuiteOptions
-    from suite.summary import print_verdict
 
     cause = "EngineBuildError: model forward() takes ['input_ids', 'mask', 'use_cache'], config declares 2 inputs"
     message = (f"engines.base.EngineBuildError: ONNX export of model 'bert' failed ({{'opset': 18, 'exporter': "

@@ -1,6 +1,6 @@
 """Every count agrees with the verdict (issue 24): a test whose check was not judged is never shown as passed,
 neither in pytest's stats line (its category, word and letter) nor in pytest-html's rows and counters nor in
-pytest's --junitxml file (a <skipped> testcase, suite/junit.py), in one process and under pytest-xdist; and
+pytest's --junitxml file (a <skipped> testcase, suite/hooks/junit.py), in one process and under pytest-xdist; and
 identical skips are one row of the HTML report, with their count."""
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from _pytest.junitxml import LogXML, xml_key
 
 from report.results_table import NOT_JUDGED_LABEL, settle
 from suite import verdict
-from suite.junit import JunitVerdict
+from suite.hooks.junit import JunitVerdict
+from suite.hooks.verdict_wiring import VerdictPlugin
 from suite.verdict import FAILED, NOT_JUDGED, PASSED, Component, Ledger
-from suite.verdict_wiring import VerdictPlugin
 from tests.selftest.suite_runs import ROOT, explain, run_suite, timed_only
 from tests.selftest.test_report import CHROMIUM, _chromium, _rendered_rows
 
@@ -425,8 +425,8 @@ def _test_report(nodeid: str, outcome: str, when: str = "call", node: object = N
 
 @pytest.mark.parametrize("workers", [1, 2], ids=["one process", "two xdist workers"])
 def test_the_junit_file_is_the_verdicts(tmp_path: Path, workers: int) -> None:
-    """pytest's own junit writer (LogXML) fed real reports, with suite/junit.py beside it as the suite registers it:
-    a test that passed while its gate could not judge, whether the gate said so in call or teardown, and one a
+    """pytest's own junit writer (LogXML) fed real reports, with suite/hooks/junit.py beside it as the suite registers
+    it: a test that passed while its gate could not judge, whether the gate said so in call or teardown, and one a
     comparison after the run left not judged, are <skipped> testcases saying why; a pass has no child; a failure
     keeps its <failure> (also one whose gate could not judge) and a teardown error its <error>; a skip is pytest's
     own <skipped>, once; the <testsuite>'s counts are the ledger's. With two workers, reports come interleaved from

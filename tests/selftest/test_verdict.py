@@ -352,8 +352,8 @@ def test_a_component_travels_on_the_test_report_and_back() -> None:
 
 
 def test_one_reports_check_is_the_one_the_ledger_makes_of_it() -> None:
-    """What pytest's terminal shows for a report (suite/verdict_wiring.py's pytest_report_teststatus): the ledger's own
-    reading of that report alone, None for a report that is no verdict."""
+    """What pytest's terminal shows for a report (suite/hooks/verdict_wiring.py's pytest_report_teststatus): the
+    ledger's own reading of that report alone, None for a report that is no verdict."""
     busy = Component("latency gate m-torch-fp32-bs1-all", NOT_JUDGED, "busy", "others used 80%")
     for report in (_report("t::a", "passed", props=[(verdict.USER_PROPERTY, busy.as_dict())]),
                    _report("t::b", "passed"), _skip("t::c", verdict.skip_message("unavailable", "no tensorrt")),
@@ -464,8 +464,8 @@ def test_the_verdict_file_names_the_required_engines_a_run_left_out() -> None:
 
 def test_a_start_up_failure_is_the_failed_setup_that_carries_its_property() -> None:
     """verdict.start_up_failure: a test whose model failed its start-up check fails in setup, marked by the
-    START_UP_FAILURE user property (suite/startup_check.py); any other setup failure, or the property elsewhere, is
-    not one."""
+    START_UP_FAILURE user property (suite/hooks/startup_check.py); any other setup failure, or the property elsewhere,
+    is not one."""
     def report(when: str, outcome: str, *props: tuple[str, Any]) -> SimpleNamespace:
         return SimpleNamespace(when=when, outcome=outcome, user_properties=list(props))
 
@@ -479,10 +479,10 @@ def test_a_start_up_failure_is_the_failed_setup_that_carries_its_property() -> N
 
 def test_the_verdict_names_thresholds_other_than_the_defaults_in_the_block_and_the_report() -> None:
     """Issue 43 item 7: a model's loosened thresholds are named in the verdict (results.json), in the terminal's
-    verdict block (suite/summary.py) and in the report's first section (report/verdict_section.py); a run without
+    verdict block (suite/hooks/summary.py) and in the report's first section (report/verdict_section.py); a run without
     any has no such key, line or box."""
     from report.verdict_section import verdict_section
-    from suite.summary import threshold_lines
+    from suite.hooks.summary import threshold_lines
 
     ledger = verdict.Ledger()
     ledger.add("a", verdict.PASSED)

@@ -1,6 +1,6 @@
-"""The states suite/verdict_wiring.py decides itself (the rest of it is pytest plumbing, tested by suite runs): a known
-failure none of whose tests failed as declared fails the run (strict), and a required engine that ran nowhere fails it.
-Unit tests, no suite run: tools/mutation.sh runs them against these functions' mutants."""
+"""The states suite/hooks/verdict_wiring.py decides itself (the rest of it is pytest plumbing, tested by suite runs): a
+known failure none of whose tests failed as declared fails the run (strict), and a required engine that ran nowhere
+fails it. Unit tests, no suite run: tools/mutation.sh runs them against these functions' mutants."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from suite import verdict
 from suite.config import parse_config
-from suite.verdict_wiring import VerdictPlugin, _required_engines_judged
+from suite.hooks.verdict_wiring import VerdictPlugin, _required_engines_judged
 
 pytestmark = pytest.mark.selftest
 
@@ -98,7 +98,7 @@ def test_the_reference_engine_ran_wherever_an_accuracy_or_parity_check_was_judge
 
 
 def test_a_self_test_whose_parameters_hold_a_cell_in_brackets_belongs_to_no_engine() -> None:
-    from suite.verdict_wiring import _engine_of
+    from suite.hooks.verdict_wiring import _engine_of
 
     config = parse_config({"models": {"m": MODEL}})
     assert _engine_of("tests/selftest/test_config.py::test_y[raw[m-torch-fp32]]", config) is None

@@ -130,7 +130,7 @@ def test_the_xdist_controller_and_a_cpu_run_do_not_warm_up(monkeypatch: pytest.M
 def test_only_an_xdist_controller_checks_early_and_only_after_xdist_started_the_workers(
         monkeypatch: pytest.MonkeyPatch, worker: bool, numprocesses: int | None, checks: int) -> None:
     """The start-up check runs once the other plugins' session start (xdist's, which starts the workers) is done:
-    after the wrapper's yield, never before it (suite/startup_check.py check_early)."""
+    after the wrapper's yield, never before it (suite/hooks/startup_check.py check_early)."""
     calls: list[object] = []
     plugin = _plugin(monkeypatch, object(), worker=worker, numprocesses=numprocesses, device="cpu",
                      check_early=calls.append)

@@ -1,4 +1,4 @@
-"""What the suite prints on the terminal besides the verdict block (suite/summary.py): the header's lines on the
+"""What the suite prints on the terminal besides the verdict block (suite/hooks/summary.py): the header's lines on the
 config, the required engines and the accepted not-judged reasons, and the summary's engine cache, engines, rebuild
 check, time, CPU shares, GPU memory and not-collected lines.
 """
@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from suite import collection
 from suite.fleet.timeline import Timeline, set_up_seconds
 from suite.fleet.warm_up import warm_up_line
 from suite.gpu_memory import memory_summary
+from suite.hooks import collection
 from suite.options import options_of
 from suite.rebuild import describe as describe_rebuild
 from suite.state import LEDGER_KEY, RUN_INFO_KEY, RUN_KEY, SESSION_KEY

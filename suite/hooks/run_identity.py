@@ -16,7 +16,7 @@ from suite.gpu_memory import memory_summary
 from suite.options import options_of
 from suite.state import LEDGER_KEY, RUN_KEY, SHARD_KEY, suite_session
 
-_ROOT = Path(__file__).resolve().parent.parent
+_ROOT = Path(__file__).resolve().parent.parent.parent
 
 
 def run_info(config: pytest.Config) -> dict[str, Any]:

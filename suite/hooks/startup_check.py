@@ -9,7 +9,7 @@ every other model's verdict went with it. The line, per error class:
 - a usage error (exit 4, no test runs): what is wrong in the config file or the command line themselves, found by
   reading them, before any model's code runs: ``ConfigError`` from suite/config/ (unknown keys, bad values, a
   ``factory`` not of the form ``package.module:callable``, ``--models`` naming no model; raised in
-  suite/configure.py), the options' errors, and ``CacheUnusable`` (the engine cache, which every model needs, is
+  suite/hooks/configure.py), the options' errors, and ``CacheUnusable`` (the engine cache, which every model needs, is
   unusable: a full disk under the check's own entries);
 - that model's failure (``PreflightError``, one per failed model, ``PreflightErrors`` for several): what making and
   running the model found: its factory's module does not import, the factory raises or returns no module, the
@@ -39,9 +39,9 @@ from typing import Any
 import pytest
 
 from core.cache import CacheUnusable
-from suite import collection
 from suite.config import ConfigError
 from suite.gate.state import set_coverage
+from suite.hooks import collection
 from suite.lifetime import model_of_nodeid
 from suite.options import collect_only, options_of, overhead_model
 from suite.preflight import PROGRESS_PREFIX, PreflightError, PreflightErrors, check_models, startup_message

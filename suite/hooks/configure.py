@@ -14,7 +14,7 @@ import pytest
 
 from core.cache import ArtifactCache, CacheUnusable
 from core.cache_stats import CacheEvent
-from suite import junit, options, startup_check, verdict, verdict_wiring, workers
+from suite import options, verdict, workers
 from suite.config import (
     ConfigError,
     SuiteConfig,
@@ -25,17 +25,18 @@ from suite.config import (
 from suite.device import DeviceError, check_device
 from suite.fleet.plugin import FleetPlugin
 from suite.gate.cpu_meter import SUITE_RUN_PID_ENV
+from suite.hooks import junit, startup_check, verdict_wiring
 from suite.lifetime import EngineLifetime
 from suite.preflight import PROGRESS_PREFIX
 from suite.session import SuiteSession
 from suite.state import LEDGER_KEY, LIFETIME_KEY, RUN_KEY, SESSION_KEY, RunState
 from suite.workers import is_worker
 
-_ROOT = Path(__file__).resolve().parent.parent
+_ROOT = Path(__file__).resolve().parent.parent.parent
 
 
 def configure(config: pytest.Config) -> None:
-    """pytest_configure's work, once a SIGTERM during start-up has had its say (suite/interrupts.py)."""
+    """pytest_configure's work, once a SIGTERM during start-up has had its say (suite/hooks/interrupts.py)."""
     _add_markers(config)
     given = options.options_of(config)  # the run's options, read once (suite/options.py)
     if given.verbose < 2:
@@ -58,7 +59,7 @@ def configure(config: pytest.Config) -> None:
     config.stash[LEDGER_KEY] = verdict.Ledger(accepted=accepted)
     config.pluginmanager.register(verdict_wiring.VerdictPlugin(config), "suite-verdict")
     if not is_worker(config):
-        junit.register(config)  # --junitxml counts as the verdict (suite/junit.py)
+        junit.register(config)  # --junitxml counts as the verdict (suite/hooks/junit.py)
     config.pluginmanager.register(FleetPlugin(config, gpus, startup_check.note_collected, startup_check.check_early),
                                   "suite-fleet")
 
@@ -175,7 +176,7 @@ def required_engines(loaded: SuiteConfig, selected: SuiteConfig,
     model lists would never be judged (a usage error). A config-required engine ([run] requires) is required
     unless the run narrows it away in the open: an explicit --engines that does not name it, or --models that
     selects no model listing it. Nothing else narrows it: a -k or -m that collects none of its checks fails the
-    run (suite/verdict_wiring.py _required_engines_judged)."""
+    run (suite/hooks/verdict_wiring.py _required_engines_judged)."""
     listed = {e for m in selected.models.values() for e in m.engines}
     for engine in engines_option or ():
         if engine not in listed:

@@ -13,13 +13,14 @@ from typing import Any
 import pytest
 
 from engines import get_backend
-from suite import census_record, options
+from suite import options
 from suite.config import ModelConfig
+from suite.hooks import census_record
 from suite.lifetime import HARNESS_TEST, cell_of, model_of_nodeid, run_order
 from suite.session import Cell
 from suite.state import NOT_COLLECTED_KEY, RUN_KEY, suite_session
 
-_ROOT = Path(__file__).resolve().parent.parent
+_ROOT = Path(__file__).resolve().parent.parent.parent
 
 
 #: Why the harness-overhead check cannot run off CUDA (also its skip where --overhead-model asks for it anyway).
@@ -97,7 +98,7 @@ def cannot_run_here(config: pytest.Config) -> dict[Cell, str]:
     (its ``unsupported_reason``: TensorRT or TF32 on a CPU, torch int8), which are not collected: on a CPU a
     config's GPU cells would otherwise be dozens of 'not judged' skips burying the judgements. A missing library
     or device (``skip_reason``: unavailable) is never left out: that is a broken machine, not a design. Nor are the
-    cells whose precision census, recorded by an earlier run under this run's key (suite/census_record.py), says
+    cells whose precision census, recorded by an earlier run under this run's key (suite/hooks/census_record.py), says
     they compute nothing, or almost nothing, in their precision here: every check of theirs would end 'not judged
     (precision-not-run)'.
 

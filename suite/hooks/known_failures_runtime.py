@@ -1,7 +1,7 @@
 """Known failures at run time: whether a failure of a test the config's ``known_failures`` covers is the declared one,
 judged on the figures the test recorded. The entries and the rules of what one may absorb are
 suite/config/known_failures.py; the hooks (pytest_runtest_call, pytest_runtest_makereport) are suite/plugin.py's, and
-the verdict's plugin (suite/verdict_wiring.py) counts each entry's tests by KNOWN_PROPERTY (strictness per entry).
+the verdict's plugin (suite/hooks/verdict_wiring.py) counts each entry's tests by KNOWN_PROPERTY (strictness per entry).
 """
 
 from __future__ import annotations
@@ -119,8 +119,8 @@ def judge(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestRep
     cell fails: another output or figure, the same figure further gone, a drift, any other exception (a ValueError of
     mismatched shapes, a failed build), a failure in setup or teardown (the ledger: a later plain failure of the test
     outranks its known one). Strictness is
-    per entry (suite/verdict_wiring.py's VerdictPlugin): once none of its tests fails, the run fails until the entry
-    is removed."""
+    per entry (suite/hooks/verdict_wiring.py's VerdictPlugin): once none of its tests fails, the run fails until the
+    entry is removed."""
     known = _known_failure(item)
     if known is None or report.skipped:
         return

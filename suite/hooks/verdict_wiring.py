@@ -1,8 +1,8 @@
 """The verdict's wiring into pytest: every test's report into the ledger (suite/verdict.py), the terminal's counts as
 the verdict has them, and at the session's end the verdict settled (benchmark regressions, required engines, strict
 known failures), the exit status, the results and benchmark files written (a file not written is a failed check),
-and the verdict block printed last (suite/summary.py). VerdictPlugin is registered at configure time
-(suite/configure.py); suite/plugin.py's pytest_sessionfinish wrapper delegates to ``finish``.
+and the verdict block printed last (suite/hooks/summary.py). VerdictPlugin is registered at configure time
+(suite/hooks/configure.py); suite/plugin.py's pytest_sessionfinish wrapper delegates to ``finish``.
 """
 
 from __future__ import annotations
@@ -16,13 +16,15 @@ from typing import Any
 
 import pytest
 
-from suite import benchmark_compare, census_record, junit, run_identity, verdict
+from suite import benchmark_compare, verdict
 from suite.baseline_environment import current_fingerprint, difference_block
 from suite.config import ENGINES, SuiteConfig, threshold_changes
 from suite.fleet import benchmark_files, scheduling
 from suite.fleet.plugin import run_environment, worker_layout
 from suite.gate.state import gate_of, self_test_knobs
-from suite.known_failures_runtime import KNOWN_PROPERTY
+from suite.hooks import census_record, junit, run_identity
+from suite.hooks.known_failures_runtime import KNOWN_PROPERTY
+from suite.hooks.summary import print_verdict
 from suite.options import options_of
 from suite.results import merge_streamed, results_document, write_json_atomic
 from suite.session import REFERENCE_ENGINE
@@ -36,7 +38,6 @@ from suite.state import (
     ledger_of,
     suite_session,
 )
-from suite.summary import print_verdict
 from suite.workers import is_worker
 
 log = logging.getLogger("suite")
@@ -127,7 +128,7 @@ class VerdictPlugin:
             scheduling.save_durations(suite.cache.root, plugin.clock.per_unit)
         except OSError as exc:  # only the next run's scheduling order needs it
             log.warning("the per-cell durations for the next run's scheduling were not saved: %s", exc)
-        try:  # what the next run's collection leaves out (suite/census_record.py)
+        try:  # what the next run's collection leaves out (suite/hooks/census_record.py)
             census_record.save(suite, suite.engine_facts())
         except OSError as exc:  # the next run then collects those cells, and judges them as this one did
             log.warning("the cells' precision census for the next run's collection was not saved: %s", exc)
@@ -275,7 +276,7 @@ def _required_engines_judged(state: RunState, ledger: verdict.Ledger) -> None:
     """A required engine none of whose collected checks could run (e.g. ``--engines tensorrt`` on a CPU,
     where every cell is 'unsupported') fails the run: it was asked for by name and ran nowhere. So does one none
     of whose checks was collected at all (-k, -m), in a run that collected checks of engines: a run narrows its
-    required engines only with --engines or --models (suite/configure.py required_engines). The config's engines
+    required engines only with --engines or --models (suite/hooks/configure.py required_engines). The config's engines
     this run left out are recorded with the verdict."""
     ledger.left_out = dict(state.left_out)
     by_engine: dict[str, list[str]] = {}

@@ -1,7 +1,7 @@
 """Around each test: what an exception out of it means for the verdict, and what its teardown releases.
 
 A test whose model failed the start-up check fails in its setup with the check's line, before anything of the model
-is made (suite/startup_check.py says which failures those are).
+is made (suite/hooks/startup_check.py says which failures those are).
 A cell or latency path that cannot run here (CellUnavailable) is a skip with its reason code, or a failure where
 the cell is the reference or its engine is required; a resource error (out of memory, a CUDA error) fails its check
 naming the memory in use; after each test the engines the next one does not need are released and each finished
@@ -16,10 +16,11 @@ from typing import Any
 import pytest
 
 from engines.base import UNAVAILABLE, CellUnavailable
-from suite import startup_check, verdict
+from suite import verdict
 from suite.gate import census
 from suite.gate.state import gate_of
 from suite.gpu_memory import in_use, resource_error
+from suite.hooks import startup_check
 from suite.lifetime import cell_of
 from suite.state import LIFETIME_KEY, RUN_KEY, SESSION_KEY
 
