@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from suite import cmdline, verdict
+from suite import verdict
+from suite.hooks import cmdline
 from tests.selftest.suite_runs import ROOT, TINY, explain, run_suite, suite_args, timed_only
 
 pytestmark = pytest.mark.selftest

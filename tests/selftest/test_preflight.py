@@ -14,8 +14,9 @@ from core.cache import ArtifactCache, CacheUnusable
 from core.factory import FactorySignatureError, call_factory
 from core.inputs import InputSpec
 from engines.artifacts import ModelBuild
-from suite import collection, startup_check, state, verdict
+from suite import state, verdict
 from suite.config import ConfigError, load_config, parse_config
+from suite.hooks import collection, startup_check
 from suite.preflight import (
     WEIGHTS_FILE,
     PreflightError,
