@@ -8,7 +8,7 @@ A change that is meant to change what the run prints or reports rewrites them:
 
     SUITE_UPDATE_GOLDEN=1 .venv/bin/pytest tests/selftest/test_golden.py -p no:cacheprovider
 
-(each test then skips, saying which file it rewrote); review the rewritten files with `git diff` and commit them with
+(the test then skips, saying that it rewrote them); review the rewritten files with `git diff` and commit them with
 the change. Latency is left out of the run: its figures, and whether a case was timed busy (a line, a not-judged
 reason, a re-measure), depend on the machine's load, not on the suite.
 """
@@ -33,13 +33,10 @@ TESTS = (str(ROOT / "tests" / "accuracy"), str(ROOT / "tests" / "parity" / "test
 UPDATE = "SUITE_UPDATE_GOLDEN"
 
 
-@pytest.fixture(scope="module")
-def golden_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """The fixed run, in a work directory of its own (a cold engine cache: every engine is built, as the cache line
-    says), with one CI variable of its own (pytest-html's environment block), as masked text per golden file.
-    --precisions names fp16, so ONNX Runtime's fp16 cell is reported (not judged, precision-not-run) rather than
-    left out with one line."""
-    work = tmp_path_factory.mktemp("golden")
+def _fixed_run(work: Path) -> dict[str, str]:
+    """The fixed run in ``work`` (a cold engine cache: every engine is built, as the cache line says), with one CI
+    variable of its own (pytest-html's environment block), as masked text per golden file. --precisions names fp16,
+    so ONNX Runtime's fp16 cell is reported (not judged, precision-not-run) rather than left out with one line."""
     report = work / "report.html"
     done = run_suite(work, "--suite-config", str(CONFIG), "--precisions", "fp32,fp16", "--html", str(report),
                      "--self-contained-html", tests=TESTS, env=ci_environment(CI="selftest"))
@@ -48,22 +45,28 @@ def golden_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     return {"terminal.txt": terminal_text(done.stdout, paths), "report.txt": report_text(report.read_text(), paths)}
 
 
-@pytest.mark.parametrize("name", ["terminal.txt", "report.txt"])
-def test_the_fixed_run_prints_and_reports_what_its_golden_file_holds(golden_run: dict[str, str], name: str) -> None:
-    path = GOLDEN / name
-    actual = golden_run[name]
+def test_the_fixed_run_prints_and_reports_what_the_golden_files_hold(tmp_path: Path) -> None:
+    """One test for both files, so that pytest-xdist never makes the run twice (once per worker)."""
+    texts = _fixed_run(tmp_path)
     if os.environ.get(UPDATE) == "1":
-        path.parent.mkdir(exist_ok=True)
-        path.write_text(actual)
-        pytest.skip(f"{path.relative_to(ROOT)} rewritten ({UPDATE}=1): review it with git diff")
-    assert path.exists(), f"{path.relative_to(ROOT)} is missing: run this test with {UPDATE}=1 to write it"
-    expected = path.read_text()
-    if actual != expected:
-        diff = difflib.unified_diff(expected.splitlines(), actual.splitlines(), f"{path.relative_to(ROOT)} (golden)",
-                                    "this run (masked)", n=2, lineterm="")
-        pytest.fail(f"the fixed run's {name.removesuffix('.txt')} differs from its golden file (- golden, + this "
-                    f"run); if the change is meant, rewrite it with {UPDATE}=1 (tests/selftest/test_golden.py):\n"
-                    + "\n".join(diff), pytrace=False)
+        GOLDEN.mkdir(exist_ok=True)
+        for name, text in texts.items():
+            (GOLDEN / name).write_text(text)
+        pytest.skip(f"{', '.join(texts)} rewritten in {GOLDEN.relative_to(ROOT)} ({UPDATE}=1): review with git diff")
+    problems = []
+    for name, actual in texts.items():
+        path = GOLDEN / name
+        if not path.exists():
+            problems.append(f"{path.relative_to(ROOT)} is missing: run this test with {UPDATE}=1 to write it")
+            continue
+        diff = list(difflib.unified_diff(path.read_text().splitlines(), actual.splitlines(),
+                                         f"{path.relative_to(ROOT)} (golden)", "this run (masked)", n=2, lineterm=""))
+        if diff:
+            problems.append(f"the fixed run's {name.removesuffix('.txt')} differs from its golden file (- golden, + "
+                            "this run):\n" + "\n".join(diff))
+    if problems:
+        pytest.fail("\n\n".join(problems) + f"\n\nif the change is meant, rewrite the golden files with {UPDATE}=1 "
+                    "(tests/selftest/test_golden.py)", pytrace=False)
 
 
 # ---- the masks: what varies is hidden, what the run says is not ----------------------------------------------------
