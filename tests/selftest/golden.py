@@ -103,6 +103,9 @@ BLOCKS = frozenset({"h1", "h2", "h3", "h4", "p", "li", "caption", "tr", "summary
                     "table", "ul", "details", "footer", "figure"})
 #: Elements whose content is not text a reader sees: styles, scripts, pytest-html's row templates.
 SKIPPED = frozenset({"style", "script", "template", "head"})
+#: pytest-html's own page furniture (its filter hint, reload notice and show/hide buttons), by class: its words, not
+#: the run's, and they change with its version.
+FURNITURE = frozenset({"filter", "summary__reload", "collapse"})
 #: Attributes that carry meaning, written in a line's [...] where the element opens.
 MEANING = ("id", "data-verdict", "data-model", "data-dataset", "data-cell", "data-reason", "data-accepted",
            "data-key")
@@ -118,6 +121,7 @@ class _Text(HTMLParser):
         self.lines: list[str] = []
         self.current: list[str] = []
         self.skip = 0
+        self.furniture: list = []  # [tag, depth] while inside pytest-html's furniture
         self.blob: str | None = None
         self.row_key: str | None = None
         self.row_marks = ""
@@ -135,6 +139,12 @@ class _Text(HTMLParser):
         values = {k: v or "" for k, v in attrs}
         if "data-jsonblob" in values:
             self.blob = values["data-jsonblob"]
+        if self.furniture:
+            self.furniture[1] += tag == self.furniture[0]
+            return
+        if tag in ("p", "div") and values.get("class") in FURNITURE:
+            self.furniture = [tag, 1]
+            return
         if tag in SKIPPED:
             self.skip += 1
             return
@@ -165,6 +175,11 @@ class _Text(HTMLParser):
             self.cells += 1
 
     def handle_endtag(self, tag: str) -> None:
+        if self.furniture:
+            self.furniture[1] -= tag == self.furniture[0]
+            if not self.furniture[1]:
+                self.furniture = []
+            return
         if tag in SKIPPED:
             self.skip = max(0, self.skip - 1)
             return
@@ -202,7 +217,7 @@ class _Text(HTMLParser):
         self.lines.append(self.row_marks + text)
 
     def handle_data(self, data: str) -> None:
-        if not self.skip:
+        if not self.skip and not self.furniture:
             self.current.append(data)
 
 

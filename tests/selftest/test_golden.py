@@ -114,14 +114,16 @@ def test_the_report_text_keeps_sections_rows_and_verdicts_and_masks_the_machine(
             '<table class="suite environment"><thead><tr><th>key</th><th>value</th></tr></thead><tbody>'
             '<tr><td>device</td><td>cpu</td></tr><tr><td>hostname</td><td>vm</td></tr>'
             '<tr><td>torch</td><td>2.14.1</td></tr><tr><td>tensorrt</td><td>10.9.0</td></tr></tbody></table>'
-            '<script>ignored()</script><template><p>ignored</p></template>'
+            '<script>ignored()</script><template><p>ignored</p></template><p class="filter">(Un)check</p>'
+            '<div class="summary__reload"><div>Reload<div>this page</div></div></div><p>0 Failed, 1 Skipped</p>'
             '<div id="data-container" data-jsonblob="{&#34;environment&#34;: {&#34;CI&#34;: &#34;selftest&#34;}, '
             '&#34;tests&#34;: {&#34;t::a&#34;: [{&#34;result&#34;: &#34;Skipped&#34;, &#34;log&#34;: '
             '&#34;not judged (busy): x\\n---- Captured log call ----\\nbuilt in 1.0 s&#34;}]}}"></div></body></html>')
     assert report_text(page, PATHS).splitlines() == [
         "The run", "[table suite run]", "[tr data-key=torch] torch | <machine>", "[tr data-key=workers] workers | 1",
         "[section id=suite-verdict data-verdict=failed]", "Verdict: failed", "[table suite environment]",
-        "key | value", "device | cpu", "hostname | <machine>", "<library> | <version>", "[div id=data-container]",
+        "key | value", "device | cpu", "hostname | <machine>", "<library> | <version>", "0 Failed, 1 Skipped",
+        "[div id=data-container]",
         "", "== pytest-html's results table (its JSON blob) ==", "environment: CI = selftest", "Skipped | t::a",
         "    not judged (busy): x"]
 
