@@ -29,7 +29,7 @@ pytestmark = pytest.mark.selftest
 GOLDEN = Path(__file__).resolve().parent / "golden"
 CONFIG = ROOT / "tests" / "selftest" / "data" / "golden_suite.toml"
 TESTS = (str(ROOT / "tests" / "accuracy"), str(ROOT / "tests" / "parity" / "test_parity.py"))
-#: Set to 1, the tests rewrite the golden files from this run instead of comparing.
+#: Set to 1, the test rewrites the golden files from this run instead of comparing (and skips, saying so).
 UPDATE = "SUITE_UPDATE_GOLDEN"
 
 
