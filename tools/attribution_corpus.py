@@ -350,9 +350,10 @@ def run_drift(case: DriftCase, tolerance: Any, work: Path) -> Any:
     ok, cosine = ort_attr.judge(ort_attr.run(reference, feed, "ORT_DISABLE_ALL"), ort_attr.run(edited, feed),
                                 tolerance)
     comparison, unmatched = ort_attr.layer_table(reference, edited, feed, tolerance)
-    # what the localization report names, in its order: the first divergent layer, then its table of the worst
+    # what the localization report names, in its order: the first divergent layer, then the layers whose error
+    # rises most over their inputs' (where a drift is born), then its table of the worst
     named = [] if comparison.first_divergent is None else [comparison.first_divergent.name]
-    named += [s.name for s in comparison.worst if s.name not in named]
+    named += [s.name for s in (*comparison.born, *comparison.worst) if s.name not in named]
     change = case.change + (f" ({unmatched} tensors unmatched)" if unmatched else "")
     return Outcome(case.id, "layer", case.model, change, case.truth, tuple(named[:10]), 1 - cosine, not ok)
 

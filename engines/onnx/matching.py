@@ -26,7 +26,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import onnx
@@ -289,7 +289,25 @@ def pair_layers(reference: onnx.ModelProto, ref_arrays: Mapping[str, np.ndarray]
                 reference_value = np.clip(ref_value, lo, hi)
                 note += f", reference saturated to [{lo:.4g}, {hi:.4g}] ({100 * outside:.2g}% of values)"
         pairs.append(LayerPair(row.name, row.op_type, reference_value, chosen.value, row.scope, note.lstrip(", ")))
-    return pairs, unmatched
+    feeds = compared_inputs(reference, {p.name for p in pairs})
+    return [replace(p, inputs=feeds.get(p.name, ())) for p in pairs], unmatched
+
+
+def compared_inputs(reference: onnx.ModelProto, compared: set[str]) -> dict[str, tuple[str, ...]]:
+    """For each tensor of ``compared``, the tensors that feed its node on the reference graph, each replaced by the
+    nearest compared tensors (or graph inputs) upstream of it where it is not compared itself (a Reshape's output,
+    a Conv fused away into an NCHWc node): what metrics.localize measures a layer's error rise against. Weights
+    (initializers) are left out: they are the same on both sides."""
+    graph_inputs = {i.name for i in reference.graph.input} - {i.name for i in reference.graph.initializer}
+    carried: dict[str, tuple[str, ...]] = {name: (name,) for name in graph_inputs}  # tensor -> what it stands on
+    feeds: dict[str, tuple[str, ...]] = {}
+    for node in reference.graph.node:  # ONNX files are in topological order
+        reads = tuple(dict.fromkeys(t for name in node.input if name for t in carried.get(name, ())))
+        for name in node.output:
+            if name in compared:
+                feeds[name] = reads
+            carried[name] = (name,) if name in compared else reads
+    return feeds
 
 
 
