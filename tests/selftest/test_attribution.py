@@ -248,3 +248,20 @@ def test_localizer_names_where_a_drift_within_tolerance_is_born(tmp_path) -> Non
     assert comparison.first_divergent is None and comparison.worst[0].name == "out"
     assert comparison.born[0].name == "r1" and by_name["r1"].rise > 1000 > 2 > by_name["out"].rise
     assert by_name["r1"].inputs == ("c1",) and by_name["c1"].inputs == ("image",)
+
+
+def test_both_sides_are_profiled_in_interleaved_rounds_of_their_own_sessions() -> None:
+    """profile_rounds: one list of per-round medians per node and side, the duplicated Conv's nodes on the changed
+    side only (what round_deltas ranks; the ranking's statistics are tests/selftest/test_node_profile.py's)."""
+    from engines.onnx import seeded_changes as seeded
+    from engines.onnxrt.attribution import profile_rounds
+    from metrics.node_profile import round_deltas
+
+    model = _tiny_cnn()
+    before, after = profile_rounds([(model, "ORT_ENABLE_BASIC", ()),
+                                    (seeded.duplicate_node(model, "conv2"), "ORT_ENABLE_BASIC", ())],
+                                   FEED, rounds=4, runs_per_round=2, warmup=1)
+    assert before and all(len(r) == 4 for r in (*before.values(), *after.values()))
+    assert not any("_dup" in n for n in before) and any("_dup" in n for n in after)
+    only_after = [d for d in round_deltas(before, after) if d.baseline_us is None]
+    assert only_after and all(d.delta_us == d.current_us for d in only_after)
