@@ -265,3 +265,22 @@ def test_both_sides_are_profiled_in_interleaved_rounds_of_their_own_sessions() -
     assert not any("_dup" in n for n in before) and any("_dup" in n for n in after)
     only_after = [d for d in round_deltas(before, after) if d.baseline_us is None]
     assert only_after and all(d.delta_us == d.current_us for d in only_after)
+
+
+@pytest.mark.parametrize("level", ["ORT_ENABLE_BASIC", "ORT_ENABLE_ALL"])
+def test_a_tensor_read_only_through_casts_is_compared_as_its_consumers_read_it(tmp_path, level) -> None:
+    """conv1's output rounded through fp16 and back: relu1 reads the rounded copy, so c1 is compared as that copy
+    (the rise then names c1, where the rounding is made), not as the Conv's own output, which only the Cast reads
+    (before: the Relu after it was named, or at ORT_ENABLE_ALL the residual Add, a miss)."""
+    from engines.onnx import seeded_changes as seeded
+    from engines.onnx.intermediates import collect_layer_pairs
+    from engines.onnxrt.attribution import session_options
+
+    fp32, edited = tmp_path / "fp32.onnx", tmp_path / "rounded.onnx"
+    onnx.save(_tiny_cnn(), str(fp32))
+    onnx.save(seeded.round_through_fp16(_tiny_cnn(), "conv1"), str(edited))
+    found = collect_layer_pairs(fp32, edited, FEED, lambda: session_options(level), ["CPUExecutionProvider"])
+    c1 = next(p for p in found.pairs if p.name == "c1")
+    np.testing.assert_array_equal(c1.engine, c1.engine.astype(np.float16).astype(np.float32))  # fp16 values
+    np.testing.assert_allclose(c1.engine, c1.reference, rtol=1e-3, atol=1e-4)
+    assert not np.array_equal(c1.engine, c1.reference)
