@@ -19,8 +19,8 @@ The first such tensor in the engine graph's order is compared, after those read 
 Reorder nodes (the value X's consumers read is further down that chain: a Conv's output rounded through fp16 and
 back is compared as the rounded copy its consumers read; Q/DQ chains keep their order). Integer tensors are
 dequantized with the scale and zero point of the QuantizeLinear / QLinear node that produced them (or of the
-DequantizeLinear that reads them); an NHWC tensor whose shape is the reference's (N, H, W, C) is transposed back; tensors in ONNX
-Runtime's blocked NCHWc layout are skipped (their memory is not in the shape's order).
+DequantizeLinear that reads them); an NHWC tensor whose shape is the reference's (N, H, W, C) is transposed back;
+a tensor in ONNX Runtime's blocked NCHWc layout is read back through a ReorderOutput (``reorder_blocked``).
 """
 
 from __future__ import annotations
