@@ -18,7 +18,8 @@ Per engine (docs/localization.md has the details and measured examples):
   engine inspector's precision census of the cell's engine (needs ``runner``).
 
 Per layer the precision's tolerance is applied (metrics.localize: isclose %, max abs, cosine; NaN/Inf fail),
-and the first layer outside it is ``first_divergent``.
+and the first layer outside it is ``first_divergent``; where no layer is, ``born`` still says where the error
+rises most over its inputs' (ONNX graphs, whose topology is known).
 """
 
 from __future__ import annotations
