@@ -960,3 +960,9 @@ def test_localization_notes_carry_the_census_and_both_bisect_conclusions() -> No
     assert "optimization bisect: passes at every optimization level with this feed: no level breaks it" in html
     assert "CUDAExecutionProvider settings at ORT_ENABLE_ALL, one at a time: use_tf32=1 breaks it" in html
     assert html.index("use_tf32=1 breaks it") < html.index('<table class="suite localization"')
+    assert "error rises most" not in html  # a record of before the rise (no "born")
+    born = {"index": 3, "name": "relu_6", "op_type": "Relu", "rel_error": 0.000727, "rise": 727.0}
+    html = localization_table({**record, "localization": {**record["localization"], "born": [born]}})
+    assert "error rises most at: relu_6 (Relu): relative error " in html and "x its inputs&#x27;" in html
+    failing = {**record["localization"], "born": [born], "first_divergent": {"index": 0, "name": "logits"}}
+    assert "error rises most" not in localization_table({**record, "localization": failing})
