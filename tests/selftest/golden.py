@@ -42,6 +42,10 @@ TIMING_LINES = ("time per phase:", "worker time", "outside the tests:", "milesto
 MACHINE_KEYS = frozenset({"gpu_name", "gpu_compute_capability", "driver", "cuda_runtime", "cudnn", "torch",
                           "onnxruntime", "tensorrt", "cpu", "cpu_int8", "git_commit"})
 
+#: Columns whose every value is the checkout's, not the run's: the ONNX exporter writes each node's source stack (the
+#: file paths of the checkout and the venv) into the model, so an engine's size follows where the tree lies.
+MACHINE_COLUMNS = frozenset({"size (MB)"})
+
 #: Rows of the report's fingerprint whose value is the run's, not the machine's: kept.
 FINGERPRINT_KEPT = ("device", "worker_count")
 LIBRARY_ROWS = "<library> | <version>"
@@ -128,6 +132,7 @@ class _Text(HTMLParser):
         self.table: list[str] = []
         self.head = False
         self.cells = 0
+        self.header: list[str] = []  # the current table's column names
 
     def _flush(self) -> None:
         text = re.sub(r"\s+", " ", "".join(self.current)).strip(" |")
@@ -156,6 +161,7 @@ class _Text(HTMLParser):
         kind = f"{tag} {values['class']}" if values.get("class") else tag
         if tag == "table":
             self.table.append(values.get("class", ""))
+            self.header = []
         if tag == "thead":
             self.head = True
         if tag == "tr":
@@ -202,7 +208,9 @@ class _Text(HTMLParser):
             return
         table = self.table[-1] if self.table else ""
         name, _, value = text.partition(" | ")
-        if self.head or not value:
+        if self.head:
+            self.header = text.split(" | ")
+        elif not value:
             pass
         elif table == "suite run" and self.row_key in MACHINE_KEYS:
             text = f"{name} | <machine>"
@@ -214,6 +222,11 @@ class _Text(HTMLParser):
                 text = LIBRARY_ROWS
             else:
                 text = f"{name} | <machine>"
+        elif any(c in MACHINE_COLUMNS for c in self.header):
+            cells = text.split(" | ")
+            if len(cells) == len(self.header):
+                text = " | ".join("<machine>" if h in MACHINE_COLUMNS else c for h, c in zip(self.header, cells,
+                                                                                             strict=True))
         self.lines.append(self.row_marks + text)
 
     def handle_data(self, data: str) -> None:
