@@ -23,16 +23,15 @@ from __future__ import annotations
 import argparse
 import ctypes
 import fcntl
-import json
-import math
 import multiprocessing
 import os
 import statistics
 import struct
-import subprocess
 import sys
 import time
 from typing import Any
+
+from tools.host_pairing_probe import cpu_work, run_child, run_probe, spread
 
 _PERF_EVENT_OPEN = 298  # x86_64
 _ENABLE, _DISABLE, _RESET = 0x2400, 0x2401, 0x2403
@@ -74,12 +73,6 @@ def _run_delay_ns() -> int:
         return int(f.read().split()[1])
 
 
-def _cpu_work() -> int:
-    total = 0
-    for i in range(3000):
-        total += i * i % 7
-    return total
-
 
 def _child(seconds: float) -> dict[str, Any]:
     import torch
@@ -98,7 +91,7 @@ def _child(seconds: float) -> dict[str, Any]:
     instr, cycles = Counter(1), Counter(0)
     pmu = instr.error is None and cycles.error is None
     work = {"resnet18": lambda: r18(x18), "mobilenet_v2": lambda: mb2(xm), "small_cnn": lambda: cnn(xc),
-            "cpu_ref": _cpu_work}
+            "cpu_ref": cpu_work}
     calls = {"resnet18": 10, "mobilenet_v2": 10, "small_cnn": 30, "cpu_ref": 30}
 
     def one(fn: Any) -> dict[str, float]:
@@ -158,23 +151,19 @@ def _controller(processes: int, seconds: float, load: bool) -> dict[str, Any]:
                     for _ in range(os.cpu_count() or 1)]
             for h in hogs:
                 h.start()
-        done = subprocess.run([sys.executable, __file__, "--child", "--seconds", str(seconds)],
-                              capture_output=True, text=True, timeout=seconds * 4 + 180)
-        for h in hogs:
-            h.terminate()
-        if done.returncode != 0:
-            print(done.stderr[-2000:], file=sys.stderr)
+        try:
+            child = run_child([sys.executable, __file__, "--child", "--seconds", str(seconds)], variant,
+                              seconds * 4 + 180)
+        finally:
+            for h in hogs:
+                h.terminate()
+        if child is None:
             continue
-        child = json.loads(done.stdout.strip().splitlines()[-1])
-        child["variant"] = variant
         children.append(child)
         print(f"child {i} {variant}: {len(child['slots'])} slots, pmu={child['pmu']} {child['pmu_error'] or ''}",
               file=sys.stderr)
     return {"children": children}
 
-
-def _spread(values: list[float]) -> float:
-    return max(values) / min(values) - 1.0 if values and min(values) > 0 else math.nan
 
 
 def analyse(data: dict[str, Any]) -> str:
@@ -190,7 +179,7 @@ def analyse(data: dict[str, Any]) -> str:
             for clock in CLOCKS:
                 meds = [statistics.median(s[name][clock] for s in c["slots"])
                         for c in kids if clock in c["slots"][0][name]]
-                cells.append(f"{_spread(meds) * 100:.1f} %" if meds else "n/a")
+                cells.append(f"{spread(meds) * 100:.1f} %" if meds else "n/a")
             steal = statistics.median(s["steal_share"] for c in kids for s in c["slots"])
             delay = statistics.median(s["run_delay_ms"] for c in kids for s in c["slots"])
             lines.append(f"| {variant} | {name} | {len(kids)} | " + " | ".join(cells)
@@ -207,26 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json")
     ap.add_argument("--analyse")
     args = ap.parse_args(argv)
-    if args.analyse:
-        with open(args.analyse) as f:
-            print(analyse(json.load(f)))
-        return 0
-    try:
-        import torch
-    except ImportError:
-        return 2
-    if not torch.cuda.is_available():
-        print("no CUDA device", file=sys.stderr)
-        return 2
-    if args.child:
-        print(json.dumps(_child(args.seconds)))
-        return 0
-    data = _controller(args.processes, args.seconds, args.load)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(data, f)
-    print(analyse(data))
-    return 0
+    return run_probe(args, analyse, lambda a: _child(a.seconds), lambda a: _controller(a.processes, a.seconds, a.load))
 
 
 if __name__ == "__main__":
