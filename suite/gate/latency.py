@@ -286,10 +286,11 @@ class LatencyChecks(BaselineEnvironment):
     def group_drifts(self) -> list[GroupDrift]:
         """Each group's drift (metrics/group_drift.py): an engine's compared cases of one bound on one device kind,
         and each of its models' where it has several and the model enough cases to be judged (metrics/group_drift.py
-        MIN_CASES). A case others kept busy counts in none: its median is theirs."""
+        MIN_CASES). A case others kept busy counts in none (its median is theirs), nor one whose slowdown the SM clock
+        explained (``slower-clock``: the case's own gate set it aside)."""
         groups: dict[tuple[str, ...], list[GroupCase]] = {}
         for o in self.latency:
-            if o.group is None or o.nights is None or o.comparison is None or o.status == "busy":
+            if o.group is None or o.nights is None or o.comparison is None or o.status in ("busy", "slower-clock"):
                 continue
             case = GroupCase(o.label, math.log(o.comparison.ratio), tuple(o.nights))
             kind, cls, engine, model = o.group

@@ -245,8 +245,9 @@ def test_an_engine_of_one_model_is_one_group_and_a_model_of_exactly_five_cases_i
     assert [label for label, _ in two[("cuda", "device", "torch", "a")].largest] == ["a0", "a1", "a2"]
 
 
-def test_a_case_busy_without_kept_nights_or_without_a_group_counts_in_none() -> None:
+def test_a_case_busy_slower_by_its_clock_without_kept_nights_or_without_a_group_counts_in_none() -> None:
     cases = [_outcome("busy", "a", 0.5, status="busy"), _outcome("no-nights", "a", 0.5, nights=False),
+             _outcome("clock", "a", 0.5, status="slower-clock"),
              _outcome("no-group", "a", 0.5, group=False)]
     cases += [_outcome(f"a{i}", "a", 0.0) for i in range(5)]
     drift = _groups_of(cases)[("cuda", "device", "torch")]
