@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from metrics.drift import DriftTolerances
 from suite import verdict, workers
-from suite.baselines import DriftTolerances
 from suite.config import SuiteConfig
 from suite.state import RUN_KEY
 from suite.timing import PATHS

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from suite.baselines import BaselineError, DriftTolerances, refuse_self_test_run, saved_fingerprint
+from metrics.drift import DriftTolerances
+from suite.baselines import BaselineError, refuse_self_test_run, saved_fingerprint
 from suite.gate import inject, tables
 from suite.gate.check import METER_KEY, GateCheck
 from suite.gate.cpu_meter import CpuMeter

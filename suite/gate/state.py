@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from metrics.drift import DriftComparison, DriftFigure
+from metrics.drift import DriftComparison, DriftFigure, DriftTolerances
 from metrics.kernel_profile import explain_kernels, same_kernels
 from metrics.node_profile import explain_nodes
 from metrics.regression import LatencyComparison
@@ -22,7 +22,6 @@ from metrics.structure import explain, structural_changes
 from suite import verdict
 from suite.baselines import (
     BaselineError,
-    DriftTolerances,
     LatencyBaseline,
     ResultsBaseline,
     benchmark_storage_dir,

@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 from metrics.clocks import clock_normalised, clock_summary, confirmed_in_cycles, limited_note, limiting_reasons
+from metrics.drift import DriftTolerances
 from suite import timing, verdict
-from suite.baselines import DriftTolerances, LatencyBaseline
+from suite.baselines import LatencyBaseline
 from suite.gate.state import Gate
 
 pytestmark = pytest.mark.selftest

@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
+from metrics.drift import DriftTolerances
 from suite import verdict, workers
-from suite.baselines import DriftTolerances, ResultsBaseline, parse_drift
+from suite.baselines import ResultsBaseline, parse_drift
 from suite.config import ConfigError, load_config
 from suite.fleet import scheduling
 from suite.fleet import timeline as timelines

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 import torch
 
+from metrics.drift import DriftTolerances
 from metrics.node_profile import explain_nodes, node_deltas, node_times_us
-from suite.baselines import DriftTolerances, ResultsBaseline, latency_label
+from suite.baselines import ResultsBaseline, latency_label
 from suite.gate.latency import LatencyOutcome
 from suite.gate.state import Gate
 

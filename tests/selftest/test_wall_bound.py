@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
+from metrics.drift import DriftTolerances
 from suite import verdict
-from suite.baselines import DriftTolerances, LatencyBaseline
+from suite.baselines import LatencyBaseline
 from suite.gate import check as check_module
 from suite.gate.check import INTERFERENCE_KEY, METER_KEY, STOPPED_KEY, GateCheck
 from suite.gate.state import GATE_KEY, Gate
