@@ -85,7 +85,7 @@ class DriftComparison:
 @dataclass(frozen=True)
 class DriftTolerances:
     """``--accuracy-drift``: allowed change against the baseline, per figure (the option's value, here below both
-    suite/options.py, whose default it is, and the gate that parses and applies it: suite/baselines.py)."""
+    suite/options.py, whose default it is, and the gate that parses and applies it: suite/gate/baselines.py)."""
 
     top1_pts: float = 0.5
     top5_pts: float = 0.5

@@ -118,7 +118,7 @@ nights_part() {
 import sys
 from pathlib import Path
 
-from suite.baselines import BaselineError, resolve_latency_baselines
+from suite.gate.baselines import BaselineError, resolve_latency_baselines
 
 try:
     print(len(resolve_latency_baselines(f"last:{sys.argv[2]}", Path(sys.argv[1]))))

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from metrics.drift import DriftTolerances
-from suite.baselines import BaselineError, latency_key, load_latency_baselines
+from suite.gate.baselines import BaselineError, latency_key, load_latency_baselines
 from suite.gate.bound import class_noise
 from suite.gate.latency import STATE
 from suite.gate.state import Gate

@@ -38,7 +38,7 @@ from typing import Any
 
 from metrics.host_pace import pace, paced_runs
 from metrics.regression import MIN_POOLED, LatencyComparison, between_night_deviations, pooled_half_width
-from suite.baselines import LatencyBaseline, LatencyKey
+from suite.gate.baselines import LatencyBaseline, LatencyKey
 
 DEVICE, HOST = "device", "host"
 EAGER_GRAPH_MAX = 1.05

@@ -16,7 +16,7 @@ from metrics.drift import (
 )
 from metrics.layer_drift import explain_layers
 from suite import verdict
-from suite.baselines import record_key
+from suite.gate.baselines import record_key
 from suite.gate.environment import BaselineEnvironment
 
 

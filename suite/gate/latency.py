@@ -24,8 +24,8 @@ from metrics.distributions import student_t_quantile
 from metrics.latency import two_modes
 from metrics.regression import LatencyComparison, compare_latency
 from suite import verdict
-from suite.baselines import key_label, latency_key
 from suite.gate import bound
+from suite.gate.baselines import key_label, latency_key
 from suite.gate.environment import BaselineEnvironment
 
 BENCHMARK_COMPARE_NOTE = (

@@ -20,7 +20,9 @@ from metrics.node_profile import explain_nodes
 from metrics.regression import LatencyComparison
 from metrics.structure import explain, structural_changes
 from suite import verdict
-from suite.baselines import (
+from suite.environment import fingerprint
+from suite.gate import bound
+from suite.gate.baselines import (
     BaselineError,
     LatencyBaseline,
     ResultsBaseline,
@@ -32,8 +34,6 @@ from suite.baselines import (
     profiles_of,
     resolve_latency_baselines,
 )
-from suite.environment import fingerprint
-from suite.gate import bound
 from suite.gate.coverage import Coverage, CoverageChecks, benchmark_compare_coverage
 from suite.gate.drift import DriftChecks, DriftOutcome
 from suite.gate.latency import STATE, LatencyChecks, LatencyOutcome, runs_shortfall
@@ -256,7 +256,7 @@ def _case_bound(text: str) -> float:
 
 def self_test_knobs(config: pytest.Config) -> dict[str, float]:
     """The self-test knobs this run is made with, by option: written into every file the run saves (results,
-    pytest-benchmark's JSON and storage), where suite.baselines refuses such a file as a baseline."""
+    pytest-benchmark's JSON and storage), where suite.gate.baselines refuses such a file as a baseline."""
     gate = gate_of(config)
     if gate is None:
         return {}

@@ -17,7 +17,7 @@ import pytest
 
 from metrics.drift import DriftTolerances
 from metrics.regression import MIN_POOLED
-from suite.baselines import (
+from suite.gate.baselines import (
     BaselineError,
     latency_key,
     load_latency_baselines,

@@ -16,7 +16,7 @@ import pytest
 
 from metrics.drift import DriftTolerances
 from suite import verdict
-from suite.baselines import LatencyBaseline, load_latency_baselines
+from suite.gate.baselines import LatencyBaseline, load_latency_baselines
 from suite.gate.latency import LatencyOutcome
 from suite.gate.state import Gate
 from suite.verdict import FAILED, NOT_JUDGED, PASSED, Ledger

@@ -12,7 +12,7 @@ import pytest
 
 from metrics.drift import DriftTolerances, compare_parity
 from metrics.layer_drift import explain_layers, layer_moves
-from suite.baselines import RecordsByCase, ResultsBaseline
+from suite.gate.baselines import RecordsByCase, ResultsBaseline
 from suite.gate.state import Gate
 
 pytestmark = pytest.mark.selftest

@@ -12,7 +12,7 @@ import torch
 
 from metrics.drift import DriftTolerances
 from metrics.node_profile import explain_nodes, node_deltas, node_times_us
-from suite.baselines import ResultsBaseline, latency_label
+from suite.gate.baselines import ResultsBaseline, latency_label
 from suite.gate.latency import LatencyOutcome
 from suite.gate.state import Gate
 

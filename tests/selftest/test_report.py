@@ -759,7 +759,7 @@ def _minilm_records() -> list[dict[str, Any]]:
 def test_sequence_length_shapes_are_the_unit_of_tables_figures_and_baseline_lookup() -> None:
     """Tables filtered on batch only (seq 128 and 256 at batch 8 in one table), figures indexed by batch only (one
     shape overwrote the other) and the baseline looked up '...-bs8-all', which never matches the gate's
-    '...-bs8-seq256-all' (suite/baselines.py key_label)."""
+    '...-bs8-seq256-all' (suite/gate/baselines.py key_label)."""
     from report import plots
 
     records = _minilm_records()

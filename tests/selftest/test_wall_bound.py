@@ -16,8 +16,8 @@ import pytest
 
 from metrics.drift import DriftTolerances
 from suite import verdict
-from suite.baselines import LatencyBaseline
 from suite.gate import check as check_module
+from suite.gate.baselines import LatencyBaseline
 from suite.gate.check import INTERFERENCE_KEY, METER_KEY, STOPPED_KEY, GateCheck
 from suite.gate.state import GATE_KEY, Gate
 from suite.gate.tables import busy_run_line

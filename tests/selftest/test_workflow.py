@@ -42,8 +42,8 @@ from typing import Any
 import pytest
 
 from suite import verdict
-from suite.baselines import BaselineError, load_latency_baselines, load_results_baseline, resolve_latency_baselines
 from suite.config import load_config
+from suite.gate.baselines import BaselineError, load_latency_baselines, load_results_baseline, resolve_latency_baselines
 from suite.shard import load_plan
 
 pytestmark = pytest.mark.selftest
