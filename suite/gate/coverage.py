@@ -15,7 +15,7 @@ from suite.gate.baselines import BaselineError, key_label
 from suite.gate.environment import BaselineEnvironment
 from suite.options import options_of
 
-# Case ids (suite/parametrize.py latency_case_id, Cell.id) -> what they measure, for coverage.
+# Case ids (suite/hooks/parametrize.py latency_case_id, Cell.id) -> what they measure, for coverage.
 _ENGINES = "torch|onnxruntime|inductor|tensorrt"
 _PRECISIONS = "fp32|tf32|fp16|bf16|int8"
 _CELL = rf"(?P<model>.+)-(?P<engine>{_ENGINES})-(?P<precision>{_PRECISIONS})"
