@@ -29,10 +29,11 @@ from typing import Any
 
 import pytest
 
-from suite import benchmark_compare, options, workers
+from suite import options, workers
 from suite.device import check_device
 from suite.environment import fingerprint
 from suite.fleet.plugin import shard_environment, worker_layout
+from suite.gate import benchmark_compare
 from suite.hooks import (
     collection,
     configure,
@@ -166,7 +167,7 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     """A failure of a test a known failure covers passes only when it is the declared one
     (suite/hooks/known_failures_runtime.py); a latency case --benchmark-compare-fail flags fails on its own report
-    (suite/benchmark_compare.py)."""
+    (suite/gate/benchmark_compare.py)."""
     report = yield
     known_failures_runtime.judge(item, call, report)
     benchmark_compare.judge(item, report)

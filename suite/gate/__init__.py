@@ -13,6 +13,7 @@ environment): ``plugin`` the pytest hooks and fixtures only; ``check`` what a te
 accuracy, parity and GPU memory drift; ``coverage`` which cases a baseline covers; ``environment`` whether a
 baseline comes from another machine; ``cpu_meter`` other processes' CPU share; ``census`` the precision census's
 verdict; ``bound`` a latency case's class and its rule; ``inject`` the self-test knobs; ``tables`` what the gate
-prints; ``baselines`` the baseline files read, below them all. This file imports nothing, so that importing one of
-them imports none of the others, the hooks least of all.
+prints; ``benchmark_compare`` pytest-benchmark's own compare, judged on the case's report; ``baselines`` the
+baseline files read, below them all. This file imports nothing, so that importing one of them imports none of
+the others, the hooks least of all.
 """
