@@ -29,9 +29,10 @@ from typing import Any
 
 import pytest
 
-from suite import options, workers
+from suite import options
 from suite.device import check_device
 from suite.environment import fingerprint
+from suite.fleet import workers
 from suite.fleet.plugin import shard_environment, worker_layout
 from suite.gate import benchmark_compare
 from suite.hooks import (

@@ -19,11 +19,11 @@ import pytest
 from suite.baseline_environment import config_digest
 from suite.environment import fingerprint
 from suite.fleet.scheduling import work_unit_of
+from suite.fleet.workers import is_worker
 from suite.hooks.collection import some_names
 from suite.options import options_of
 from suite.shard import PlanError, check_shard, config_cells, load_plan, owner, parse_shard, shard_block, stray_units
 from suite.state import RUN_KEY, SHARD_KEY
-from suite.workers import is_worker
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

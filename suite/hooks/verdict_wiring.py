@@ -21,6 +21,7 @@ from suite.baseline_environment import current_fingerprint, difference_block
 from suite.config import ENGINES, SuiteConfig, threshold_changes
 from suite.fleet import benchmark_files, scheduling
 from suite.fleet.plugin import run_environment, worker_layout
+from suite.fleet.workers import is_worker
 from suite.gate import benchmark_compare
 from suite.gate.state import gate_of, self_test_knobs
 from suite.hooks import census_record, junit, run_identity
@@ -39,7 +40,6 @@ from suite.state import (
     ledger_of,
     suite_session,
 )
-from suite.workers import is_worker
 
 log = logging.getLogger("suite")
 

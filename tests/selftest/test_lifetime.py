@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from metrics.drift import DriftTolerances
-from suite import verdict, workers
+from suite import verdict
 from suite.config import ConfigError, load_config
-from suite.fleet import scheduling
+from suite.fleet import scheduling, workers
 from suite.fleet import timeline as timelines
 from suite.gate.baselines import ResultsBaseline, parse_drift
 from suite.gpu_memory import MemoryMeter, memory_summary, nvml_index, peaks, resource_error
