@@ -311,7 +311,7 @@ def run_environment(config: pytest.Config) -> dict[str, Any]:
 
 
 def shard_environment(config: pytest.Config) -> dict[str, Any]:
-    """A shard of a plan (suite/shard.py) says so in its environment: ``plan`` (its hash) and ``shard`` (K/N); the
+    """A shard of a plan (suite/fleet/shard.py) says so in its environment: ``plan`` (its hash) and ``shard`` (K/N); the
     difference that opens a report does not compare them (metrics/environment_diff.py IGNORED: the host is
     ``hostname``); nothing for a run of no plan."""
     block = config.stash.get(SHARD_KEY, None)

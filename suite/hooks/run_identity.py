@@ -51,7 +51,7 @@ def run_identity(config: pytest.Config) -> dict[str, Any]:
     the suite, or under another config, shows it in the difference that opens the report; and a shard's plan and
     shard, which suite-merge checks (tools/merge.py)."""
     state = config.stash.get(RUN_KEY, None)
-    shard = config.stash.get(SHARD_KEY, None)  # a shard of a plan says which (suite/shard.py)
+    shard = config.stash.get(SHARD_KEY, None)  # a shard of a plan says which (suite/fleet/shard.py)
     return {"git_commit": git_commit(),
             "config_digest": config_digest(state.config.path) if state is not None else None,
             "config_keys": config_keys(state.config.path) if state is not None else None,

@@ -43,8 +43,8 @@ import pytest
 
 from suite import verdict
 from suite.config import load_config
+from suite.fleet.shard import load_plan
 from suite.gate.baselines import BaselineError, load_latency_baselines, load_results_baseline, resolve_latency_baselines
-from suite.shard import load_plan
 
 pytestmark = pytest.mark.selftest
 
