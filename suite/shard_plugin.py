@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import pytest
 
-from suite.baseline_environment import config_digest
 from suite.environment import fingerprint
 from suite.fleet.scheduling import work_unit_of
 from suite.fleet.shard import (
@@ -30,6 +29,7 @@ from suite.fleet.shard import (
     stray_units,
 )
 from suite.fleet.workers import is_worker
+from suite.gate.baseline_environment import config_digest
 from suite.hooks.collection import some_names
 from suite.options import options_of
 from suite.state import RUN_KEY, SHARD_KEY

@@ -38,9 +38,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from suite.baseline_environment import config_digest  # noqa: E402
 from suite.config import ConfigError, load_config  # noqa: E402
 from suite.fleet.shard import FORMAT, PlanError, check_plan, config_cells, plan_hash  # noqa: E402
+from suite.gate.baseline_environment import config_digest  # noqa: E402
 from suite.results import write_json_atomic  # noqa: E402
 
 #: Cost of a cell when no night has timed any cell (seconds): only the order among unknowns depends on it.

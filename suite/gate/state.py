@@ -183,7 +183,7 @@ class Gate(LatencyChecks, DriftChecks, CoverageChecks):
 
     def baseline_fingerprints(self) -> list[tuple[str, dict[str, Any]]]:
         """(source, saved fingerprint) of every baseline run this run is compared with, latency runs oldest first:
-        the baseline side of the difference that opens the report (suite/baseline_environment.py)."""
+        the baseline side of the difference that opens the report (suite/gate/baseline_environment.py)."""
         runs: list[tuple[str, dict[str, Any]]] = []
         if self.latency_baseline is not None:
             base = self.latency_baseline

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from suite.baseline_environment import config_digest, config_keys
+from suite.gate.baseline_environment import config_digest, config_keys
 from suite.gate.state import self_test_knobs
 from suite.gpu_memory import memory_summary
 from suite.options import options_of

@@ -25,7 +25,7 @@ def test_compare_fail_catches_a_faster_baseline_and_passes_an_honest_one(tmp_pat
     # 1000 %: an honest baseline passes however busy the machine is (a self-test's outcome must not depend on it)
     honest = run_suite(tmp_path, *LATENCY, "--benchmark-compare=0001", "--benchmark-compare-fail=min:1000%")
     assert honest.returncode == 0, explain(honest)
-    # the compared run's environment opens the verdict too (suite/baseline_environment.py)
+    # the compared run's environment opens the verdict too (suite/gate/baseline_environment.py)
     assert "environment: baseline (--benchmark-compare 0001) -> this run:\n  no difference in the recorded " \
            "environment\n" in honest.stdout, explain(honest)
 

@@ -22,7 +22,7 @@ from report.html import render_report
 from report.practitioners_table import BASELINE_COLUMNS, GPU_COLUMNS, PRACTITIONER_COLUMNS
 from report.run_section import RUN_METADATA_TITLE
 from suite import verdict
-from suite.baseline_environment import difference_block
+from suite.gate.baseline_environment import difference_block
 from tests.selftest.suite_runs import explain, run_suite
 
 pytestmark = pytest.mark.selftest
