@@ -10,7 +10,7 @@ import pytest
 
 from metrics.drift import DriftTolerances
 from metrics.kernel_profile import explain_kernels, kernels_per_inference, same_kernels
-from suite import kernel_profile
+from suite.checks import kernel_profile
 from suite.gate.baselines import ResultsBaseline, profiles_of
 from suite.gate.latency import LatencyOutcome
 from suite.gate.state import Gate
