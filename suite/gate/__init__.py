@@ -7,9 +7,9 @@ reports into the run's verdict (suite/verdict.py) as a component of its test: a 
 improvement pass; busy, inconclusive and no-baseline are *not judged*, and a run with a not-judged case does not
 exit 0 unless the user accepted that reason.
 
-One module per concern, imports one way (plugin -> check, tables, benchmark_compare -> state -> latency, drift,
-coverage -> bound, environment -> baselines): ``plugin`` the pytest hooks and fixtures
-only; ``check`` what a test calls (``gate.check()``); ``tables`` what the gate prints; ``benchmark_compare``
+One module per concern, imports one way (plugin -> check, tables, benchmark_compare -> state -> latency, drift, coverage
+-> bound, environment -> baselines; a contract in pyproject.toml): ``plugin`` the pytest hooks and fixtures only;
+``check`` what a test calls (``gate.check()``); ``tables`` what the gate prints; ``benchmark_compare``
 pytest-benchmark's own compare, judged on the case's report; ``state`` the Gate under ``config.stash[GATE_KEY]``;
 ``latency`` the latency gate and its busy rule; ``drift`` accuracy, parity and GPU memory drift; ``coverage`` which
 cases a baseline covers; ``bound`` a latency case's class and its rule; ``environment`` whether a baseline comes from
