@@ -18,7 +18,8 @@ Per engine (docs/localization.md has the details and measured examples):
   engine inspector's precision census of the cell's engine (needs ``runner``).
 
 Per layer the precision's tolerance is applied (metrics.localize: isclose %, max abs, cosine; NaN/Inf fail),
-and the first layer outside it is ``first_divergent``.
+and the first layer outside it is ``first_divergent``; where no layer is, ``born`` still says where the error
+rises most over its inputs' (ONNX graphs, whose topology is known).
 """
 
 from __future__ import annotations
@@ -63,7 +64,9 @@ class LocalizationReport:
     ``worst``: up to ``top`` layers, most severe first. ``final``: the cell's final outputs (as the instrumented
     run computed them) against the torch fp32 reference, judged like the parity test. ``census`` /
     ``census_verdict``: which precision the engine's graph computes in (onnxruntime, tensorrt). ``bisect``:
-    onnxruntime's optimization-level bisect, when the final output failed."""
+    onnxruntime's optimization-level bisect, when the final output failed. ``born``: the layers whose relative
+    error rises most over their inputs' (metrics.localize ``error_rise``), where a drift that fails no layer starts;
+    empty where the topology is unknown (torch hooks, a final output only)."""
 
     engine: str
     precision: str
@@ -79,6 +82,7 @@ class LocalizationReport:
     bisect: BisectReport | None = None
     unmatched: tuple[str, ...] = ()
     rows: int = 0
+    born: tuple[LayerStat, ...] = ()
 
     @property
     def final_passed(self) -> bool | None:
@@ -91,6 +95,7 @@ class LocalizationReport:
             "rows": self.rows, "layers_compared": self.layers_compared, "layers_failed": self.layers_failed,
             "first_divergent": None if self.first_divergent is None else self.first_divergent.as_dict(),
             "worst": [s.as_dict() for s in self.worst],
+            "born": [s.as_dict() for s in self.born],
             "final": {n: {"passed": r.passed, "cosine": r.cosine, "max_abs_error": r.max_abs_error,
                           "isclose_pct": r.isclose_pct, "top1_agreement_pct": r.top1_agreement_pct,
                           "failures": list(r.failures)} for n, r in self.final.items()},
@@ -115,6 +120,10 @@ class LocalizationReport:
             lines.append(f"first divergent: #{first.index} {first.label} ({first.op_type}): {why}")
         elif self.layers_compared:
             lines.append("first divergent: none (every compared layer is within tolerance)")
+        if self.born:
+            rising = self.born[0]
+            lines.append(f"error rises most at: #{rising.index} {rising.label} ({rising.op_type}): relative error "
+                         f"{rising.rel_error:.3g}, {rising.rise:.3g}x its inputs'")
         for name, r in self.final.items():
             verdict = "ok" if r.passed else "FAIL " + "; ".join(r.failures)
             lines.append(f"final output {name!r} vs torch fp32: {verdict} (cosine {_fmt(r.cosine, '.6f')})")
@@ -352,7 +361,7 @@ def _report(engine: str, precision: str, comparison: LayerComparison, note: str,
                 "below the per-layer tolerance, or is in what was not observed; " + note)
     return LocalizationReport(engine, precision, comparison.first_divergent, comparison.worst, note, mode,
                               len(comparison.layers), failed, dict(final), census, census_verdict, bisect,
-                              tuple(unmatched), rows)
+                              tuple(unmatched), rows, comparison.born)
 
 
 def _request(artifacts: ModelArtifacts, engine: str, precision: str, device: str, options: Mapping[str, Any],

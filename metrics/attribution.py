@@ -10,7 +10,8 @@ The three kinds, each the first thing the report names for its kind of change:
 
 - ``node``: the per-node profile's largest changes (metrics/node_profile.py ``node_deltas``), keys ``"<op> <node>"``;
 - ``op``: the op types of "compute nodes as run" (metrics/structure.py ``changed_keys``), in the line's order;
-- ``layer``: the localizer's first divergent layer, then its worst (metrics/localize.py), tensor names.
+- ``layer``: the localizer's first divergent layer, then the layers whose error rises most over their inputs', then
+  its worst (metrics/localize.py), tensor names.
 
 A case counts towards the rates only where the change is big enough to attribute: a latency change of at least
 ``MIN_LATENCY_CHANGE`` (either way) for ``node`` and ``op``, an output beyond the tolerance for ``layer``; the others

@@ -2,8 +2,17 @@
 
 Input: the layers of one network in topological order, each a (name, op type, reference array, engine array)
 pair of the same tensor seen in the fp32 reference and in the engine under test. Output: one ``LayerStat`` per
-layer (max abs error, cosine, isclose %, non-finite counts, the checks it failed), the first layer that failed,
-and the worst N.
+layer (max abs error, cosine, isclose %, relative error, non-finite counts, the checks it failed), the first layer
+that failed, the worst N, and the layers ranked by how much their error rises over their inputs' (``born``).
+
+Where a drift is born: a drift that fails the output but no layer has no first divergent layer, and the worst
+layers are where the error has accumulated most, downstream of the change. Each layer whose pair names its inputs
+(the compared tensors that feed its node on the reference graph) gets a ``rise``: its relative error
+``||engine - reference|| / ||reference||`` over the largest of its inputs' (a tensor that is not a compared layer,
+a graph input, counts 0: both sides read the same feed), at least ``RISE_FLOOR``. A layer that only carries its
+inputs' error on reads about 1; the layer where the change is made reads its own error over float32 rounding.
+Relative error, not 1 - cosine: it is scale-free and about linear in the perturbation, so a ratio compares a
+layer with its inputs; 1 - cosine is its square for small errors and would square the ratios' noise too.
 
 Pure numpy, and nothing else of this repository: any object with the fields of ``metrics.Tolerance`` (rtol,
 atol, min_isclose_pct, and optionally max_abs_error and min_cosine) is accepted. ``min_top1_agreement_pct`` is
@@ -32,7 +41,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -47,6 +56,7 @@ __all__ = [
     "LayerTolerance",
     "compare_layer",
     "compare_layers",
+    "error_rise",
     "format_layer_table",
 ]
 
@@ -54,6 +64,10 @@ FloatArray = npt.NDArray[np.float64]
 
 #: Default number of rows in ``LayerComparison.worst``.
 DEFAULT_TOP = 10
+#: The smallest input error a rise is measured against: about 8 float32 epsilons, the rounding two fp32 kernels
+#: of the same layer differ by (the layer-drift table's noise floor too, metrics/layer_drift.py). Below it an
+#: input counts as exact, so an unchanged layer fed by the graph's input does not read as a rise.
+RISE_FLOOR = 1e-6
 
 
 class LayerTolerance(Protocol):
@@ -75,6 +89,8 @@ class LayerPair:
 
     ``scope``: where it comes from in the source model (a torch module path), if known; shown beside the name.
     ``note``: how the engine's value was obtained when that is not the obvious (dequantized, NHWC->NCHW...).
+    ``inputs``: the tensors that feed this tensor's node on the reference graph, each the nearest compared layer
+    upstream (or a graph input); empty where the topology is unknown (torch hooks), and then no ``rise``.
     """
 
     name: str
@@ -83,6 +99,7 @@ class LayerPair:
     engine: Any
     scope: str = ""
     note: str = ""
+    inputs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -102,6 +119,9 @@ class LayerStat:
     failures: tuple[str, ...]
     scope: str = ""
     note: str = ""
+    rel_error: float = math.nan
+    inputs: tuple[str, ...] = ()
+    rise: float = math.nan  # rel_error over the inputs' largest (error_rise); NaN: no topology or nothing finite
 
     @property
     def passed(self) -> bool:
@@ -123,6 +143,8 @@ class LayerStat:
             "cosine": _json_float(self.cosine),
             "isclose_pct": _json_float(self.isclose_pct),
             "ref_max_abs": _json_float(self.ref_max_abs),
+            "rel_error": _json_float(self.rel_error),
+            "rise": _json_float(self.rise),
             "nonfinite_ref": self.nonfinite_ref,
             "nonfinite_engine": self.nonfinite_engine,
             "failures": list(self.failures),
@@ -133,16 +155,19 @@ class LayerStat:
 
 @dataclass(frozen=True)
 class LayerComparison:
-    """Every layer in topological order, the first that failed, and the ``top`` worst."""
+    """Every layer in topological order, the first that failed, the ``top`` worst, and the ``top`` whose error
+    rises most over their inputs' (``born``: where a drift starts rather than where it has accumulated)."""
 
     layers: tuple[LayerStat, ...]
     first_divergent: LayerStat | None
     worst: tuple[LayerStat, ...]
+    born: tuple[LayerStat, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "first_divergent": None if self.first_divergent is None else self.first_divergent.as_dict(),
             "worst": [s.as_dict() for s in self.worst],
+            "born": [s.as_dict() for s in self.born],
             "layers_compared": len(self.layers),
             "layers_failed": sum(1 for s in self.layers if not s.passed),
             # every layer's error, compact: what a later run's table is compared with (metrics/layer_drift.py)
@@ -181,8 +206,9 @@ def compare_layer(index: int, pair: LayerPair, tol: LayerTolerance, gate_isclose
         isclose = 100.0 * int(np.count_nonzero(diff <= tol.atol + tol.rtol * np.abs(rr))) / rr.size
         cosine = _cosine(rr, tt)
         ref_max = float(np.max(np.abs(rr)))
+        rel_error = _relative_error(rr, diff, ref_max)
     else:
-        max_abs = isclose = cosine = ref_max = math.nan
+        max_abs = isclose = cosine = ref_max = rel_error = math.nan
 
     failures: list[str] = []
     if nonfinite_ref:
@@ -203,20 +229,39 @@ def compare_layer(index: int, pair: LayerPair, tol: LayerTolerance, gate_isclose
     return LayerStat(index=index, name=pair.name, op_type=pair.op_type, shape=tuple(int(d) for d in r.shape),
                      max_abs_error=max_abs, cosine=cosine, isclose_pct=isclose, ref_max_abs=ref_max,
                      nonfinite_ref=nonfinite_ref, nonfinite_engine=nonfinite_engine, failures=tuple(failures),
-                     scope=pair.scope, note=pair.note)
+                     scope=pair.scope, note=pair.note, rel_error=rel_error, inputs=pair.inputs)
 
 
 def compare_layers(layers: Iterable[LayerPair | Sequence[Any]], tol: LayerTolerance, top: int = DEFAULT_TOP,
                    gate_isclose: bool | None = None) -> LayerComparison:
-    """Compare each layer (in the order given, which must be topological) and pick the first failure and the
-    ``top`` worst: failed layers first, then by non-finite count, lowest cosine, lowest isclose %.
+    """Compare each layer (in the order given, which must be topological) and pick the first failure, the
+    ``top`` worst (failed layers first, then by non-finite count, lowest cosine, lowest isclose %) and the ``top``
+    with the largest rise over their inputs (``error_rise``).
     ``gate_isclose``: see the module docstring (None: only when ``tol`` sets no min_cosine)."""
     if isinstance(top, bool) or not isinstance(top, int) or top < 0:
         raise ValueError(f"top must be an int >= 0, got {top!r}")
-    stats = tuple(compare_layer(i, _pair(layer), tol, gate_isclose) for i, layer in enumerate(layers))
+    stats = error_rise(compare_layer(i, _pair(layer), tol, gate_isclose) for i, layer in enumerate(layers))
     first = next((s for s in stats if not s.passed), None)
     worst = tuple(sorted(stats, key=_severity)[:top])
-    return LayerComparison(layers=stats, first_divergent=first, worst=worst)
+    born = tuple(sorted((s for s in stats if not math.isnan(s.rise)), key=_rising)[:top])
+    return LayerComparison(layers=stats, first_divergent=first, worst=worst, born=born)
+
+
+def error_rise(stats: Iterable[LayerStat], floor: float = RISE_FLOOR) -> tuple[LayerStat, ...]:
+    """Each layer with its ``rise``: its relative error over the largest relative error of its ``inputs``, that
+    largest taken as at least ``floor``. An input that is no compared layer (a graph input) counts 0; a layer
+    without inputs, or whose own error or an input's is NaN (nothing finite), gets NaN (not ranked)."""
+    layers = tuple(stats)
+    error = {s.name: s.rel_error for s in layers}
+    out = []
+    for s in layers:
+        rise = math.nan
+        if s.inputs:
+            upstream = [error.get(name, 0.0) for name in s.inputs]
+            if not any(math.isnan(e) for e in (s.rel_error, *upstream)):
+                rise = s.rel_error / max(floor, *upstream)
+        out.append(replace(s, rise=rise))
+    return tuple(out)
 
 
 def format_layer_table(rows: Sequence[LayerStat], first: LayerStat | None = None, name_width: int = 40) -> str:
@@ -244,6 +289,19 @@ def _pair(layer: LayerPair | Sequence[Any]) -> LayerPair:
     if len(layer) not in (4, 5):
         raise ValueError(f"a layer is (name, op_type, reference, engine[, scope]); got {len(layer)} items")
     return LayerPair(str(layer[0]), str(layer[1]), layer[2], layer[3], str(layer[4]) if len(layer) == 5 else "")
+
+
+def _relative_error(reference: FloatArray, diff: FloatArray, ref_max: float) -> float:
+    """``||diff|| / ||reference||``, scaled by the largest value first so that squares neither overflow nor
+    underflow; 0 where both are 0, inf where only the reference is."""
+    if ref_max == 0.0:
+        return 0.0 if not np.any(diff) else math.inf
+    return float(np.linalg.norm(diff / ref_max) / np.linalg.norm(reference / ref_max))
+
+
+def _rising(s: LayerStat) -> tuple[float, float, int]:
+    """Sort key of ``born``: the largest rise first, then the larger error, then the earlier layer."""
+    return (-s.rise, -s.rel_error, s.index)
 
 
 def _severity(s: LayerStat) -> tuple[int, int, float, float, int]:

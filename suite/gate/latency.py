@@ -16,11 +16,13 @@ from __future__ import annotations
 import math
 import re
 import statistics
+from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any
 
 from metrics.clocks import clock_normalised, confirmed_in_cycles, limited_note
 from metrics.distributions import student_t_quantile
+from metrics.group_drift import MIN_CASES, GroupCase, GroupDrift, judge_groups
 from metrics.latency import two_modes
 from metrics.regression import LatencyComparison, compare_latency
 from suite import verdict
@@ -46,6 +48,10 @@ HOST_LOAD_MOST = 1.879
 #: on the quiet night before (docs/nightly.md "The same sequence on the CPU tier"), one case 135x (issue 47). A CPU
 #: case timed while others used this much more of the CPUs than at its baseline is not judged, whatever its ratio.
 CPU_BUSIER_BY = 0.10
+
+#: The smallest median change of a whole group of cases that fails (metrics/group_drift.py): under the per-case
+#: decision (half of --latency-regression), over the 0.5 % the groups' medians moved between unchanged nights.
+GROUP_MIN_EFFECT = 0.01
 
 
 def load_can_explain(baseline_interference: float | None, current_interference: float | None,
@@ -119,6 +125,10 @@ class LatencyOutcome:
     baseline_given: bool = True  # False: no-baseline because the run was given no latency baseline at all
     clocks: str | None = None  # the SM clocks' part: limited while timed, and the clock-normalised change
     timed_otherwise: tuple[str, ...] = ()  # no-baseline because the baseline timed the case another way: its ways
+    #: (device kind, bound, engine, model): the groups it counts in (``group_drifts``), and its kept nights' log
+    #: medians as compared (host-paced where the case was), oldest first
+    group: tuple[str, ...] | None = None
+    nights: tuple[float, ...] | None = None
 
     def component(self) -> verdict.Component:
         """This outcome as a check component of its test (suite/verdict.py)."""
@@ -159,22 +169,30 @@ class LatencyChecks(BaselineEnvironment):
     benchmark_compares: bool
     latency: list[LatencyOutcome]
     noise: dict[tuple[str, ...], tuple[float, int]]
+    groups: list[GroupDrift]
 
     def ungated(self) -> int:
         """Latency cases timed in a run given no latency baseline: not judged (no-baseline), counted apart from a
         given baseline's missing cases, so that the verdict says how many were timed and nothing more."""
         return sum(1 for o in self.latency if o.status == "no-baseline" and not o.baseline_given)
 
+    def compared_runs(self, record: dict[str, Any], key: Any) -> tuple[Any, Any, bool]:
+        """(baseline runs, current rounds, paced) as the case is compared: host-paced where suite/gate/bound.py
+        paces it, else the raw seconds. The baseline must hold the case."""
+        assert self.latency_baseline is not None
+        paced = bound.host_paced(record, self.latency_baseline, key)
+        runs, rounds = paced or (self.latency_baseline.samples[key], record["samples_s"])
+        return runs, rounds, paced is not None
+
     def compare(self, record: dict[str, Any]) -> LatencyComparison | None:
         key = latency_key(record)
         if key is None or self.latency_baseline is None or key not in self.latency_baseline.samples:
             return None
         pooled = bound.between_half(self.noise, record, key)
-        paced = bound.host_paced(record, self.latency_baseline, key)
-        runs, rounds = paced or (self.latency_baseline.samples[key], record["samples_s"])
+        runs, rounds, paced = self.compared_runs(record, key)
         comparison = compare_latency(runs, rounds, self.max_slowdown, self.confidence,
                                      between_half=None if pooled is None else pooled[0])
-        if paced is not None:
+        if paced:
             raw = statistics.median(statistics.median(r) for r in self.latency_baseline.samples[key])
             comparison = replace(comparison, reason=(
                 f"host-paced (each side's rounds at one host speed, a fixed piece of Python timed before each round; "
@@ -252,8 +270,11 @@ class LatencyChecks(BaselineEnvironment):
         if device_bound:  # a device-bound case's time follows the SM clock: judged in cycles too (metrics/clocks.py)
             status, cycles = self._in_cycles(key, record, comparison, status)
         clocks = "; ".join(n for n in (limited_note(record.get("gpu")), cycles) if n) or None
+        runs = self.compared_runs(record, key)[0]
+        kind = "cpu" if cpu else "cuda"
         outcome = LatencyOutcome(label, nodeid, status, comparison, interference, base_busy, side, attempts,
-                                 clocks=clocks)
+                                 clocks=clocks, group=(kind, str(record.get("bound", "host")), key[1], key[0]),
+                                 nights=tuple(math.log(statistics.median(r)) for r in runs))
         self.latency.append(outcome)
         if status == "regression":
             modes = two_modes(record["samples_s"])
@@ -261,6 +282,31 @@ class LatencyChecks(BaselineEnvironment):
                              + (f"; {modes.explain()} in each of {attempts} attempt(s)" if modes else "")
                              + self._env_note("latency"))
         return outcome, None
+
+    def group_drifts(self) -> list[GroupDrift]:
+        """Each group's drift (metrics/group_drift.py): an engine's compared cases of one bound on one device kind,
+        and each of its models' where it has several and the model enough cases to be judged (metrics/group_drift.py
+        MIN_CASES). A case others kept busy counts in none: its median is theirs."""
+        groups: dict[tuple[str, ...], list[GroupCase]] = {}
+        for o in self.latency:
+            if o.group is None or o.nights is None or o.comparison is None or o.status == "busy":
+                continue
+            case = GroupCase(o.label, math.log(o.comparison.ratio), tuple(o.nights))
+            kind, cls, engine, model = o.group
+            for name in ((kind, cls, engine), (kind, cls, engine, model)):
+                groups.setdefault(name, []).append(case)
+        models = Counter(name[:3] for name in groups if len(name) == 4)  # an engine's models
+        return judge_groups({n: c for n, c in groups.items()
+                             if len(n) == 3 or (models[n[:3]] > 1 and len(c) >= MIN_CASES)},
+                            self.confidence, GROUP_MIN_EFFECT)
+
+    def take_group_drifts(self, ledger: verdict.Ledger) -> None:
+        """The groups judged once every case is in (the controller's, under xdist): a group slower as a whole fails
+        the run, as a run-level check of its own; the rest are shown (``groups``)."""
+        self.groups = self.group_drifts()
+        for drift in self.groups:
+            if drift.verdict == "regression":
+                ledger.add(f"latency group {'/'.join(drift.group)}", verdict.FAILED, detail=drift.explain())
 
     def host(self) -> str:
         """This run's host as baselines record it: suite.environment.host_id, else (a run before it) the hostname."""

@@ -67,6 +67,8 @@ class Gate(LatencyChecks, DriftChecks, CoverageChecks):
     benchmark_compares: bool = False
     results_baseline: ResultsBaseline | None = None
     latency: list[LatencyOutcome] = field(default_factory=list)
+    #: every group's drift, judged at the run's end (suite/gate/latency.py take_group_drifts)
+    groups: list[Any] = field(default_factory=list)
     drift_results: list[DriftOutcome] = field(default_factory=list)
     no_accuracy_baseline: list[str] = field(default_factory=list)
     coverage: dict[str, Coverage] = field(default_factory=dict)
@@ -145,6 +147,8 @@ class Gate(LatencyChecks, DriftChecks, CoverageChecks):
                          "attempts": o.attempts, **({"clocks": o.clocks} if o.clocks else {}),
                          **({"other_host": h} if (h := self.other_host(o.label)) else {}),
                          **({} if o.comparison is None else o.comparison.as_dict())} for o in self.latency],
+            "groups": [{"group": list(g.group), "cases": g.cases, "nights": g.nights, "change_pct": g.change_pct,
+                        "verdict": g.verdict, "line": g.explain()} for g in self.groups],
             "other_hosts": dict(zip(("cases", "compared", "hosts"), self.other_hosts(), strict=True)),
             "drift": [{"label": o.label, **o.comparison.as_dict(), **({"layers": o.layers} if o.layers else {})}
                       for o in self.drift_results],

@@ -122,10 +122,22 @@ def terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
             tr.write_line(f"--inject-accuracy-drop {gate.inject_accuracy_drop * 100:g}%: engine outputs were altered")
     if gate.latency_baseline is not None:
         latency_table(tr, gate)
+        group_lines(tr, gate)
     if gate.results_baseline is not None:
         drift_table(tr, gate)
         session = suite_session(config)
         structure_lines(tr, gate.structure(session.engine_facts(), session.records))
+
+
+def group_lines(tr: Any, gate: Gate) -> None:
+    """The groups' drift (suite/gate/latency.py group_drifts): each engine's line, and every group that moved."""
+    shown = [g for g in gate.groups if len(g.group) == 3 or g.verdict in ("regression", "improvement")]
+    if not shown:
+        return
+    tr.write_line("latency by group (median change over the group's cases against the kept nights, metrics/"
+                  "group_drift.py):")
+    for g in shown:
+        tr.write_line(f"  {g.explain()}", red=g.verdict == "regression", green=g.verdict == "improvement")
 
 
 def structure_lines(tr: Any, structure: dict[str, Any] | None) -> None:

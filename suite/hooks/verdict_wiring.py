@@ -104,6 +104,8 @@ class VerdictPlugin:
         if ledger.interrupted or stopped:
             ledger.mark_interrupted(ledger.interrupted or str(stopped), config.stash[RUN_KEY].collected)
         benchmark_compare.take_regressions(config, ledger)
+        if (gate := gate_of(config)) is not None:  # a whole group slower: once every worker's cases are in
+            gate.take_group_drifts(ledger)
         _required_engines_judged(config.stash[RUN_KEY], ledger)
         ledger.thresholds = thresholds_not_default(config.stash[RUN_KEY].config)
         self._strict_known_failures(ledger)

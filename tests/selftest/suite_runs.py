@@ -50,6 +50,16 @@ def run_suite(workdir: Path, *args: str, tests: tuple[str, ...] = (),
     return subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=600, env=child)
 
 
+def ci_environment(**values: str) -> dict[str, str | None]:
+    """A child's CI variables, exactly ``values`` (an ``env`` for run_suite): pytest-metadata copies every CI variable
+    it knows that is set (``CI=true`` on most CI machines) into pytest-html's environment block, so a report test
+    that inherited them would judge the CI machine, not the report."""
+    from pytest_metadata.plugin import CONTINUOUS_INTEGRATION
+
+    unset: dict[str, str | None] = {var: None for provider in CONTINUOUS_INTEGRATION for var in provider}
+    return {**unset, **values}
+
+
 def explain(done: subprocess.CompletedProcess[str]) -> str:
     return f"exit {done.returncode}\n{done.stdout[-6000:]}\n{done.stderr[-3000:]}"
 

@@ -215,3 +215,72 @@ def test_int8_keep_fp32_is_read_from_the_config_and_keyed_only_when_set() -> Non
     assert "keep_fp32" not in Int8Options().as_dict()
     with pytest.raises(ConfigError, match="keep_fp32"):
         _parse_int8("[int8]", {"keep_fp32": "conv2"})
+
+
+def test_each_layer_is_fed_by_the_nearest_compared_tensors_of_the_reference_graph() -> None:
+    """The rise's topology (engines/onnx/matching.py compared_inputs): a tensor that is not compared (c2, fused into
+    an NCHWc Conv with its residual) is walked through to what it is computed from; weights are no inputs."""
+    from engines.onnx.matching import compared_inputs
+
+    model = _tiny_cnn(residual=True)
+    assert compared_inputs(model, {"c1", "r1", "c2", "s2", "out"}) == {
+        "c1": ("image",), "r1": ("c1",), "c2": ("r1",), "s2": ("c2", "r1"), "out": ("s2",)}
+    assert compared_inputs(model, {"r1", "out"}) == {"r1": ("image",), "out": ("r1",)}
+
+
+def test_localizer_names_where_a_drift_within_tolerance_is_born(tmp_path) -> None:
+    """ReLU -> a clip in the first layer, 2 of 2048 values clipped: no layer leaves the tolerance, the error
+    accumulates downstream (the worst table names the output), and the rise over the inputs' error names the
+    clipped layer."""
+    from engines.onnx import seeded_changes as seeded
+    from engines.onnx.intermediates import reference_arrays
+    from engines.onnxrt.attribution import layer_table
+
+    fp32 = tmp_path / "fp32.onnx"
+    model = _tiny_cnn(residual=True)
+    onnx.save(model, str(fp32))
+    edited = tmp_path / "clipped.onnx"
+    high = float(np.quantile(reference_arrays(fp32, FEED)[1]["r1"], 0.999))  # 2 of 2048 values clipped
+    onnx.save(seeded.clip_activation(model, "relu1", high=high), str(edited))
+    tol = Tolerance(rtol=1e-3, atol=1e-5, min_isclose_pct=99.0, min_cosine=0.999)
+    comparison, _ = layer_table(fp32, edited, FEED, tol, level="ORT_ENABLE_BASIC")  # no NCHWc: every tensor
+    by_name = {s.name: s for s in comparison.layers}
+    assert comparison.first_divergent is None and comparison.worst[0].name == "out"
+    assert comparison.born[0].name == "r1" and by_name["r1"].rise > 1000 > 2 > by_name["out"].rise
+    assert by_name["r1"].inputs == ("c1",) and by_name["c1"].inputs == ("image",)
+
+
+def test_both_sides_are_profiled_in_interleaved_rounds_of_their_own_sessions() -> None:
+    """profile_rounds: one list of per-round medians per node and side, the duplicated Conv's nodes on the changed
+    side only (what round_deltas ranks; the ranking's statistics are tests/selftest/test_node_profile.py's)."""
+    from engines.onnx import seeded_changes as seeded
+    from engines.onnxrt.attribution import profile_rounds
+    from metrics.node_profile import round_deltas
+
+    model = _tiny_cnn()
+    before, after = profile_rounds([(model, "ORT_ENABLE_BASIC", ()),
+                                    (seeded.duplicate_node(model, "conv2"), "ORT_ENABLE_BASIC", ())],
+                                   FEED, rounds=4, runs_per_round=2, warmup=1)
+    assert before and all(len(r) == 4 for r in (*before.values(), *after.values()))
+    assert not any("_dup" in n for n in before) and any("_dup" in n for n in after)
+    only_after = [d for d in round_deltas(before, after) if d.baseline_us is None]
+    assert only_after and all(d.delta_us == d.current_us for d in only_after)
+
+
+@pytest.mark.parametrize("level", ["ORT_ENABLE_BASIC", "ORT_ENABLE_ALL"])
+def test_a_tensor_read_only_through_casts_is_compared_as_its_consumers_read_it(tmp_path, level) -> None:
+    """conv1's output rounded through fp16 and back: relu1 reads the rounded copy, so c1 is compared as that copy
+    (the rise then names c1, where the rounding is made), not as the Conv's own output, which only the Cast reads
+    (before: the Relu after it was named, or at ORT_ENABLE_ALL the residual Add, a miss)."""
+    from engines.onnx import seeded_changes as seeded
+    from engines.onnx.intermediates import collect_layer_pairs
+    from engines.onnxrt.attribution import session_options
+
+    fp32, edited = tmp_path / "fp32.onnx", tmp_path / "rounded.onnx"
+    onnx.save(_tiny_cnn(), str(fp32))
+    onnx.save(seeded.round_through_fp16(_tiny_cnn(), "conv1"), str(edited))
+    found = collect_layer_pairs(fp32, edited, FEED, lambda: session_options(level), ["CPUExecutionProvider"])
+    c1 = next(p for p in found.pairs if p.name == "c1")
+    np.testing.assert_array_equal(c1.engine, c1.engine.astype(np.float16).astype(np.float32))  # fp16 values
+    np.testing.assert_allclose(c1.engine, c1.reference, rtol=1e-3, atol=1e-4)
+    assert not np.array_equal(c1.engine, c1.reference)

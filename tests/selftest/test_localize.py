@@ -2,6 +2,7 @@
 census, the optimization bisect, and the command line, on models that overflow fp16 in one known layer."""
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -149,6 +150,48 @@ def test_cosine_gates_every_layer_and_isclose_only_without_min_cosine_and_the_fi
     lines = table.splitlines()
     assert lines[2].startswith(">") and "y [blk.1]" in lines[2]
     assert len({line.index("M") for line in lines[1:]}) == 1  # columns line up
+
+
+def test_the_rise_names_the_layer_where_a_drift_is_born_not_where_it_has_accumulated():
+    """A chain x -> a -> b -> c -> d: fp32 rounding (1e-7) everywhere, a drift of 1e-4 made in b, which c carries
+    on and d (a cancellation) amplifies 5x. No layer fails fp32's cosine, the worst table puts d first; the rise over
+    the inputs' error names b, and a layer of no known topology is not ranked."""
+    rng = np.random.default_rng(0)
+    ref = {k: rng.standard_normal((4, 64)) for k in "abcd"}
+    noise = {k: 1e-7 * rng.standard_normal((4, 64)) for k in "abcd"}
+    drift = 1e-4 * rng.standard_normal((4, 64)) * np.abs(ref["b"])
+    eng = {"a": ref["a"] + noise["a"] * np.abs(ref["a"]), "b": ref["b"] + drift,
+           "c": ref["c"] + drift * 1.1, "d": ref["d"] + drift * 5}
+    inputs = {"a": ("x",), "b": ("a",), "c": ("b", "a"), "d": ("c",)}
+    layers = [LayerPair(k, "Op", ref[k], eng[k], inputs=inputs[k]) for k in "abcd"]
+    layers.append(LayerPair("e", "Op", ref["d"], ref["d"] * 1.001))  # no topology (torch hooks): no rise
+    result = compare_layers(layers, FP32)
+    assert result.first_divergent is None and result.worst[0].name in ("d", "e")
+    assert [s.name for s in result.born] == ["b", "d", "c", "a"]
+    by_name = {s.name: s for s in result.layers}
+    assert by_name["b"].rise > 50 and 0.9 < by_name["c"].rise < 1.3 and by_name["a"].rise < 1  # x: the feed, exact
+    assert math.isnan(by_name["e"].rise) and by_name["e"].rel_error == pytest.approx(1e-3)
+    assert by_name["b"].rel_error == pytest.approx(np.linalg.norm(drift) / np.linalg.norm(ref["b"]))
+    assert result.as_dict()["born"][0]["name"] == "b"
+    from engines.localize import LocalizationReport
+
+    text = LocalizationReport("onnxruntime", "fp32", None, result.worst, "", layers_compared=5,
+                              born=result.born).table()
+    assert "first divergent: none" in text and "error rises most at: #1 b (Op): relative error 0.0001" in text
+
+
+def test_the_rise_of_a_layer_is_measured_against_its_worst_input_and_nan_is_not_ranked():
+    ref = np.linspace(1.0, 2.0, 32)
+    layers = [LayerPair("p", "Op", ref, ref * (1 + 1e-3), inputs=("x",)),
+              LayerPair("q", "Op", ref, ref * (1 + 1e-5), inputs=("x",)),
+              LayerPair("s", "Add", ref, ref * (1 + 2e-3), inputs=("q", "p")),
+              LayerPair("n", "Op", ref, np.full(32, np.nan), inputs=("s",)),
+              LayerPair("after_n", "Op", ref, ref * (1 + 4e-3), inputs=("n",))]
+    by_name = {s.name: s for s in compare_layers(layers, FP32).layers}
+    assert by_name["s"].rise == pytest.approx(2.0) and by_name["p"].rise == pytest.approx(1e3)
+    assert by_name["q"].rise == pytest.approx(10.0)  # 1e-5 over RISE_FLOOR (1e-6): the feed counts as exact
+    assert math.isnan(by_name["n"].rise) and math.isnan(by_name["after_n"].rise)
+    assert [s.name for s in compare_layers(layers, FP32).born] == ["p", "q", "s"]
 
 
 # ---- torch: forward hooks --------------------------------------------------------------------------------

@@ -107,3 +107,14 @@ def test_a_file_that_is_not_a_results_file_is_refused(tmp_path: Path) -> None:
     path = _write(tmp_path, "bench.json", {"benchmarks": []})
     with pytest.raises(SystemExit, match=re.escape("not a --suite-results file")):
         night_table.main([path])
+
+
+def test_a_group_of_cases_that_failed_is_counted_beside_the_cases(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    night = _night([1.02, 2.04, 0.10, 0.20], ["passed"] * 4, verdict="failed", command="--latency-baseline=last:3")
+    night["verdict"]["states"]["latency group cuda/device/torch"] = "failed"
+    night["verdict"]["states"]["latency group cuda/host/torch"] = "passed"  # not a regression: not counted
+    assert night_table.main([_write(tmp_path, "n4.json", night)]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("| n4"))
+    assert "| 0 + 1 group(s) |" in row
+    assert night_table.night_row("n4", night)["group_regressions"] == 1

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from metrics.drift import DriftTolerances
-from metrics.node_profile import explain_nodes, node_deltas, node_times_us
+from metrics.node_profile import explain_nodes, node_deltas, node_round_times_us, node_times_us, round_deltas
 from suite.gate.baselines import ResultsBaseline, latency_label
 from suite.gate.latency import LatencyOutcome
 from suite.gate.state import Gate
@@ -41,6 +41,37 @@ def test_the_largest_change_first_and_its_share_of_the_whole() -> None:
     assert text.startswith("per node (ONNX Runtime profiler): 0.160 -> 0.190 ms summed over 4 nodes")
     assert "Gemm b: 50.0 -> 80.0 us (+30.0) (100% of the change)" in text and "Relu c: gone, was 10.0 us" in text
     assert "Add d" not in text  # top=2
+
+
+def test_each_nodes_median_per_round_after_the_warmup_and_no_short_last_round() -> None:
+    runs = [[("conv1", 900)], [("conv1", 10)], [("conv1", 12)], [("conv1", 30)], [("conv1", 11)], [("conv1", 13)],
+            [("conv1", 14)], [("conv1", 99)]]
+    events = [_event(node, dur) for run in runs for node, dur in run]
+    assert node_round_times_us(events, runs_per_round=3, skip_runs=1) == {"Conv conv1": [12.0, 13.0]}  # 99 left out
+    assert node_round_times_us(events, runs_per_round=1, skip_runs=7) == {"Conv conv1": [99.0]}
+    with pytest.raises(ValueError, match="runs_per_round"):
+        node_round_times_us(events, runs_per_round=0)
+
+
+def test_rounds_rank_a_node_that_moved_above_one_the_load_moved() -> None:
+    """Interleaved rounds: load hits both sides of a round alike, so a large node's per-round change scatters
+    about 0 while a small node that moved by 20 us moves every round. The medians of the two sides taken one after
+    the other (node_deltas) name the large node; round_deltas names the moved one, then the new node."""
+    load = [0, 300, -150, 500, 0, -200, 250, 0, 400, -100]
+    scatter = [90, -60, 30, -20, 80, -40, 30, 100, 60, 30]  # the large node's per-round change: median 30, MAD 50
+    base = {"Conv big": [3000.0 + x for x in load], "Relu small": [50.0] * 10}
+    now = {"Conv big": [3000.0 + x + d for x, d in zip(load, scatter, strict=True)],
+           "Relu small": [70.0 + (k % 3) for k in range(10)], "Mul new": [9.0 + (k % 2) for k in range(10)]}
+    ranked = round_deltas(base, now)
+    assert [d.node for d in ranked] == ["Relu small", "Mul new", "Conv big"]
+    small, big = ranked[0], ranked[2]
+    assert small.delta_us == pytest.approx(21.0) and small.baseline_us == 50.0 and small.current_us == 71.0
+    assert big.beyond_spread_us < 0 < ranked[1].beyond_spread_us and ranked[1].baseline_us is None
+    # the same times as medians of two runs one after the other: the large node's noise is named first
+    sequential = node_deltas({"Conv big": 3000.0, "Relu small": 50.0}, {"Conv big": 3100.0, "Relu small": 71.0})
+    assert sequential[0].node == "Conv big"
+    assert small.describe(21.0).startswith("Relu small: 50.0 -> 71.0 us (+21.0 +- ")
+    assert round_deltas({}, {}) == []
 
 
 def test_the_runner_profiles_its_own_session_per_node(tmp_path: Path) -> None:

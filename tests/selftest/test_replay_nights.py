@@ -40,17 +40,23 @@ def test_unchanged_nights_pass_and_a_real_slowdown_fails(tmp_path: Path, capsys:
     nights = [_night(tmp_path / f"n{i}.json", i, s) for i, s in enumerate(speeds, 1)]
     assert replay_nights.main([str(p) for p in nights]) == 0
     out = capsys.readouterr().out
-    assert "| n1 | none | yes | 0 of 48 (0 %) | 0 of 24 | 0 of 24 | 0 |" in out
-    assert "| n3 | 2 | yes | 48 of 48 (100 %) | 24 of 24 | 24 of 24 | 0 |" in out
-    assert "| n5 | 4 | yes | 48 of 48 (100 %) | 24 of 24 | 24 of 24 | 0 |" in out
+    assert "| n1 | none | yes | 0 of 48 (0 %) | 0 of 24 | 0 of 24 | - | 0 |" in out
+    assert "| n3 | 2 | yes | 48 of 48 (100 %) | 24 of 24 | 24 of 24 | 0 of 2 | 0 |" in out  # groups need 3 nights
+    assert "| n5 | 4 | yes | 48 of 48 (100 %) | 24 of 24 | 24 of 24 | 2 of 2 | 0 |" in out
     slow = _night(tmp_path / "n6.json", 6, 1.3, slower=1.10)
     assert replay_nights.main([str(p) for p in (*nights, slow)]) == 1
     out = capsys.readouterr().out
-    assert "| n6 | 5 | no | 48 of 48 (100 %) | 24 of 24 | 24 of 24 | 48 |" in out
+    assert "| n6 | 5 | no | 48 of 48 (100 %) | 24 of 24 | 24 of 24 | 2 of 2 | 50 |" in out  # 48 cases, 2 groups
+    assert "- n6: group cuda/device/torch: median +10" in out
     assert "- n6: m0-torch-fp16-bs1-graph (device-bound): +10" in out
     assert "- n6: m0-torch-fp16-bs1-model (host-bound): +9." in out  # the host's 1.3x taken out by the pacing
     again = replay_nights.main([*map(str, nights), str(_night(tmp_path / "n6b.json", 6, 1.0)), "--inject", "6=0.1"])
     assert again == 0 and "| n6 (+10 % injected) | 5 | no |" in capsys.readouterr().out
+    device = replay_nights.main([*map(str, nights), str(_night(tmp_path / "n6c.json", 6, 1.0)), "--inject", "6=0.02",
+                                 "--inject-bound", "device"])
+    out = capsys.readouterr().out
+    assert device == 0 and "- n6 (+2 % injected): group cuda/device/torch: median +2" in out
+    assert "group cuda/host/torch" not in out and "(host-bound)" not in out  # only the device-bound cases slowed
 
 
 def test_a_file_that_is_not_a_night_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -23,7 +23,7 @@ from report.practitioners_table import BASELINE_COLUMNS, GPU_COLUMNS, PRACTITION
 from report.run_section import RUN_METADATA_TITLE
 from suite import verdict
 from suite.gate.baseline_environment import difference_block
-from tests.selftest.suite_runs import explain, run_suite
+from tests.selftest.suite_runs import ci_environment, explain, run_suite
 
 pytestmark = pytest.mark.selftest
 
@@ -439,16 +439,6 @@ def test_series_groups_keep_an_engines_precisions_together() -> None:
 # =========================================================================== a real run
 
 
-def _ci_environment(**values: str) -> dict[str, str | None]:
-    """The child's CI variables, exactly ``values``: pytest-metadata copies every CI variable it knows that is
-    set (``CI=true`` on most CI machines) into pytest-html's environment block, so a report test that
-    inherited them would judge the CI machine, not the report."""
-    from pytest_metadata.plugin import CONTINUOUS_INTEGRATION
-
-    unset: dict[str, str | None] = {var: None for provider in CONTINUOUS_INTEGRATION for var in provider}
-    return {**unset, **values}
-
-
 #: The one CI variable the report's run sees; it must be the environment block's only row.
 REPORT_CI_VARIABLES = {"CI": "selftest"}
 
@@ -459,7 +449,7 @@ def report(suite_baseline: Path) -> Path:
     path = suite_baseline / "report.html"
     done = run_suite(suite_baseline, "--latency-baseline", "latest", "--accuracy-baseline",
                      str(suite_baseline / "base.json"), "--html", str(path), "--self-contained-html",
-                     env=_ci_environment(**REPORT_CI_VARIABLES))
+                     env=ci_environment(**REPORT_CI_VARIABLES))
     assert path.exists(), explain(done)
     return path
 
@@ -970,3 +960,9 @@ def test_localization_notes_carry_the_census_and_both_bisect_conclusions() -> No
     assert "optimization bisect: passes at every optimization level with this feed: no level breaks it" in html
     assert "CUDAExecutionProvider settings at ORT_ENABLE_ALL, one at a time: use_tf32=1 breaks it" in html
     assert html.index("use_tf32=1 breaks it") < html.index('<table class="suite localization"')
+    assert "error rises most" not in html  # a record of before the rise (no "born")
+    born = {"index": 3, "name": "relu_6", "op_type": "Relu", "rel_error": 0.000727, "rise": 727.0}
+    html = localization_table({**record, "localization": {**record["localization"], "born": [born]}})
+    assert "error rises most at: relu_6 (Relu): relative error " in html and "x its inputs&#x27;" in html
+    failing = {**record["localization"], "born": [born], "first_divergent": {"index": 0, "name": "logits"}}
+    assert "error rises most" not in localization_table({**record, "localization": failing})
