@@ -16,6 +16,7 @@ from typing import Any
 __all__ = [
     "DriftComparison",
     "DriftFigure",
+    "DriftTolerances",
     "MemoryComparison",
     "compare_accuracy",
     "compare_memory",
@@ -79,6 +80,23 @@ class DriftComparison:
     def as_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "failed": self.failed, "figures": [f.as_dict() for f in self.figures],
                 "notes": list(self.notes)}
+
+
+@dataclass(frozen=True)
+class DriftTolerances:
+    """``--accuracy-drift``: allowed change against the baseline, per figure (the option's value, here below both
+    suite/options.py, whose default it is, and the gate that parses and applies it: suite/gate/baselines.py)."""
+
+    top1_pts: float = 0.5
+    top5_pts: float = 0.5
+    isclose_pts: float = 1.0
+    mae_factor: float = 2.0
+    #: a cell's GPU memory may grow by this factor, and by MEMORY_SLACK_MIB at least, before it drifted
+    memory_factor: float = 1.5
+
+    def describe(self) -> str:
+        return (f"top1={self.top1_pts:g}pt,top5={self.top5_pts:g}pt,isclose={self.isclose_pts:g}pt,"
+                f"mae={self.mae_factor:g}x,memory={self.memory_factor:g}x")
 
 
 def compare_accuracy(

@@ -41,7 +41,7 @@ IGNORED = frozenset({"workers", "plan", "shard"})
 
 NO_DIFFERENCE = "no difference in the recorded environment"
 
-#: The prefix of one config key in a fingerprint (suite/baseline_environment.py spreads the config's keys so):
+#: The prefix of one config key in a fingerprint (suite/gate/baseline_environment.py spreads the config's keys so):
 #: "config models.m.engine_options.onnxruntime.transformer_fusion"; a key one side lacks is "not set" there.
 CONFIG_PREFIX = "config "
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from suite.baselines import key_label, latency_key
+from suite.gate.baselines import key_label, latency_key
 
 ENGINE_ORDER = ("torch", "onnxruntime", "inductor", "tensorrt")
 PRECISION_ORDER = ("fp32", "tf32", "fp16", "bf16", "int8")
@@ -67,7 +67,7 @@ def shape_title(shape: Shape) -> str:
 
 
 def latency_labels(record: Mapping[str, Any]) -> list[str]:
-    """The latency gate's labels this record may carry, most specific first: suite/baselines.py key_label of
+    """The latency gate's labels this record may carry, most specific first: suite/gate/baselines.py key_label of
     latency_key (what the gate labels its outcomes with), its shape in turn the record's own 'shape', its
     shape_id and 'bs{batch}', so that 'bs8-seq256' finds its outcome and a record saved before shapes existed
     still does. None where the gate has no key for the record (no model, engine or precision, say)."""

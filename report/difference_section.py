@@ -1,5 +1,5 @@
 """The report's first section, above the verdict: what differs between the baseline runs' environments and this
-run's (suite/baseline_environment.py), one row per key in metrics/environment_diff.py's order. Its own module
+run's (suite/gate/baseline_environment.py), one row per key in metrics/environment_diff.py's order. Its own module
 because it reads only that block; first because after an upgrade a changed library explains what the verdict says.
 """
 

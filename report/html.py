@@ -54,7 +54,7 @@ def render_report(records: Sequence[Mapping[str, Any]], engines: Mapping[str, Ma
                   verdict: Mapping[str, Any] | None = None, run_info: Mapping[str, Any] | None = None,
                   with_plots: bool = True, difference: Mapping[str, Any] | None = None) -> str:
     """The whole suite section: the difference from the baselines, verdict, the run, per-model tables and figures,
-    changes, environment. ``difference``: suite/baseline_environment.py's block (None: no baseline)."""
+    changes, environment. ``difference``: suite/gate/baseline_environment.py's block (None: no baseline)."""
     parts = [STYLE, '<div class="suite-report">']
     parts.append(difference_section(difference))
     parts.append(verdict_section(verdict, gate, records))

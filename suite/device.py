@@ -1,16 +1,42 @@
 """The device asked for must work: ``--device cuda:N`` where CUDA does not initialise is one usage error
-before any test runs, naming what failed (torch build, driver, runtime, device index).
+before any test runs, naming what failed (torch build, driver, runtime, device index). And an xdist worker of a
+multi-GPU run sees its one GPU only, bound when this module is imported (``BOUND_GPU``), before torch (or anything)
+initialises CUDA.
 
 Why before any test: a driver upgrade that breaks CUDA is exactly what this suite exists to catch. If
 every cell skipped instead ("torch sees no CUDA device"), the nightly run would end green having
 judged nothing.
+
+Why the binding is here, not with the workers' cores (suite/fleet/workers.py): the options read it (a bound worker's
+``--device cuda`` is its ``cuda:0``, suite/options.py), and the fleet imports the options.
 """
 
 from __future__ import annotations
 
 import ctypes
+import os
 import re
 import warnings
+
+WORKER_GPUS_ENV = "SUITE_WORKER_GPUS"
+
+
+def bind_worker_gpu() -> str | None:
+    """In an xdist worker of a multi-GPU run: make the worker's one GPU its only visible device. Runs at
+    import of this module (the suite's options import it), before torch (or anything) initialises CUDA. Returns
+    the GPU bound."""
+    worker, gpus = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get(WORKER_GPUS_ENV)
+    if not worker or not gpus or not worker.startswith("gw"):
+        return None
+    visible = gpus.split(",")
+    index = int(worker[2:])
+    if index >= len(visible):
+        raise RuntimeError(f"xdist worker {worker} has no GPU of its own ({len(visible)} visible: {gpus})")
+    os.environ["CUDA_VISIBLE_DEVICES"] = visible[index]
+    return visible[index]
+
+
+BOUND_GPU = bind_worker_gpu()
 
 
 class DeviceError(ValueError):

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from suite import verdict, workers
-from suite.baselines import DriftTolerances
+from metrics.drift import DriftTolerances
+from suite import device, verdict
 from suite.config import SuiteConfig
 from suite.state import RUN_KEY
 from suite.timing import PATHS
@@ -106,7 +106,7 @@ def read_options(config: pytest.Config) -> SuiteOptions:
         suite_config=config.getoption("--suite-config"), models=config.getoption("--models"),
         engines=config.getoption("--engines"), precisions=config.getoption("--precisions"),
         engine_cache=config.getoption("--engine-cache"), device_requested=requested,
-        device="cuda:0" if requested == "cuda" or workers.BOUND_GPU is not None else requested,
+        device="cuda:0" if requested == "cuda" or device.BOUND_GPU is not None else requested,
         latency_rounds=config.getoption("--latency-rounds"),
         latency_batch_sizes=config.getoption("--latency-batch-sizes"),
         node_profile=config.getoption("--node-profile"), kernel_profile=config.getoption("--kernel-profile"),

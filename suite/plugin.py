@@ -4,8 +4,8 @@ only the hooks use are the suite/hooks/ package; this module is its face).
 - options.py: the options, read once (SuiteOptions), and their start-up checks; hooks/configure.py: the run's start
   (config, device, workers, cache, the run's state and plugin objects); hooks/interrupts.py: a SIGTERM or a stop
   during start-up, internal errors.
-- parametrize.py: each test's cases from the session's cells; hooks/collection.py: what is deselected or cannot run
-  here, and the run order; hooks/startup_check.py: the start-up check of the collected models.
+- hooks/parametrize.py: each test's cases from the session's cells; hooks/collection.py: what is deselected or
+  cannot run here, and the run order; hooks/startup_check.py: the start-up check of the collected models.
 - hooks/runtest.py: a cell that cannot run, resource errors, engines released after each test;
   hooks/known_failures_runtime.py: a known failure passes only when it fails the declared way.
 - hooks/verdict_wiring.py: reports into the ledger, the verdict settled, the files written, the verdict block last;
@@ -29,15 +29,18 @@ from typing import Any
 
 import pytest
 
-from suite import benchmark_compare, options, parametrize, workers
+from suite import options
 from suite.device import check_device
 from suite.environment import fingerprint
+from suite.fleet import workers
 from suite.fleet.plugin import shard_environment, worker_layout
+from suite.gate import benchmark_compare
 from suite.hooks import (
     collection,
     configure,
     interrupts,
     known_failures_runtime,
+    parametrize,
     run_identity,
     runtest,
     startup_check,
@@ -165,7 +168,7 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     """A failure of a test a known failure covers passes only when it is the declared one
     (suite/hooks/known_failures_runtime.py); a latency case --benchmark-compare-fail flags fails on its own report
-    (suite/benchmark_compare.py)."""
+    (suite/gate/benchmark_compare.py)."""
     report = yield
     known_failures_runtime.judge(item, call, report)
     benchmark_compare.judge(item, report)

@@ -38,8 +38,8 @@ def results_document(*, environment: dict[str, Any], records: list[dict[str, Any
                      run: dict[str, Any], self_test_knobs: dict[str, Any] | None = None,
                      baseline_environment: dict[str, Any] | None = None) -> dict[str, Any]:
     """The --suite-results file: what the run measured, the verdict, whether it ran to its end, the self-test
-    knobs it was made with (a file that has them is refused as a baseline: suite.baselines), and what differs
-    from its baselines' environments (suite/baseline_environment.py; None: no baseline)."""
+    knobs it was made with (a file that has them is refused as a baseline: suite.gate.baselines), and what differs
+    from its baselines' environments (suite/gate/baseline_environment.py; None: no baseline)."""
     return {"format": FORMAT, "complete": complete, "incomplete_reason": incomplete_reason,
             **({"self_test_knobs": self_test_knobs} if self_test_knobs else {}),
             "environment": environment, "baseline_environment": baseline_environment, "run": run,

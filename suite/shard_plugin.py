@@ -1,4 +1,4 @@
-"""``--plan plan.json --shard K/N``: this run is shard K of a plan (suite/shard.py), and runs exactly its models'
+"""``--plan plan.json --shard K/N``: this run is shard K of a plan (suite/fleet/shard.py), and runs exactly its models'
 tests, as one host's run would (one xdist worker per GPU, the same verdict rules); the other shards' tests are
 deselected at collection, and the header says so in one line.
 
@@ -16,14 +16,23 @@ from __future__ import annotations
 
 import pytest
 
-from suite.baseline_environment import config_digest
 from suite.environment import fingerprint
 from suite.fleet.scheduling import work_unit_of
+from suite.fleet.shard import (
+    PlanError,
+    check_shard,
+    config_cells,
+    load_plan,
+    owner,
+    parse_shard,
+    shard_block,
+    stray_units,
+)
+from suite.fleet.workers import is_worker
+from suite.gate.baseline_environment import config_digest
 from suite.hooks.collection import some_names
 from suite.options import options_of
-from suite.shard import PlanError, check_shard, config_cells, load_plan, owner, parse_shard, shard_block, stray_units
 from suite.state import RUN_KEY, SHARD_KEY
-from suite.workers import is_worker
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

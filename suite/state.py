@@ -68,11 +68,11 @@ NOT_COLLECTED_KEY: pytest.StashKey[dict[str, tuple[list[str], int]]] = pytest.St
 VERDICT_KEY: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
 #: How the run was made (suite/hooks/run_identity.py run_info), set with the verdict (read by report/plugin.py).
 RUN_INFO_KEY: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
-#: What differs between the baselines' environments and this run's (suite/baseline_environment.py difference_block;
+#: What differs between the baselines' environments and this run's (suite/gate/baseline_environment.py difference_block;
 #: None: no baseline), set with the verdict (printed by suite/hooks/summary.py, read by report/plugin.py).
 DIFFERENCE_KEY: pytest.StashKey[dict[str, Any] | None] = pytest.StashKey()
-#: The plan and shard this run is (suite/shard.py shard_block), where it runs one (--plan, --shard): set at configure
-#: time by suite/shard_plugin.py, said by its --suite-results, benchmark JSON and environment (every process).
+#: The plan and shard this run is (suite/fleet/shard.py shard_block), where it runs one (--plan, --shard): set at
+#: configure time by suite/shard_plugin.py, said by its --suite-results, benchmark JSON and environment (every process).
 SHARD_KEY: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
 
 

@@ -80,7 +80,7 @@ tier_night() {
     "$@" > "$log" 2>&1
 }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
-# the host's cores and their hyperthread siblings: how the workers' CPU shares fall (suite/workers.py cpu_share)
+# the host's cores and their hyperthread siblings: how the workers' CPU shares fall (suite/fleet/workers.py cpu_share)
 { lscpu; lscpu -p=CPU,CORE,SOCKET; } > "$OUT/cpu.txt" 2>&1
 # nights: one whole-tier night per entry of NIGHTS, each gated against the nights kept before it (see the top)
 nights_part() {
@@ -118,7 +118,7 @@ nights_part() {
 import sys
 from pathlib import Path
 
-from suite.baselines import BaselineError, resolve_latency_baselines
+from suite.gate.baselines import BaselineError, resolve_latency_baselines
 
 try:
     print(len(resolve_latency_baselines(f"last:{sys.argv[2]}", Path(sys.argv[1]))))

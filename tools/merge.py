@@ -1,4 +1,4 @@
-"""suite-merge: one night's verdict from the shards of a plan (issue 44; suite/shard.py, tools/plan.py).
+"""suite-merge: one night's verdict from the shards of a plan (issue 44; suite/fleet/shard.py, tools/plan.py).
 
     suite-merge --plan plan.json --out DIR SHARD_RESULTS...
 
@@ -43,8 +43,8 @@ if str(ROOT) not in sys.path:
 
 from report.html import render_merged_report  # noqa: E402
 from suite import verdict  # noqa: E402
+from suite.fleet.shard import Plan, PlanError, Shard, load_plan, short  # noqa: E402
 from suite.results import incompleteness, results_document, write_json_atomic  # noqa: E402
-from suite.shard import Plan, PlanError, Shard, load_plan, short  # noqa: E402
 
 USAGE = 4
 LOST = "shard-lost"

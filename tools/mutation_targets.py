@@ -38,7 +38,7 @@ PATTERNS = [
     f"{L}LatencyOutcomeǁcomponent__mutmut_*", f"{L}LatencyChecksǁcheck_latency__mutmut_*",
     f"{L}LatencyChecksǁbusy_matters__mutmut_*", f"{G}Gateǁgated__mutmut_*", f"{L}LatencyChecksǁungated__mutmut_*",
     "suite.gate.latency.x_load_can_explain__mutmut_*",
-    "suite.baselines.x__refuse_copy__mutmut_*", "suite.gate.drift.xǁDriftChecksǁcheck_memory__mutmut_*",
+    "suite.gate.baselines.x__refuse_copy__mutmut_*", "suite.gate.drift.xǁDriftChecksǁcheck_memory__mutmut_*",
     "metrics.drift.x_compare_memory__mutmut_*", "metrics.drift.x_has_memory_figure__mutmut_*",
     "metrics.drift.x__mib__mutmut_*", "metrics.drift.x_memory_grew__mutmut_*",
     "suite.config.options.x_check_rounds_option__mutmut_*",

@@ -46,7 +46,8 @@ def night_name(path: str) -> str:
 
 
 def _case_param(case: tuple[str, str, str]) -> str:
-    """A record's (cell, shape, path) as its test's parameter (suite/parametrize.py latency_case_id: 'all' left off)."""
+    """A record's (cell, shape, path) as its test's parameter (suite/hooks/parametrize.py latency_case_id: 'all' left
+    off)."""
     cell, shape, path = case
     return f"{cell}-{shape}" if path == "all" else f"{cell}-{shape}-{path}"
 

@@ -2,8 +2,8 @@
 
 Reads the suite config, the previous nights' seconds per cell (``durations.json``, which the scheduler keeps beside
 the engine cache: suite/fleet/scheduling.py save_durations; several nights' files give each cell its median) and a host
-inventory, and writes ``plan.json`` (suite/shard.py: its format and hash). For each GPU model of the inventory, the
-whole config is split over its hosts, one shard per host: each model whole on one shard (its module, data, reference
+inventory, and writes ``plan.json`` (suite/fleet/shard.py: its format and hash). For each GPU model of the inventory,
+the whole config is split over its hosts, one shard per host: each model whole on one shard (its module, data, reference
 outputs and engine cache are there), models packed longest first onto the shard that ends first, a shard's time being
 its models' seconds over its GPUs (one xdist worker each), then moved or swapped while that shortens the slowest
 shard. A shard over the night's budget is an error naming it. A cell without seconds (a new one, a first night) is
@@ -38,10 +38,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from suite.baseline_environment import config_digest  # noqa: E402
 from suite.config import ConfigError, load_config  # noqa: E402
+from suite.fleet.shard import FORMAT, PlanError, check_plan, config_cells, plan_hash  # noqa: E402
+from suite.gate.baseline_environment import config_digest  # noqa: E402
 from suite.results import write_json_atomic  # noqa: E402
-from suite.shard import FORMAT, PlanError, check_plan, config_cells, plan_hash  # noqa: E402
 
 #: Cost of a cell when no night has timed any cell (seconds): only the order among unknowns depends on it.
 UNKNOWN_CELL_S = 1.0
@@ -179,7 +179,7 @@ def _improve(shards: list[list[str]], load: list[float], work: Mapping[str, floa
 
 def make_plan(config_path: Path, inventory: Sequence[Mapping[str, Any]], default_durations: Sequence[Path]) \
         -> dict[str, Any]:
-    """The plan document (suite/shard.py), its hash included. Raises InventoryError for a shard over budget."""
+    """The plan document (suite/fleet/shard.py), its hash included. Raises InventoryError for a shard over budget."""
     config = load_config(config_path)
     cells = config_cells(config.models)
     shards: list[dict[str, Any]] = []

@@ -32,7 +32,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from suite.baselines import BaselineError, DriftTolerances, latency_key, load_latency_baselines, parse_fraction
+from metrics.drift import DriftTolerances
+from suite.gate.baselines import BaselineError, latency_key, load_latency_baselines, parse_fraction
 from suite.gate.bound import class_noise
 from suite.gate.latency import STATE
 from suite.gate.state import Gate

@@ -1,8 +1,8 @@
 """One pytest-xdist worker per GPU, and one result from many workers: the xdist hooks.
 
-Each worker is bound to its GPU and its cores when suite/workers.py is imported; suite/fleet/scheduling.py hands the
-work out a cell at a time; suite/fleet/timeline.py keeps where the time went; suite/fleet/benchmark_files.py writes
-pytest-benchmark's files.
+Each worker is bound to its GPU (suite/device.py) and its cores (suite/fleet/workers.py) at import;
+suite/fleet/scheduling.py hands the work out a cell at a time; suite/fleet/timeline.py keeps where the time went;
+suite/fleet/benchmark_files.py writes pytest-benchmark's files.
 
 Each worker sends what it produced when it ends (xdist's ``workeroutput``): records, engine facts,
 cache statistics, the gate's comparisons, pytest-benchmark's cases and time per phase. The controller
@@ -21,15 +21,16 @@ from typing import Any
 import pytest
 
 from engines import get_backend
+from suite.device import BOUND_GPU, WORKER_GPUS_ENV
 from suite.environment import fingerprint
 from suite.fleet.benchmark_files import atomic_benchmark_files
 from suite.fleet.scheduling import _scheduler_class, load_durations, model_kinship, work_per_model, work_unit_of
 from suite.fleet.timeline import PHASES, PhaseClock, Timeline, timed_call
 from suite.fleet.warm_up import WarmUp, by_work, first_contact_steps, wanted
+from suite.fleet.workers import BOUND_CPUS, describe_cpus, visible_gpus
 from suite.gate.state import gate_of
 from suite.options import collect_only, options_of
 from suite.state import SHARD_KEY, suite_session
-from suite.workers import BOUND_CPUS, BOUND_GPU, WORKER_GPUS_ENV, describe_cpus, visible_gpus
 
 
 class FleetPlugin:
@@ -251,7 +252,7 @@ def _paid(warm_up: dict[str, Any]) -> bool:
 
 
 def _affinity() -> list[int] | None:
-    """The cores this process may run on (after suite/workers.py bound a worker to its share): every core of the
+    """The cores this process may run on (after suite/fleet/workers.py bound a worker to its share): every core of the
     host where it was not bound, which is what a one-worker run times on."""
     return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
 
@@ -263,7 +264,7 @@ def _worker_order(worker: str) -> tuple[int, str]:
 def worker_layout(config: pytest.Config) -> dict[str, Any]:
     """How the run was spread, as the environment records it (suite/environment.py LAYOUT_KEYS), each on one line
     as every table prints it: ``worker_count``, the xdist workers that reported (1 without xdist); ``worker_gpus``,
-    the CUDA_VISIBLE_DEVICES entry each worker was given (suite/workers.py BOUND_GPU), or this process's GPU, comma-
+    the CUDA_VISIBLE_DEVICES entry each worker was given (suite/device.py BOUND_GPU), or this process's GPU, comma-
     separated ("none" on the CPU); ``worker_cores``, each worker's cores as it reported them ("gw0 16 cores (0-15);
     gw1 16 cores (16-31)"). An xdist run whose workers sent nothing (yet: during the tests, or stopped early)
     records what it asked for: its worker count and the GPUs it handed out, no cores; so does an xdist worker, for
@@ -310,7 +311,7 @@ def run_environment(config: pytest.Config) -> dict[str, Any]:
 
 
 def shard_environment(config: pytest.Config) -> dict[str, Any]:
-    """A shard of a plan (suite/shard.py) says so in its environment: ``plan`` (its hash) and ``shard`` (K/N); the
+    """A shard of a plan (suite/fleet/shard.py) says so in its environment: ``plan`` (its hash) and ``shard`` (K/N); the
     difference that opens a report does not compare them (metrics/environment_diff.py IGNORED: the host is
     ``hostname``); nothing for a run of no plan."""
     block = config.stash.get(SHARD_KEY, None)

@@ -38,7 +38,7 @@ from typing import Any
 
 from metrics.host_pace import pace, paced_runs
 from metrics.regression import MIN_POOLED, LatencyComparison, between_night_deviations, pooled_half_width
-from suite.baselines import LatencyBaseline, LatencyKey
+from suite.gate.baselines import LatencyBaseline, LatencyKey
 
 DEVICE, HOST = "device", "host"
 EAGER_GRAPH_MAX = 1.05
@@ -57,7 +57,7 @@ def host_timed(record: Mapping[str, Any]) -> bool:
 
 def classify(record: Mapping[str, Any], earlier: Iterable[Mapping[str, Any]]) -> tuple[str, str]:
     """(``device`` | ``host``, why) for a latency record; ``earlier`` are the run's records so far (the graph
-    path of the same cell and batch is timed before its model path; see suite/parametrize.py)."""
+    path of the same cell and batch is timed before its model path; see suite/hooks/parametrize.py)."""
     if not str(record.get("device", "cpu")).startswith("cuda"):
         return HOST, "CPU: the host runs the model"
     path = record.get("path")

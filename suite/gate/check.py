@@ -14,7 +14,7 @@ import pytest
 
 from metrics.latency import two_modes
 from suite import verdict
-from suite.baselines import key_label, latency_key
+from suite.gate.baselines import key_label, latency_key
 from suite.gate.cpu_meter import CpuMeter
 from suite.gate.latency import LatencyOutcome, implausibly_fast, unproven_speedup
 from suite.gate.state import gate_of

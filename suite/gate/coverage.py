@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from suite.baselines import BaselineError, key_label
+from suite.gate.baselines import BaselineError, key_label
 from suite.gate.environment import BaselineEnvironment
 from suite.options import options_of
 
-# Case ids (suite/parametrize.py latency_case_id, Cell.id) -> what they measure, for coverage.
+# Case ids (suite/hooks/parametrize.py latency_case_id, Cell.id) -> what they measure, for coverage.
 _ENGINES = "torch|onnxruntime|inductor|tensorrt"
 _PRECISIONS = "fp32|tf32|fp16|bf16|int8"
 _CELL = rf"(?P<model>.+)-(?P<engine>{_ENGINES})-(?P<precision>{_PRECISIONS})"
@@ -104,7 +104,7 @@ def latency_key_of_nodeid(nodeid: str) -> tuple[str, str, str, str, str] | None:
 
 
 def record_keys_of_nodeid(nodeid: str, models: dict[str, Any]) -> list[tuple[str, ...]]:
-    """The accuracy/parity record keys (suite.baselines.record_key) a test will produce, from its id."""
+    """The accuracy/parity record keys (suite.gate.baselines.record_key) a test will produce, from its id."""
     for pattern, kind in ((_ACCURACY_ID, "accuracy"), (_PARITY_ID, "parity"), (_GENERATED_ID, "generated"),
                           (_BATCHES_ID, "batches")):
         match = pattern.search(nodeid)

@@ -6,7 +6,7 @@ Why measure it: on a shared machine a neighbour's burst looks exactly like a reg
 tools/gate_calibration.py measures with the same meter.
 
 What counts (issue 42): only the CPUs this process may run on (its affinity: an xdist worker's own slice,
-suite/workers.py), and only what is not the suite's: the run's process tree (the controller named by
+suite/fleet/workers.py), and only what is not the suite's: the run's process tree (the controller named by
 ``SUITE_RUN_PID_ENV``, every worker, their children such as compile workers) is subtracted, each thread in
 proportion to how many of its CPUs are ours. Counting the whole machine made a two-GPU night's first worker
 ``busy`` because of its sibling ("other processes used 71 % of the CPUs" on a 32-core host with nothing else

@@ -6,10 +6,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from metrics.drift import DriftComparison, compare_accuracy, compare_memory, compare_parity, has_memory_figure
+from metrics.drift import (
+    DriftComparison,
+    DriftTolerances,
+    compare_accuracy,
+    compare_memory,
+    compare_parity,
+    has_memory_figure,
+)
 from metrics.layer_drift import explain_layers
 from suite import verdict
-from suite.baselines import DriftTolerances, record_key
+from suite.gate.baselines import record_key
 from suite.gate.environment import BaselineEnvironment
 
 

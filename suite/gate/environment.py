@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from suite.baselines import LatencyBaseline, ResultsBaseline
 from suite.environment import differences
+from suite.gate.baselines import LatencyBaseline, ResultsBaseline
 
 
 class BaselineEnvironment:

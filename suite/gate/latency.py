@@ -26,8 +26,8 @@ from metrics.group_drift import MIN_CASES, GroupCase, GroupDrift, judge_groups
 from metrics.latency import two_modes
 from metrics.regression import LatencyComparison, compare_latency
 from suite import verdict
-from suite.baselines import key_label, latency_key
 from suite.gate import bound
+from suite.gate.baselines import key_label, latency_key
 from suite.gate.environment import BaselineEnvironment
 
 BENCHMARK_COMPARE_NOTE = (

@@ -14,15 +14,16 @@ from typing import Any
 
 import pytest
 
-from metrics.drift import DriftComparison, DriftFigure
+from metrics.drift import DriftComparison, DriftFigure, DriftTolerances
 from metrics.kernel_profile import explain_kernels, same_kernels
 from metrics.node_profile import explain_nodes
 from metrics.regression import LatencyComparison
 from metrics.structure import explain, structural_changes
 from suite import verdict
-from suite.baselines import (
+from suite.environment import fingerprint
+from suite.gate import bound
+from suite.gate.baselines import (
     BaselineError,
-    DriftTolerances,
     LatencyBaseline,
     ResultsBaseline,
     benchmark_storage_dir,
@@ -33,8 +34,6 @@ from suite.baselines import (
     profiles_of,
     resolve_latency_baselines,
 )
-from suite.environment import fingerprint
-from suite.gate import bound
 from suite.gate.coverage import Coverage, CoverageChecks, benchmark_compare_coverage
 from suite.gate.drift import DriftChecks, DriftOutcome
 from suite.gate.latency import STATE, LatencyChecks, LatencyOutcome, runs_shortfall
@@ -188,7 +187,7 @@ class Gate(LatencyChecks, DriftChecks, CoverageChecks):
 
     def baseline_fingerprints(self) -> list[tuple[str, dict[str, Any]]]:
         """(source, saved fingerprint) of every baseline run this run is compared with, latency runs oldest first:
-        the baseline side of the difference that opens the report (suite/baseline_environment.py)."""
+        the baseline side of the difference that opens the report (suite/gate/baseline_environment.py)."""
         runs: list[tuple[str, dict[str, Any]]] = []
         if self.latency_baseline is not None:
             base = self.latency_baseline
@@ -261,7 +260,7 @@ def _case_bound(text: str) -> float:
 
 def self_test_knobs(config: pytest.Config) -> dict[str, float]:
     """The self-test knobs this run is made with, by option: written into every file the run saves (results,
-    pytest-benchmark's JSON and storage), where suite.baselines refuses such a file as a baseline."""
+    pytest-benchmark's JSON and storage), where suite.gate.baselines refuses such a file as a baseline."""
     gate = gate_of(config)
     if gate is None:
         return {}

@@ -87,8 +87,8 @@ def _arg_paths(config: pytest.Config) -> list[Path]:
 
 
 def unlabelled_model(item: pytest.Item) -> str | None:
-    """The model of an accuracy check without labels (``test_top1_top5[MODEL]``, its cell None: suite/parametrize.py),
-    or None."""
+    """The model of an accuracy check without labels (``test_top1_top5[MODEL]``, its cell None:
+    suite/hooks/parametrize.py), or None."""
     params = getattr(getattr(item, "callspec", None), "params", {})
     return item.callspec.id if "accuracy_cell" in params and params["accuracy_cell"] is None else None  # type: ignore[attr-defined]
 

@@ -14,7 +14,7 @@ import pytest
 
 from core.cache import ArtifactCache, CacheUnusable
 from core.cache_stats import CacheEvent
-from suite import options, verdict, workers
+from suite import options, verdict
 from suite.config import (
     ConfigError,
     SuiteConfig,
@@ -22,15 +22,16 @@ from suite.config import (
     load_config,
     parse_batch_sizes_option,
 )
-from suite.device import DeviceError, check_device
+from suite.device import WORKER_GPUS_ENV, DeviceError, check_device
+from suite.fleet import workers
 from suite.fleet.plugin import FleetPlugin
+from suite.fleet.workers import is_worker
 from suite.gate.cpu_meter import SUITE_RUN_PID_ENV
 from suite.hooks import junit, startup_check, verdict_wiring
 from suite.lifetime import EngineLifetime
 from suite.preflight import PROGRESS_PREFIX
 from suite.session import SuiteSession
 from suite.state import LEDGER_KEY, LIFETIME_KEY, RUN_KEY, SESSION_KEY, RunState
-from suite.workers import is_worker
 
 _ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -133,7 +134,7 @@ def _checked_device(config: pytest.Config, suite_config: SuiteConfig) -> tuple[s
     if not is_worker(config):  # the run's root: its process tree is never "other processes" (suite/gate/cpu_meter.py)
         os.environ[SUITE_RUN_PID_ENV] = str(os.getpid())
     if device == "cuda" and not is_worker(config):
-        os.environ[workers.WORKER_GPUS_ENV] = ",".join(workers.visible_gpus(gpus))  # read by each worker at import
+        os.environ[WORKER_GPUS_ENV] = ",".join(workers.visible_gpus(gpus))  # read by each worker at import
     device = given.device  # cuda: every visible GPU (one per worker: its own GPU is its cuda:0)
     if "cuda" in requires and not device.startswith("cuda"):
         raise pytest.UsageError(f"{suite_config.path.name} requires a CUDA device ([run] requires); run with "

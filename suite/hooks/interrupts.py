@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from suite import sigterm
+from suite.fleet.workers import is_worker
 from suite.options import options_of
 from suite.state import LEDGER_KEY, VERDICT_KEY
-from suite.workers import is_worker
 
 _SIGTERM_BEFORE: list[Any] = []  # the SIGTERM handler this run replaced, restored when it ends
 _INTERRUPTED: list[str] = []  # why the run was interrupted (SIGINT, SIGTERM), in any phase

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from suite.baseline_environment import config_digest, config_keys
+from suite.gate.baseline_environment import config_digest, config_keys
 from suite.gate.state import self_test_knobs
 from suite.gpu_memory import memory_summary
 from suite.options import options_of
@@ -51,7 +51,7 @@ def run_identity(config: pytest.Config) -> dict[str, Any]:
     the suite, or under another config, shows it in the difference that opens the report; and a shard's plan and
     shard, which suite-merge checks (tools/merge.py)."""
     state = config.stash.get(RUN_KEY, None)
-    shard = config.stash.get(SHARD_KEY, None)  # a shard of a plan says which (suite/shard.py)
+    shard = config.stash.get(SHARD_KEY, None)  # a shard of a plan says which (suite/fleet/shard.py)
     return {"git_commit": git_commit(),
             "config_digest": config_digest(state.config.path) if state is not None else None,
             "config_keys": config_keys(state.config.path) if state is not None else None,

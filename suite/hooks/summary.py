@@ -3,7 +3,7 @@
 Why last: after a nightly run or an upgrade, the reader scrolls to the bottom. What they find there
 must be the answer (passed, failed, not judged), why, and the figures behind a regression, not the
 middle of pytest-benchmark's tables. A run given a baseline first says what differs between the baseline's
-environment and this one (suite/baseline_environment.py): the likeliest cause of what the verdict reports.
+environment and this one (suite/gate/baseline_environment.py): the likeliest cause of what the verdict reports.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from suite import verdict
-from suite.baseline_environment import block_lines
+from suite.gate.baseline_environment import block_lines
 from suite.gate.tables import verdict_lines
 from suite.options import options_of
 from suite.state import DIFFERENCE_KEY, ledger_of

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
+from suite.checks.rebuild import describe as describe_rebuild
 from suite.fleet.timeline import Timeline, set_up_seconds
 from suite.fleet.warm_up import warm_up_line
 from suite.gpu_memory import memory_summary
 from suite.hooks import collection
 from suite.options import options_of
-from suite.rebuild import describe as describe_rebuild
 from suite.state import LEDGER_KEY, RUN_INFO_KEY, RUN_KEY, SESSION_KEY
 
 

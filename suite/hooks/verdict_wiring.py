@@ -16,11 +16,13 @@ from typing import Any
 
 import pytest
 
-from suite import benchmark_compare, verdict
-from suite.baseline_environment import current_fingerprint, difference_block
+from suite import verdict
 from suite.config import ENGINES, SuiteConfig, threshold_changes
 from suite.fleet import benchmark_files, scheduling
 from suite.fleet.plugin import run_environment, worker_layout
+from suite.fleet.workers import is_worker
+from suite.gate import benchmark_compare
+from suite.gate.baseline_environment import current_fingerprint, difference_block
 from suite.gate.state import gate_of, self_test_knobs
 from suite.hooks import census_record, junit, run_identity
 from suite.hooks.known_failures_runtime import KNOWN_PROPERTY
@@ -38,7 +40,6 @@ from suite.state import (
     ledger_of,
     suite_session,
 )
-from suite.workers import is_worker
 
 log = logging.getLogger("suite")
 

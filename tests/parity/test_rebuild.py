@@ -1,4 +1,4 @@
-"""--rebuild-check N: each selected engine built N times from scratch (suite/rebuild.py). Reports whether the
+"""--rebuild-check N: each selected engine built N times from scratch (suite/checks/rebuild.py). Reports whether the
 artifacts are byte-identical and the outputs on the parity data bitwise identical, with each build's size
 and layers. Two builds of one engine that disagree beyond the tolerance the cell is judged with fail: the
 nightly comparison would be measuring the build. Collected only with --rebuild-check."""
@@ -6,8 +6,8 @@ nightly comparison would be measuring the build. Collected only with --rebuild-c
 import pytest
 
 from core.inputs import synthetic_feed
+from suite.checks.rebuild import build_once, compare_builds, describe
 from suite.options import options_of
-from suite.rebuild import build_once, compare_builds, describe
 from suite.session import SuiteSession
 
 pytestmark = [pytest.mark.parity, pytest.mark.rebuild]

@@ -25,7 +25,7 @@ def test_compare_fail_catches_a_faster_baseline_and_passes_an_honest_one(tmp_pat
     # 1000 %: an honest baseline passes however busy the machine is (a self-test's outcome must not depend on it)
     honest = run_suite(tmp_path, *LATENCY, "--benchmark-compare=0001", "--benchmark-compare-fail=min:1000%")
     assert honest.returncode == 0, explain(honest)
-    # the compared run's environment opens the verdict too (suite/baseline_environment.py)
+    # the compared run's environment opens the verdict too (suite/gate/baseline_environment.py)
     assert "environment: baseline (--benchmark-compare 0001) -> this run:\n  no difference in the recorded " \
            "environment\n" in honest.stdout, explain(honest)
 
@@ -45,11 +45,12 @@ def test_compare_fail_catches_a_faster_baseline_and_passes_an_honest_one(tmp_pat
 
 def test_a_regression_on_no_case_report_still_fails_the_run() -> None:
     """take_regressions drops from pytest-benchmark's list only the findings already on a case's report
-    (suite/benchmark_compare.py judge); any other stays a failed check of its own, never silently lost, and the
+    (suite/gate/benchmark_compare.py judge); any other stays a failed check of its own, never silently lost, and the
     list is emptied (its terminal summary would raise a bare PerformanceRegression)."""
     from types import SimpleNamespace
 
-    from suite import benchmark_compare, verdict
+    from suite import verdict
+    from suite.gate import benchmark_compare
 
     found = [("test_latency[a] (0001_abc)", "Field 'median' has failed"),
              ("test_latency[b] (0001_abc)", "Field 'median' has failed")]
@@ -68,7 +69,7 @@ def test_the_noise_model_note_names_its_verdict_and_interval() -> None:
     it is no regression; where a side kept no rounds, it says it cannot weigh it."""
     from types import SimpleNamespace
 
-    from suite import benchmark_compare
+    from suite.gate import benchmark_compare
 
     config = SimpleNamespace(stash=pytest.Stash())  # no gate: its defaults, 5 % and 99 %
     steady = [0.010 + 0.0001 * (i % 3) for i in range(40)]

@@ -192,7 +192,7 @@ def test_the_between_night_model_is_pooled_by_class_and_falls_back_to_the_coarse
     import math
 
     from metrics.regression import MIN_POOLED
-    from suite.baselines import LatencyBaseline
+    from suite.gate.baselines import LatencyBaseline
     from suite.gate.bound import between_half, class_noise
 
     samples, classes = {}, {}
@@ -221,7 +221,7 @@ def test_a_case_without_a_class_or_a_second_night_is_passed_over_not_the_rest() 
     goes on to the cases after it; between_half reads a record without a bound as host-bound (the cautious answer)
     and finds CPU cases' classes by their kind, ``cpu``."""
     from metrics.regression import MIN_POOLED
-    from suite.baselines import LatencyBaseline
+    from suite.gate.baselines import LatencyBaseline
     from suite.gate.bound import between_half, class_noise
 
     samples, classes = {}, {}
@@ -254,7 +254,7 @@ def test_a_host_bound_gpu_case_is_paced_by_the_host_reference_timed_beside_its_r
     import math
 
     from metrics.host_pace import pace, paced_runs
-    from suite.baselines import LatencyBaseline
+    from suite.gate.baselines import LatencyBaseline
     from suite.gate.bound import class_noise, host_paced
 
     key = ("m", "torch", "fp16", "bs1", "model")
@@ -305,7 +305,7 @@ def test_a_classs_interval_holds_for_the_night_not_for_one_case() -> None:
 
     import numpy as np
 
-    from suite.baselines import LatencyBaseline
+    from suite.gate.baselines import LatencyBaseline
     from suite.gate.bound import class_noise
 
     samples, classes, refs = {}, {}, {}

@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 from metrics.clocks import clock_normalised, clock_summary, confirmed_in_cycles, limited_note, limiting_reasons
+from metrics.drift import DriftTolerances
 from suite import timing, verdict
-from suite.baselines import DriftTolerances, LatencyBaseline
+from suite.gate.baselines import LatencyBaseline
 from suite.gate.state import Gate
 
 pytestmark = pytest.mark.selftest
@@ -173,7 +174,7 @@ def test_a_host_bound_case_is_judged_on_time_and_still_says_it_was_limited() -> 
 def test_the_baseline_keeps_each_cases_sm_clock(tmp_path: Path) -> None:
     import json
 
-    from suite.baselines import load_latency_baselines
+    from suite.gate.baselines import load_latency_baselines
 
     def saved(name: str, clock: float | None) -> Path:
         extra = {"model": "m", "engine": "onnxruntime", "precision": "fp16", "batch_size": 32, "path": "latency-graph",

@@ -19,10 +19,16 @@ from metrics.environment_diff import (
     value_text,
 )
 from report.difference_section import difference_section
-from suite.baseline_environment import block_lines, config_digest, config_keys, current_fingerprint, difference_block
-from suite.baselines import saved_fingerprint
 from suite.environment import LAYOUT_KEYS, differences
 from suite.fleet import plugin as fleet
+from suite.gate.baseline_environment import (
+    block_lines,
+    config_digest,
+    config_keys,
+    current_fingerprint,
+    difference_block,
+)
+from suite.gate.baselines import saved_fingerprint
 from tests.selftest.fake_options import options_stash
 from tests.selftest.suite_runs import ROOT, explain, run_suite
 

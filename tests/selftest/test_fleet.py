@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from suite import workers
-from suite.fleet import benchmark_files, scheduling, timeline
+from suite import device
+from suite.fleet import benchmark_files, scheduling, timeline, workers
 from suite.verdict import EXIT_NOT_JUDGED
 from tests.selftest.fake_options import options_stash
 from tests.selftest.suite_runs import ROOT, explain, run_suite
@@ -53,19 +55,38 @@ def test_n_auto_means_one_worker_per_gpu() -> None:
 
 
 def test_a_worker_binds_to_its_own_gpu_before_cuda_starts(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(workers.WORKER_GPUS_ENV, "3,5")
+    monkeypatch.setenv(device.WORKER_GPUS_ENV, "3,5")
     monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
-    assert workers.bind_worker_gpu() == "5"
+    assert device.bind_worker_gpu() == "5"
     import os
 
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "5"
     monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw2")
     with pytest.raises(RuntimeError, match="gw2 has no GPU of its own"):
-        workers.bind_worker_gpu()
+        device.bind_worker_gpu()
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")
     assert workers.visible_gpus(2) == ["0", "1"]
 
+
+
+def test_the_plugin_binds_a_worker_before_anything_imports_torch() -> None:
+    """suite/device.py binds a worker's GPU, and suite/fleet/workers.py its cores and thread caps, when imported: torch
+    must come after both (CUDA and its thread pools start from what they set). suite/plugin.py, the plugin loaded
+    first, imports them before anything imports torch; since the binding left suite/options.py (issue 45) that rests
+    on its own imports' order, which a later move could change without any other test noticing."""
+    code = ("import sys\n"
+            "order = []\n"
+            "class Seen:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        order.append(name)\n"
+            "sys.meta_path.insert(0, Seen())\n"
+            "import suite.plugin\n"
+            "print(*(order.index(m) for m in ('suite.device', 'suite.fleet.workers', 'torch')))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    gpu, cores, torch = map(int, done.stdout.split())
+    assert gpu < torch and cores < torch, f"imported at {gpu} (GPU), {cores} (cores), torch at {torch}"
 
 def test_phases_take_engine_builds_out_of_the_tests_that_triggered_them() -> None:
     clock = timeline.PhaseClock()

@@ -15,10 +15,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from metrics.drift import DriftTolerances
 from metrics.regression import MIN_POOLED
-from suite.baselines import (
+from suite.gate.baselines import (
     BaselineError,
-    DriftTolerances,
     latency_key,
     load_latency_baselines,
     load_results_baseline,

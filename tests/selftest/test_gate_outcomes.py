@@ -14,8 +14,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from metrics.drift import DriftTolerances
 from suite import verdict
-from suite.baselines import DriftTolerances, LatencyBaseline, load_latency_baselines
+from suite.gate.baselines import LatencyBaseline, load_latency_baselines
 from suite.gate.latency import LatencyOutcome
 from suite.gate.state import Gate
 from suite.verdict import FAILED, NOT_JUDGED, PASSED, Ledger

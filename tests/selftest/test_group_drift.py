@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 from metrics.distributions import student_t_quantile
+from metrics.drift import DriftTolerances
 from metrics.group_drift import MIN_CASES, MIN_HALF, MIN_NIGHTS, GroupCase, GroupDrift, judge_groups, leave_one_out
 from suite import verdict
-from suite.baselines import DriftTolerances, load_latency_baselines
+from suite.gate.baselines import load_latency_baselines
 from suite.gate.latency import GROUP_MIN_EFFECT
 from suite.gate.state import Gate
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from suite.baselines import (
+from suite.gate.baselines import (
     BaselineError,
     _machine_id,
     load_latency_baselines,

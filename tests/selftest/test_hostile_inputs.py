@@ -615,7 +615,7 @@ def _knob_baseline(knobs: bool = True, complete: bool = True) -> str:
 def _saved_run(name: str, knobs: bool = False, complete: bool = True) -> Callable[[Path, Path], None]:
     """A run saved in the work directory's pytest-benchmark storage, as --benchmark-save would leave it."""
     def prepare(work: Path, root: Path) -> None:
-        from suite.baselines import _machine_id
+        from suite.gate.baselines import _machine_id
 
         folder = work / "benchmarks" / _machine_id()
         folder.mkdir(parents=True, exist_ok=True)

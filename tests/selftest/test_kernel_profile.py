@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from metrics.drift import DriftTolerances
 from metrics.kernel_profile import explain_kernels, kernels_per_inference, same_kernels
-from suite import kernel_profile
-from suite.baselines import DriftTolerances, ResultsBaseline, profiles_of
+from suite.checks import kernel_profile
+from suite.gate.baselines import ResultsBaseline, profiles_of
 from suite.gate.latency import LatencyOutcome
 from suite.gate.state import Gate
 from suite.gate.tables import kernels_line

@@ -1,5 +1,5 @@
-"""Issue 45: a latency case's protocol (suite/latency_protocol.py) driven directly, without a child pytest run, as
-pytest-benchmark's own tests drive BenchmarkFixture: a stand-in benchmark, suite, runner and gate, and the record the
+"""Issue 45: a latency case's protocol (suite/checks/latency_protocol.py) driven directly, without a child pytest run,
+as pytest-benchmark's own tests drive BenchmarkFixture: a stand-in benchmark, suite, runner and gate, and the record the
 protocol hands ``suite.record`` read back. End to end (child runs) in test_gate.py, test_wall_bound.py and the rest."""
 
 import statistics
@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from suite.checks.latency_protocol import LatencyProtocol
 from suite.config import parse_config
 from suite.config.schema import LatencyShape
-from suite.latency_protocol import LatencyProtocol
 from suite.options import SuiteOptions
 from suite.session import Cell
 from suite.timing import FEED_POOL, TimedCall

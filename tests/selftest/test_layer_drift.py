@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from metrics.drift import compare_parity
+from metrics.drift import DriftTolerances, compare_parity
 from metrics.layer_drift import explain_layers, layer_moves
-from suite.baselines import DriftTolerances, RecordsByCase, ResultsBaseline
+from suite.gate.baselines import RecordsByCase, ResultsBaseline
 from suite.gate.state import Gate
 
 pytestmark = pytest.mark.selftest

@@ -17,11 +17,12 @@ from typing import Any
 
 import pytest
 
-from suite import verdict, workers
-from suite.baselines import DriftTolerances, ResultsBaseline, parse_drift
+from metrics.drift import DriftTolerances
+from suite import verdict
 from suite.config import ConfigError, load_config
-from suite.fleet import scheduling
+from suite.fleet import scheduling, workers
 from suite.fleet import timeline as timelines
+from suite.gate.baselines import ResultsBaseline, parse_drift
 from suite.gpu_memory import MemoryMeter, memory_summary, nvml_index, peaks, resource_error
 from suite.lifetime import EngineLifetime, model_of_nodeid, run_order, unit_of_nodeid
 from suite.session import Cell

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 import torch
 
+from metrics.drift import DriftTolerances
 from metrics.node_profile import explain_nodes, node_deltas, node_round_times_us, node_times_us, round_deltas
-from suite.baselines import DriftTolerances, ResultsBaseline, latency_label
+from suite.gate.baselines import ResultsBaseline, latency_label
 from suite.gate.latency import LatencyOutcome
 from suite.gate.state import Gate
 

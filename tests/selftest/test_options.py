@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from suite import options, workers
+from suite import device, options
 from suite.options import SuiteOptions, read_options
 
 pytestmark = pytest.mark.selftest
@@ -62,7 +62,7 @@ def _read(monkeypatch: pytest.MonkeyPatch, bound_gpu: str | None = None, **given
     """read_options over a command line of the options' defaults, with ``given`` (dest or flag names) set."""
     values = {**{f"--{f.name.replace('_', '-')}": f.default for f in dataclasses.fields(SuiteOptions)},
               "--device": "cpu", "verbose": 0, **given}
-    monkeypatch.setattr(workers, "BOUND_GPU", bound_gpu)
+    monkeypatch.setattr(device, "BOUND_GPU", bound_gpu)
     return read_options(SimpleNamespace(getoption=lambda name, default=None: values.get(name, default)))  # type: ignore[arg-type]
 
 

@@ -22,7 +22,7 @@ from report.html import render_report
 from report.practitioners_table import BASELINE_COLUMNS, GPU_COLUMNS, PRACTITIONER_COLUMNS
 from report.run_section import RUN_METADATA_TITLE
 from suite import verdict
-from suite.baseline_environment import difference_block
+from suite.gate.baseline_environment import difference_block
 from tests.selftest.suite_runs import ci_environment, explain, run_suite
 
 pytestmark = pytest.mark.selftest
@@ -749,7 +749,7 @@ def _minilm_records() -> list[dict[str, Any]]:
 def test_sequence_length_shapes_are_the_unit_of_tables_figures_and_baseline_lookup() -> None:
     """Tables filtered on batch only (seq 128 and 256 at batch 8 in one table), figures indexed by batch only (one
     shape overwrote the other) and the baseline looked up '...-bs8-all', which never matches the gate's
-    '...-bs8-seq256-all' (suite/baselines.py key_label)."""
+    '...-bs8-seq256-all' (suite/gate/baselines.py key_label)."""
     from report import plots
 
     records = _minilm_records()

@@ -15,16 +15,10 @@ from typing import Any
 
 import pytest
 
-from suite.baselines import (
-    DriftTolerances,
-    LatencyBaseline,
-    latency_key,
-    load_latency_baselines,
-    load_results_baseline,
-    record_key,
-)
+from metrics.drift import DriftTolerances
+from suite.fleet.shard import PlanError, load_plan, same_gpu_model
+from suite.gate.baselines import LatencyBaseline, latency_key, load_latency_baselines, load_results_baseline, record_key
 from suite.gate.state import Gate
-from suite.shard import PlanError, load_plan, same_gpu_model
 from tests.selftest.suite_runs import ROOT, explain, run_suite
 from tools import merge, plan
 

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from suite import verdict
+from suite.checks.latency_protocol import check_timed_outputs
 from suite.gate.latency import IMPLAUSIBLE_SPEEDUP, unproven_speedup
-from suite.latency_protocol import check_timed_outputs
 from suite.round_audit import RoundSample
 from suite.timing import FEED_POOL, TimedCall
 from tests.selftest.test_gate_outcomes import BASE, RECORD, _gate

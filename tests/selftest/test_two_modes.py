@@ -13,9 +13,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from metrics.drift import DriftTolerances
 from metrics.latency import TwoModes, two_modes
 from metrics.regression import compare_latency
-from suite.baselines import DriftTolerances, LatencyBaseline
+from suite.gate.baselines import LatencyBaseline
 from suite.gate.check import GateCheck
 from suite.gate.state import GATE_KEY, Gate
 from suite.state import SESSION_KEY

@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
+from metrics.drift import DriftTolerances
 from suite import verdict
-from suite.baselines import DriftTolerances, LatencyBaseline
 from suite.gate import check as check_module
+from suite.gate.baselines import LatencyBaseline
 from suite.gate.check import INTERFERENCE_KEY, METER_KEY, STOPPED_KEY, GateCheck
 from suite.gate.state import GATE_KEY, Gate
 from suite.gate.tables import busy_run_line
@@ -117,7 +118,7 @@ def _settle(monkeypatch, gate: Gate, attempt_s: list[float], stop_during: bool =
             pad_s: float = 0.0):
     """A case whose first attempt took ``first_s`` (on the fake clock) and whose re-measures take ``attempt_s`` each,
     every one measured busy, each meter padding its window by ``pad_s``; ``stop_during``: a re-measure honours its
-    deadline, as suite/latency_protocol.py's does."""
+    deadline, as suite/checks/latency_protocol.py's does."""
     clock = Clock(100.0)
     BusyMeter.clock = clock
     monkeypatch.setattr(BusyMeter, "PAD_S", pad_s)

@@ -42,9 +42,9 @@ from typing import Any
 import pytest
 
 from suite import verdict
-from suite.baselines import BaselineError, load_latency_baselines, load_results_baseline, resolve_latency_baselines
 from suite.config import load_config
-from suite.shard import load_plan
+from suite.fleet.shard import load_plan
+from suite.gate.baselines import BaselineError, load_latency_baselines, load_results_baseline, resolve_latency_baselines
 
 pytestmark = pytest.mark.selftest
 

@@ -7,8 +7,8 @@ import pytest
 
 from core.cache import ArtifactCache
 from engines.base import EngineFacts, LoadedEngine, ShapeProfile, StaticBatchRunner, path_outputs
+from suite.checks.latency_protocol import _set_up, check_timed_outputs
 from suite.config import parse_config
-from suite.latency_protocol import _set_up, check_timed_outputs
 from suite.session import Cell, SuiteSession
 from suite.timing import TimedCall
 from tests.parity.test_parity import compared_batches, engine_batches
@@ -54,7 +54,7 @@ def test_a_static_cell_is_compared_at_every_batch_it_built(tmp_path):
     assert compared_batches(suite, suite.model("m"), object()) == [1, 4, 48]
 
 
-# ---- correctness inside the timed loop (suite/latency_protocol.py check_timed_outputs, suite.timing.TimedCall) -----
+# ---- correctness inside the timed loop (suite/checks/latency_protocol.py check_timed_outputs, suite.timing.TimedCall)
 
 class StaleGraphRunner:
     """A stand-in for a device runner (prepare_path / run_path / path_outputs, as torch's and ONNX Runtime's): its

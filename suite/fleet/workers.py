@@ -1,9 +1,11 @@
-"""One GPU and one share of the CPU cores per pytest-xdist worker, bound before anything initialises CUDA.
+"""One share of the CPU cores per pytest-xdist worker, bound before anything starts a thread pool; and the checks of
+``-n`` against the GPUs.
 
-``pytest -n auto --device cuda`` starts one worker per visible GPU. Each worker is bound to its GPU through
-CUDA_VISIBLE_DEVICES when this module is imported (suite/plugin.py imports it first), and then runs on ``cuda:0`` of
-its own view: no two workers ever time on the same GPU. Each worker also gets its own whole physical cores
-(affinity and thread caps), so host-bound cases do not time the other worker's threads.
+``pytest -n auto --device cuda`` starts one worker per visible GPU. Each worker's GPU is bound at the import of
+suite/device.py (``BOUND_GPU``: suite/options.py reads it, and this package imports options.py), and the worker then
+runs on ``cuda:0`` of its own view: no two workers ever time on the same GPU. Each worker also gets its own whole
+physical cores (affinity and thread caps) when this module is imported (suite/plugin.py imports it before anything
+imports torch), so host-bound cases do not time the other worker's threads.
 """
 
 from __future__ import annotations
@@ -13,25 +15,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-WORKER_GPUS_ENV = "SUITE_WORKER_GPUS"
+from suite.device import BOUND_GPU
+
 SHARED_CPUS_ENV = "SUITE_WORKER_CPUS"  # "shared": no per-worker split of the cores (bind_worker_cpus)
-
-
-def bind_worker_gpu() -> str | None:
-    """In an xdist worker of a multi-GPU run: make the worker's one GPU its only visible device. Runs at
-    import of the suite's plugin, before torch (or anything) initialises CUDA. Returns the GPU bound."""
-    worker, gpus = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get(WORKER_GPUS_ENV)
-    if not worker or not gpus or not worker.startswith("gw"):
-        return None
-    visible = gpus.split(",")
-    index = int(worker[2:])
-    if index >= len(visible):
-        raise RuntimeError(f"xdist worker {worker} has no GPU of its own ({len(visible)} visible: {gpus})")
-    os.environ["CUDA_VISIBLE_DEVICES"] = visible[index]
-    return visible[index]
-
-
-BOUND_GPU = bind_worker_gpu()
 
 
 def physical_core(cpu: int) -> tuple[int, int]:

@@ -17,7 +17,7 @@ import pytest
 
 from core.inputs import synthetic_feed, tile_to_batch
 from metrics import summarize_latency
-from suite import kernel_profile
+from suite.checks import kernel_profile
 from suite.gate.bound import classify
 from suite.timing import FEED_POOL
 

@@ -148,7 +148,7 @@ def check_plan(doc: Any, source: str) -> Plan:
 def check_shard(plan: Plan, index: int, of: int, config_digest: str | None, cells: Mapping[str, Sequence[str]],
                 gpu_name: str | None = None) -> Shard:
     """The shard this run is, or a PlanError naming what differs: the shard count, the config (its digest,
-    suite.baseline_environment.config_digest), the models and each model's cells (``cells``: this run's, after
+    suite.gate.baseline_environment.config_digest), the models and each model's cells (``cells``: this run's, after
     --models/--engines/--precisions: a narrowed run is not the shard), and the GPU where the run can tell."""
     label = plan.label(index)
     if of != len(plan.shards):

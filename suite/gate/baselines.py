@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from metrics.drift import DriftTolerances
 from suite.results import ACCEPTED_KEY, incompleteness
 
 LatencyKey = tuple[str, str, str, str, str]
@@ -47,22 +48,6 @@ def parse_fraction(text: str, what: str) -> float:
     if not (0.0 <= value < 10.0):
         raise BaselineError(f"{what}: {text!r} is out of range")
     return value
-
-
-@dataclass(frozen=True)
-class DriftTolerances:
-    """``--accuracy-drift``: allowed change against the baseline, per figure."""
-
-    top1_pts: float = 0.5
-    top5_pts: float = 0.5
-    isclose_pts: float = 1.0
-    mae_factor: float = 2.0
-    #: a cell's GPU memory may grow by this factor, and by metrics.drift.MEMORY_SLACK_MIB at least, before it drifted
-    memory_factor: float = 1.5
-
-    def describe(self) -> str:
-        return (f"top1={self.top1_pts:g}pt,top5={self.top5_pts:g}pt,isclose={self.isclose_pts:g}pt,"
-                f"mae={self.mae_factor:g}x,memory={self.memory_factor:g}x")
 
 
 def parse_drift(text: str) -> DriftTolerances:
