@@ -2,10 +2,10 @@
 
 The same figures the suite records for a cell, from the same code: per-node times from ONNX Runtime's profiler
 (metrics/node_profile.py, as ``OnnxRuntimeRunner.node_profile``; here both sides of a change in interleaved
-rounds), the compute nodes as run (the precision census of the optimized graph, as suite/session.py counts them),
-and the localizer's per-layer table (engines/onnx/intermediates.py with metrics/localize.py). And for the keep-set:
-an int8 QDQ graph with some nodes given back their fp32 inputs (what ``quantize_static(nodes_to_exclude=...)``
-leaves unquantized), judged by metrics.compare_outputs.
+rounds, each in two sessions created A B B A), the compute nodes as run (the precision census of the optimized
+graph, as suite/session.py counts them), and the localizer's per-layer table (engines/onnx/intermediates.py with
+metrics/localize.py). And for the keep-set: an int8 QDQ graph with some nodes given back their fp32 inputs (what
+``quantize_static(nodes_to_exclude=...)`` leaves unquantized), judged by metrics.compare_outputs.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from engines.onnx.precision_census import precision_census
 from engines.ort_import import import_onnxruntime
 from metrics import Tolerance, compare_outputs
 from metrics.localize import LayerComparison, compare_layers
-from metrics.node_profile import node_round_times_us
+from metrics.node_profile import mean_rounds, node_round_times_us
 
 CPU = ["CPUExecutionProvider"]
 
@@ -76,6 +76,18 @@ def profile_rounds(sides: Sequence[tuple[onnx.ModelProto | Path, str, Iterable[s
                 profiles.append(node_round_times_us(json.load(f), runs_per_round, skip_runs=warmup))
         del sessions
     return profiles
+
+
+def profile_abba(baseline: tuple[onnx.ModelProto | Path, str, Iterable[str]],
+                 current: tuple[onnx.ModelProto | Path, str, Iterable[str]], feed: Mapping[str, np.ndarray],
+                 rounds: int = 10, runs_per_round: int = 3,
+                 warmup: int = 3) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Both sides' per-node, per-round times from four sessions created in the order A B B A (``profile_rounds``),
+    each side the mean of its two (``mean_rounds``): the second of two sessions of one ResNet-18 summed 11-15 % less
+    node time than the first, which pushed every effect that way; a bias that follows the creation order (or every
+    second session) falls on both sides alike."""
+    a1, b1, b2, a2 = profile_rounds([baseline, current, current, baseline], feed, rounds, runs_per_round, warmup)
+    return mean_rounds(a1, a2), mean_rounds(b1, b2)
 
 
 def ops_as_run(model: onnx.ModelProto | Path, level: str = "ORT_ENABLE_ALL",
