@@ -53,8 +53,10 @@ def profile_rounds(sides: Sequence[tuple[onnx.ModelProto | Path, str, Iterable[s
                    warmup: int = 3) -> list[dict[str, list[float]]]:
     """Each side's per-node, per-round median kernel times (us; metrics/node_profile.py ``node_round_times_us``),
     the sides ((model, level, disabled optimizers), each its own profiling session) run in interleaved rounds of
-    ``runs_per_round`` runs, their order alternating (A B, B A, ...): round k of every side ran under the same load,
-    so ``round_deltas`` can tell a node that moved from one the machine's load moved."""
+    ``runs_per_round`` runs, in the same order every round: round k of every side ran under the same load, so
+    ``round_deltas`` can tell a node that moved from one the machine's load moved. Never alternated (A B, B A, ...):
+    the session at the turn then ran twice in a row, and a session that runs on right after itself reads faster
+    (ResNet-18's second of two sessions: 11-15 % less node time; in a fixed order 0-1 %, docs/attribution.md)."""
     with tempfile.TemporaryDirectory(prefix="ort-profile-") as tmp:
         sessions = []
         for k, (model, level, disabled) in enumerate(sides):
@@ -66,8 +68,8 @@ def profile_rounds(sides: Sequence[tuple[onnx.ModelProto | Path, str, Iterable[s
         for session, ort_feed in sessions:
             for _ in range(warmup):
                 session.run(None, ort_feed)
-        for r in range(rounds):
-            for session, ort_feed in (sessions if r % 2 == 0 else sessions[::-1]):
+        for _ in range(rounds):
+            for session, ort_feed in sessions:
                 for _ in range(runs_per_round):
                     session.run(None, ort_feed)
         profiles = []
@@ -82,10 +84,10 @@ def profile_abba(baseline: tuple[onnx.ModelProto | Path, str, Iterable[str]],
                  current: tuple[onnx.ModelProto | Path, str, Iterable[str]], feed: Mapping[str, np.ndarray],
                  rounds: int = 10, runs_per_round: int = 3,
                  warmup: int = 3) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
-    """Both sides' per-node, per-round times from four sessions created in the order A B B A (``profile_rounds``),
-    each side the mean of its two (``mean_rounds``): the second of two sessions of one ResNet-18 summed 11-15 % less
-    node time than the first, which pushed every effect that way; a bias that follows the creation order (or every
-    second session) falls on both sides alike."""
+    """Both sides' per-node, per-round times from four sessions created and run in the order A B B A every round
+    (``profile_rounds``), each side the mean of its two (``mean_rounds``): a bias that grows with a session's place in
+    the order of creation or in the round (the load rising through a round), or falls on every second session,
+    falls on both sides alike."""
     a1, b1, b2, a2 = profile_rounds([baseline, current, current, baseline], feed, rounds, runs_per_round, warmup)
     return mean_rounds(a1, a2), mean_rounds(b1, b2)
 
