@@ -203,6 +203,13 @@ def _outputs_of(path: Path, name: str) -> tuple[str, ...]:
     return (out, *extra)
 
 
+def duplicated_as_run(path: Path, name: str) -> tuple[str, ...]:
+    """The truth of a duplicated node for the per-node profile: its copy's nodes, and the node itself as ONNX Runtime
+    runs it (profile keys ``"<op> <node>"``): under its own name, or, in the NCHWc layout, named after its output or
+    after the activation it had fused, which the inserted Add unfuses (the fused name gone, the Conv's own new)."""
+    return ("*_dup*", f"* {name}", *(f"* {t}_nchwc" for t in _outputs_of(path, name)))
+
+
 def cases(models: Models) -> tuple[list[LatencyCase], list[DriftCase]]:
     """Every CPU case of the corpus, its truth beside it."""
     import onnx
@@ -224,7 +231,7 @@ def cases(models: Models) -> tuple[list[LatencyCase], list[DriftCase]]:
             latency.append(LatencyCase(
                 f"dup-{arch}-conv{k}", arch, f"Conv {name} computed twice (its copy's result added times 0)", base,
                 Side(lambda n=name, a=arch: seeded.duplicate_node(onnx.load(str(models.vision(a))), n)),
-                nodes=("*_dup*",), ops=("Conv", "Mul", "Add", *UNFUSED)))
+                nodes=duplicated_as_run(path, name), ops=("Conv", "Mul", "Add", *UNFUSED)))
             drift.append(DriftCase(
                 f"perturb-{arch}-conv{k}", arch, f"Conv {name}'s weights x (1 + 0.05 N(0,1))",
                 lambda a=arch: models.vision(a),

@@ -368,3 +368,26 @@ def test_a_session_run_on_right_after_itself_does_not_show_as_a_change(monkeypat
     assert all(d.delta_us == pytest.approx(0.0, abs=1e-9) for d in round_deltas(before, after))
     before, after = attribution.profile_abba(side, side, FEED, rounds=5, runs_per_round=3, warmup=1)
     assert all(d.delta_us == pytest.approx(0.0, abs=1e-9) for d in round_deltas(before, after))
+
+
+def test_a_duplicated_convs_truth_is_its_copy_and_itself_as_run_and_nothing_else(tmp_path) -> None:
+    """tools/attribution_corpus.py's truth of a duplicated Conv, from the graph: the copy, and the Conv itself as
+    ONNX Runtime runs it (its name, or its NCHWc node named after its output or its fused activation's). Profiled,
+    every node only one side has is one of those, and the Conv beside it (conv2, unchanged) matches none."""
+    from engines.onnx import seeded_changes as seeded
+    from engines.onnxrt.attribution import profile_rounds
+    from metrics.attribution import matches
+    from tools.attribution_corpus import duplicated_as_run
+
+    path = tmp_path / "tiny.onnx"
+    onnx.save(_tiny_cnn(), str(path))
+    truth = duplicated_as_run(path, "conv1")
+    assert truth == ("*_dup*", "* conv1", "* c1_nchwc", "* r1_nchwc")
+    before, after = profile_rounds([(_tiny_cnn(), "ORT_ENABLE_ALL", ()),
+                                    (seeded.duplicate_node(_tiny_cnn(), "conv1"), "ORT_ENABLE_ALL", ())],
+                                   FEED, rounds=1, runs_per_round=1, warmup=0)
+    if not any(n.endswith("_nchwc") for n in before):
+        pytest.skip("ONNX Runtime chose no NCHWc kernels on this CPU (no AVX2)")
+    only_one, both = set(before) ^ set(after), set(before) & set(after)
+    assert only_one and all(matches(n, truth) for n in only_one), only_one  # r1_nchwc gone, c1_nchwc and the copy new
+    assert both and not any(matches(n, truth) for n in both), both  # conv2 (out_nchwc), the ReorderOutput
