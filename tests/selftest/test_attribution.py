@@ -329,10 +329,10 @@ class _FakeSession:
 @pytest.mark.parametrize("bias", [lambda k: 0.88 if k % 2 else 1.0, lambda k: 1.0 - 0.04 * k],
                          ids=["every-second-session-12pct-faster", "each-later-session-4pct-faster"])
 def test_a_session_order_bias_does_not_show_as_a_change(monkeypatch, bias) -> None:
-    """The same model both sides, its sessions faster by the order they were created in (ResNet-18's second
-    session summed 11-15 % less node time): two sessions A B read it as a 12 % change; four created A B B A, each
-    side the mean of its two, read 0 on every node (a bias of the second session alone would be halved, not
-    cancelled)."""
+    """The same model both sides, its sessions faster by the order they were created in (the first guess at why
+    ResNet-18's second session summed 11-15 % less node time; the run order was the cause, docs/attribution.md):
+    two sessions A B read it as a change; four created A B B A, each side the mean of its two, read 0 on every node
+    (a bias of the second session alone would be halved, not cancelled)."""
     from engines.onnxrt import attribution
     from metrics.node_profile import round_deltas
 
