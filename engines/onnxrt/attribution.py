@@ -2,10 +2,10 @@
 
 The same figures the suite records for a cell, from the same code: per-node times from ONNX Runtime's profiler
 (metrics/node_profile.py, as ``OnnxRuntimeRunner.node_profile``; here both sides of a change in interleaved
-rounds), the compute nodes as run (the precision census of the optimized graph, as suite/session.py counts them),
-and the localizer's per-layer table (engines/onnx/intermediates.py with metrics/localize.py). And for the keep-set:
-an int8 QDQ graph with some nodes given back their fp32 inputs (what ``quantize_static(nodes_to_exclude=...)``
-leaves unquantized), judged by metrics.compare_outputs.
+rounds, each in two sessions created A B B A), the compute nodes as run (the precision census of the optimized
+graph, as suite/session.py counts them), and the localizer's per-layer table (engines/onnx/intermediates.py with
+metrics/localize.py). And for the keep-set: an int8 QDQ graph with some nodes given back their fp32 inputs (what
+``quantize_static(nodes_to_exclude=...)`` leaves unquantized), judged by metrics.compare_outputs.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from engines.onnx.precision_census import precision_census
 from engines.ort_import import import_onnxruntime
 from metrics import Tolerance, compare_outputs
 from metrics.localize import LayerComparison, compare_layers
-from metrics.node_profile import node_round_times_us
+from metrics.node_profile import mean_rounds, node_round_times_us
 
 CPU = ["CPUExecutionProvider"]
 
@@ -53,8 +53,10 @@ def profile_rounds(sides: Sequence[tuple[onnx.ModelProto | Path, str, Iterable[s
                    warmup: int = 3) -> list[dict[str, list[float]]]:
     """Each side's per-node, per-round median kernel times (us; metrics/node_profile.py ``node_round_times_us``),
     the sides ((model, level, disabled optimizers), each its own profiling session) run in interleaved rounds of
-    ``runs_per_round`` runs, their order alternating (A B, B A, ...): round k of every side ran under the same load,
-    so ``round_deltas`` can tell a node that moved from one the machine's load moved."""
+    ``runs_per_round`` runs, in the same order every round: round k of every side ran under the same load, so
+    ``round_deltas`` can tell a node that moved from one the machine's load moved. Never alternated (A B, B A, ...):
+    the session at the turn then ran twice in a row, and a session that runs on right after itself reads faster
+    (ResNet-18's second of two sessions: 11-15 % less node time; in a fixed order 0-1 %, docs/attribution.md)."""
     with tempfile.TemporaryDirectory(prefix="ort-profile-") as tmp:
         sessions = []
         for k, (model, level, disabled) in enumerate(sides):
@@ -66,8 +68,8 @@ def profile_rounds(sides: Sequence[tuple[onnx.ModelProto | Path, str, Iterable[s
         for session, ort_feed in sessions:
             for _ in range(warmup):
                 session.run(None, ort_feed)
-        for r in range(rounds):
-            for session, ort_feed in (sessions if r % 2 == 0 else sessions[::-1]):
+        for _ in range(rounds):
+            for session, ort_feed in sessions:
                 for _ in range(runs_per_round):
                     session.run(None, ort_feed)
         profiles = []
@@ -76,6 +78,18 @@ def profile_rounds(sides: Sequence[tuple[onnx.ModelProto | Path, str, Iterable[s
                 profiles.append(node_round_times_us(json.load(f), runs_per_round, skip_runs=warmup))
         del sessions
     return profiles
+
+
+def profile_abba(baseline: tuple[onnx.ModelProto | Path, str, Iterable[str]],
+                 current: tuple[onnx.ModelProto | Path, str, Iterable[str]], feed: Mapping[str, np.ndarray],
+                 rounds: int = 10, runs_per_round: int = 3,
+                 warmup: int = 3) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Both sides' per-node, per-round times from four sessions created and run in the order A B B A every round
+    (``profile_rounds``), each side the mean of its two (``mean_rounds``): a bias that grows with a session's place in
+    the order of creation or in the round (the load rising through a round), or falls on every second session,
+    falls on both sides alike."""
+    a1, b1, b2, a2 = profile_rounds([baseline, current, current, baseline], feed, rounds, runs_per_round, warmup)
+    return mean_rounds(a1, a2), mean_rounds(b1, b2)
 
 
 def ops_as_run(model: onnx.ModelProto | Path, level: str = "ORT_ENABLE_ALL",

@@ -254,7 +254,7 @@ def test_both_sides_are_profiled_in_interleaved_rounds_of_their_own_sessions() -
     """profile_rounds: one list of per-round medians per node and side, the duplicated Conv's nodes on the changed
     side only (what round_deltas ranks; the ranking's statistics are tests/selftest/test_node_profile.py's)."""
     from engines.onnx import seeded_changes as seeded
-    from engines.onnxrt.attribution import profile_rounds
+    from engines.onnxrt.attribution import profile_abba, profile_rounds
     from metrics.node_profile import round_deltas
 
     model = _tiny_cnn()
@@ -265,6 +265,10 @@ def test_both_sides_are_profiled_in_interleaved_rounds_of_their_own_sessions() -
     assert not any("_dup" in n for n in before) and any("_dup" in n for n in after)
     only_after = [d for d in round_deltas(before, after) if d.baseline_us is None]
     assert only_after and all(d.delta_us == d.current_us for d in only_after)
+    before, after = profile_abba((model, "ORT_ENABLE_BASIC", ()),
+                                 (seeded.duplicate_node(model, "conv2"), "ORT_ENABLE_BASIC", ()),
+                                 FEED, rounds=2, runs_per_round=1, warmup=1)  # each side its own two sessions
+    assert not any("_dup" in n for n in before) and any("_dup" in n for n in after)
 
 
 @pytest.mark.parametrize("level", ["ORT_ENABLE_BASIC", "ORT_ENABLE_ALL"])
@@ -284,3 +288,106 @@ def test_a_tensor_read_only_through_casts_is_compared_as_its_consumers_read_it(t
     np.testing.assert_array_equal(c1.engine, c1.engine.astype(np.float16).astype(np.float32))  # fp16 values
     np.testing.assert_allclose(c1.engine, c1.reference, rtol=1e-3, atol=1e-4)
     assert not np.array_equal(c1.engine, c1.reference)
+
+
+class _FakeSession:
+    """A profiling session whose node times depend only on the order it was created in (``bias(k)``) and, where
+    ``warm`` is set, read that much faster in a run more than 3 runs in a row after its own (a session run on right
+    after itself): no load, no change, only the biases that the A B B A order cancels."""
+
+    created = 0
+    last: object = None
+    streak = 0
+
+    def __init__(self, options, bias, warm: float = 0.0) -> None:
+        self.path = options.profile_file_prefix + ".json"
+        self.factor = bias(_FakeSession.created)
+        self.warm = warm
+        _FakeSession.created += 1
+        self.runs: list[float] = []
+
+    def get_inputs(self) -> list:
+        from types import SimpleNamespace
+
+        return [SimpleNamespace(name="image", type="tensor(float)")]
+
+    def run(self, names, feed) -> None:
+        _FakeSession.streak = _FakeSession.streak + 1 if _FakeSession.last is self else 1
+        _FakeSession.last = self
+        self.runs.append(self.factor * (1 - self.warm if _FakeSession.streak > 3 else 1.0))
+
+    def end_profiling(self) -> str:
+        import json
+
+        events = [{"cat": "Node", "name": f"{node}_kernel_time", "dur": us * factor, "args": {"op_name": op}}
+                  for factor in self.runs for node, op, us in (("conv", "Conv", 800.0), ("relu", "Relu", 50.0))]
+        with open(self.path, "w", encoding="utf-8") as f:
+            json.dump(events, f)
+        return self.path
+
+
+@pytest.mark.parametrize("bias", [lambda k: 0.88 if k % 2 else 1.0, lambda k: 1.0 - 0.04 * k],
+                         ids=["every-second-session-12pct-faster", "each-later-session-4pct-faster"])
+def test_a_session_order_bias_does_not_show_as_a_change(monkeypatch, bias) -> None:
+    """The same model both sides, its sessions faster by the order they were created in (the first guess at why
+    ResNet-18's second session summed 11-15 % less node time; the run order was the cause, docs/attribution.md):
+    two sessions A B read it as a change; four created A B B A, each side the mean of its two, read 0 on every node
+    (a bias of the second session alone would be halved, not cancelled)."""
+    from engines.onnxrt import attribution
+    from metrics.node_profile import round_deltas
+
+    monkeypatch.setattr(attribution, "_session", lambda model, options, disabled=(): _FakeSession(options, bias))
+    side = (_tiny_cnn(), "ORT_ENABLE_ALL", ())
+
+    def summed_change(before: dict, after: dict) -> float:
+        deltas = round_deltas(before, after)
+        return sum(d.current_us for d in deltas) / sum(d.baseline_us for d in deltas) - 1
+
+    _FakeSession.last, _FakeSession.created = None, 0
+    pair = attribution.profile_rounds([side, side], FEED, rounds=4, runs_per_round=2, warmup=1)
+    assert summed_change(*pair) == pytest.approx(bias(1) / bias(0) - 1)  # A B: the bias reads as a change
+    _FakeSession.created = 0
+    before, after = attribution.profile_abba(side, side, FEED, rounds=4, runs_per_round=2, warmup=1)
+    assert _FakeSession.created == 4 and set(before) == set(after) == {"Conv conv", "Relu relu"}
+    assert summed_change(before, after) == pytest.approx(0.0, abs=1e-12)
+    assert all(d.delta_us == pytest.approx(0.0, abs=1e-9) for d in round_deltas(before, after))
+
+
+def test_a_session_run_on_right_after_itself_does_not_show_as_a_change(monkeypatch) -> None:
+    """The bias ResNet-18 showed (its second of two sessions 11-15 % less node time, in a fixed order 0-1 %): a
+    session that runs on after its own round reads faster. The rounds keep one order, so no session runs twice in a
+    row: the same model both sides reads 0, in two sessions and in four."""
+    from engines.onnxrt import attribution
+    from metrics.node_profile import round_deltas
+
+    monkeypatch.setattr(attribution, "_session",
+                        lambda model, options, disabled=(): _FakeSession(options, lambda k: 1.0, warm=0.12))
+    side = (_tiny_cnn(), "ORT_ENABLE_ALL", ())
+    _FakeSession.last, _FakeSession.created = None, 0
+    before, after = attribution.profile_rounds([side, side], FEED, rounds=5, runs_per_round=3, warmup=1)
+    assert all(d.delta_us == pytest.approx(0.0, abs=1e-9) for d in round_deltas(before, after))
+    before, after = attribution.profile_abba(side, side, FEED, rounds=5, runs_per_round=3, warmup=1)
+    assert all(d.delta_us == pytest.approx(0.0, abs=1e-9) for d in round_deltas(before, after))
+
+
+def test_a_duplicated_convs_truth_is_its_copy_and_itself_as_run_and_nothing_else(tmp_path) -> None:
+    """tools/attribution_corpus.py's truth of a duplicated Conv, from the graph: the copy, and the Conv itself as
+    ONNX Runtime runs it (its name, or its NCHWc node named after its output or its fused activation's). Profiled,
+    every node only one side has is one of those, and the Conv beside it (conv2, unchanged) matches none."""
+    from engines.onnx import seeded_changes as seeded
+    from engines.onnxrt.attribution import profile_rounds
+    from metrics.attribution import matches
+    from tools.attribution_corpus import duplicated_as_run
+
+    path = tmp_path / "tiny.onnx"
+    onnx.save(_tiny_cnn(), str(path))
+    truth = duplicated_as_run(path, "conv1")
+    assert truth == ("*_dup*", "* conv1", "* c1_nchwc", "* r1_nchwc")
+    before, after = profile_rounds([(_tiny_cnn(), "ORT_ENABLE_ALL", ()),
+                                    (seeded.duplicate_node(_tiny_cnn(), "conv1"), "ORT_ENABLE_ALL", ())],
+                                   FEED, rounds=1, runs_per_round=1, warmup=0)
+    if not any(n.endswith("_nchwc") for n in before):
+        pytest.skip("ONNX Runtime chose no NCHWc kernels on this CPU (no AVX2)")
+    only_one, both = set(before) ^ set(after), set(before) & set(after)
+    assert only_one and all(matches(n, truth) for n in only_one), only_one  # r1_nchwc gone, c1_nchwc and the copy new
+    assert both and not any(matches(n, truth) for n in both), both  # conv2 (out_nchwc), the ReorderOutput
