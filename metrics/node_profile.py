@@ -29,6 +29,13 @@ SUFFIX = "_kernel_time"
 def node_times_us(events: Iterable[Mapping[str, Any]], skip_runs: int = 0) -> dict[str, float]:
     """Each node's median kernel time (microseconds) over the profiled runs, keyed ``"<op> <node>"``; the first
     ``skip_runs`` occurrences of each node (warm-up runs) are left out."""
+    seen = _kernel_times(events)
+    return {node: statistics.median(times[skip_runs:]) for node, times in seen.items() if times[skip_runs:]}
+
+
+def _kernel_times(events: Iterable[Mapping[str, Any]]) -> dict[str, list[float]]:
+    """Every kernel time (microseconds) ONNX Runtime's profile recorded for each node, in order, keyed
+    ``"<op> <node>"``."""
     seen: dict[str, list[float]] = {}
     for event in events:
         name = str(event.get("name", ""))
@@ -36,7 +43,7 @@ def node_times_us(events: Iterable[Mapping[str, Any]], skip_runs: int = 0) -> di
             continue
         op = (event.get("args") or {}).get("op_name", "?")
         seen.setdefault(f"{op} {name[:-len(SUFFIX)]}", []).append(float(event.get("dur", 0.0)))
-    return {node: statistics.median(times[skip_runs:]) for node, times in seen.items() if times[skip_runs:]}
+    return seen
 
 
 def node_round_times_us(events: Iterable[Mapping[str, Any]], runs_per_round: int,
@@ -45,15 +52,8 @@ def node_round_times_us(events: Iterable[Mapping[str, Any]], runs_per_round: int
     keyed ``"<op> <node>"``, after the first ``skip_runs`` (warm-up); a last round short of runs is left out."""
     if runs_per_round < 1:
         raise ValueError(f"runs_per_round must be >= 1, got {runs_per_round}")
-    seen: dict[str, list[float]] = {}
-    for event in events:
-        name = str(event.get("name", ""))
-        if event.get("cat") != "Node" or not name.endswith(SUFFIX):
-            continue
-        op = (event.get("args") or {}).get("op_name", "?")
-        seen.setdefault(f"{op} {name[:-len(SUFFIX)]}", []).append(float(event.get("dur", 0.0)))
     out = {}
-    for node, times in seen.items():
+    for node, times in _kernel_times(events).items():
         kept = times[skip_runs:]
         rounds = [statistics.median(kept[i:i + runs_per_round])
                   for i in range(0, len(kept) - runs_per_round + 1, runs_per_round)]
