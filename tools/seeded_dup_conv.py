@@ -16,9 +16,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import pytest
 import torch
 
 from engines.pytorch.backend import TorchRunner
+from suite.gate.state import gate_of
 
 _plain_init = TorchRunner.__init__
 
@@ -40,10 +42,15 @@ def _seeded_init(self: TorchRunner, *args: Any, **kwargs: Any) -> None:
             conv._seeded_twice = True  # type: ignore[assignment]
 
 
-def pytest_configure(config: Any) -> None:
-    """Installed when pytest loads the plugin; says so in the run's header."""
+@pytest.hookimpl(trylast=True)  # after the suite's gate exists
+def pytest_configure(config: pytest.Config) -> None:
+    """Installed when pytest loads the plugin; says so in the run's header, and records itself as a self-test knob:
+    every file the run saves carries it, and none of them is then taken as a baseline (suite/gate/baselines.py)."""
     TorchRunner.__init__ = _seeded_init  # type: ignore[method-assign]
+    gate = gate_of(config)
+    if gate is not None:
+        gate.plugin_knobs["-p tools.seeded_dup_conv"] = os.environ.get("SEEDED_DUP_CONV") or "(no conv named)"
 
 
-def pytest_report_header(config: Any) -> str:
+def pytest_report_header(config: pytest.Config) -> str:
     return f"SELF-TEST: tools.seeded_dup_conv computes twice in every torch runner: {os.environ.get('SEEDED_DUP_CONV')}"

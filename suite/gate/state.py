@@ -79,6 +79,8 @@ class Gate(LatencyChecks, DriftChecks, CoverageChecks):
     #: (source, saved_fingerprint) of each run --benchmark-compare loaded (pytest_benchmark_compare_machine_info)
     compared: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     imported: bool = False  # holds comparisons sent by xdist workers (suite/fleet/plugin.py)
+    #: self-test knobs a plugin loaded with ``-p`` brings (tools/seeded_dup_conv.py): name -> what it does
+    plugin_knobs: dict[str, Any] = field(default_factory=dict)
     _drift_seen: set[int] = field(default_factory=set)
 
     def finish(self, records: list[dict[str, Any]]) -> None:
@@ -258,13 +260,15 @@ def _case_bound(text: str) -> float:
         raise BaselineError(f"--latency-case-bound {exc}") from exc
 
 
-def self_test_knobs(config: pytest.Config) -> dict[str, float]:
-    """The self-test knobs this run is made with, by option: written into every file the run saves (results,
-    pytest-benchmark's JSON and storage), where suite.gate.baselines refuses such a file as a baseline."""
+def self_test_knobs(config: pytest.Config) -> dict[str, Any]:
+    """The self-test knobs this run is made with, by option, and those a self-test plugin recorded
+    (``Gate.plugin_knobs``): written into every file the run saves (results, pytest-benchmark's JSON and storage),
+    where suite.gate.baselines refuses such a file as a baseline."""
     gate = gate_of(config)
     if gate is None:
         return {}
-    knobs = {"--inject-slowdown": gate.inject_slowdown, "--inject-accuracy-drop": gate.inject_accuracy_drop}
+    knobs = {"--inject-slowdown": gate.inject_slowdown, "--inject-accuracy-drop": gate.inject_accuracy_drop,
+             **gate.plugin_knobs}
     return {k: v for k, v in knobs.items() if v}
 
 

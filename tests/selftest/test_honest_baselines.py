@@ -103,3 +103,18 @@ def test_a_run_with_a_knob_marks_every_file_it_writes_and_none_becomes_a_baselin
     assert self_test_knobs(json.loads((tmp_path / "plain.json").read_text())) == {}
     assert "self_test_knobs" not in json.loads(next((tmp_path / "benchmarks").rglob("*_plain.json")).read_text())[
         "suite"]
+
+
+def test_a_self_test_plugin_marks_the_files_as_a_knob_does(tmp_path: Path) -> None:
+    """tools/seeded_dup_conv.py (-p) computes a conv twice in every torch runner: a run made with it saves figures of
+    that change, so every file it writes says so and none is taken as a baseline."""
+    parity = (str(ROOT / "tests" / "parity" / "test_parity.py"),)
+    env = {"SEEDED_DUP_CONV": "layer4.0.conv1"}
+    done = run_suite(tmp_path, "-p", "tools.seeded_dup_conv", "--suite-results", str(tmp_path / "r.json"),
+                     tests=parity, env=env)
+    assert done.returncode in (0, 1, EXIT_NOT_JUDGED), explain(done)
+    knobs = self_test_knobs(json.loads((tmp_path / "r.json").read_text()))
+    assert knobs == {"-p tools.seeded_dup_conv": "layer4.0.conv1"}, explain(done)
+    refused = run_suite(tmp_path, "--accuracy-baseline", str(tmp_path / "r.json"), tests=parity)
+    assert refused.returncode == 4, explain(refused)
+    assert "was made with a self-test knob (-p tools.seeded_dup_conv layer4.0.conv1)" in refused.stderr + refused.stdout
