@@ -192,6 +192,19 @@ def resolve_latency_baselines(spec: str, storage: Path) -> list[Path]:
     return paths
 
 
+def _read_run(path: Path, what: str, key: str, form: str, accept_incomplete: bool) -> dict[str, Any]:
+    """A saved run as a baseline reads it: its JSON, which must hold a ``key`` list (``form`` says what file that
+    is), refused where the run did not end or was made with a self-test knob."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise BaselineError(f"{what} {path}: cannot read JSON ({exc})") from exc
+    if not isinstance(data, dict) or not isinstance(data.get(key), list):
+        raise BaselineError(f"{what} {path}: not {form} (no '{key}' list)")
+    _refuse_incomplete(path, data, accept_incomplete, what)
+    return data
+
+
 def _refuse_incomplete(path: Path, data: dict[str, Any], accept: bool, what: str) -> None:
     why = incompleteness(data)
     if why and not accept:
@@ -232,13 +245,7 @@ def load_latency_baselines(paths: list[Path], accept_incomplete: bool = False) -
     runs_seen: dict[str, Path] = {}
     when = None
     for path in paths:
-        try:
-            data = json.loads(Path(path).read_text())
-        except (OSError, ValueError) as exc:
-            raise BaselineError(f"latency baseline {path}: cannot read JSON ({exc})") from exc
-        if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
-            raise BaselineError(f"latency baseline {path}: not a pytest-benchmark file (no 'benchmarks' list)")
-        _refuse_incomplete(Path(path), data, accept_incomplete, "latency baseline")
+        data = _read_run(Path(path), "latency baseline", "benchmarks", "a pytest-benchmark file", accept_incomplete)
         _refuse_copy(Path(path), data, runs_seen)
         run_environment = (data.get("machine_info") or {}).get("suite_environment") or {}
         run_host = run_environment.get("host_id") or run_environment.get("hostname")  # suite.environment.host_id
@@ -402,13 +409,7 @@ def profiles_of(records: list[dict[str, Any]], field: str) -> dict[str, dict[str
 
 
 def load_results_baseline(path: Path, accept_incomplete: bool = False) -> ResultsBaseline:
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        raise BaselineError(f"accuracy baseline {path}: cannot read JSON ({exc})") from exc
-    if not isinstance(data, dict) or not isinstance(data.get("records"), list):
-        raise BaselineError(f"accuracy baseline {path}: not a --suite-results file (no 'records' list)")
-    _refuse_incomplete(Path(path), data, accept_incomplete, "accuracy baseline")
+    data = _read_run(Path(path), "accuracy baseline", "records", "a --suite-results file", accept_incomplete)
     verdict = (data.get("verdict") or {}).get("verdict") if isinstance(data.get("verdict"), dict) else None
     if "verdict" in data and verdict != "passed" and not isinstance(data.get(ACCEPTED_KEY), dict):
         raise BaselineError(f"accuracy baseline {path}: its run's verdict was {verdict or 'missing'}, not passed: "
